@@ -1,0 +1,66 @@
+# amber: checkpoint/restore for Linux process trees
+CC      ?= gcc
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
+	   -D_GNU_SOURCE -Iinclude -Isrc -Ibuild/gen -MMD -MP
+LDLIBS  += -lprotobuf-c -lxxhash
+
+B       := build
+SRCS    := $(wildcard src/*.c)
+OBJS    := $(SRCS:src/%.c=$(B)/obj/%.o) $(B)/obj/amber.pb-c.o
+LIBOBJS := $(filter-out $(B)/obj/main.o,$(OBJS))
+
+PROGS_SRC := $(wildcard tests/e2e/progs/*.c)
+PROGS     := $(PROGS_SRC:tests/e2e/progs/%.c=$(B)/progs/%)
+UNIT_SRC  := $(wildcard tests/unit/*.c)
+UNITS     := $(UNIT_SRC:tests/unit/%.c=$(B)/unit/%)
+
+all: $(B)/amber
+
+$(B)/gen/amber.pb-c.c $(B)/gen/amber.pb-c.h: images/amber.proto
+	@mkdir -p $(B)/gen
+	protoc-c --proto_path=images --c_out=$(B)/gen images/amber.proto
+
+$(B)/obj/amber.pb-c.o: $(B)/gen/amber.pb-c.c
+	@mkdir -p $(B)/obj
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(B)/obj/%.o: src/%.c $(B)/gen/amber.pb-c.h
+	@mkdir -p $(B)/obj
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(B)/libamber.a: $(LIBOBJS)
+	ar rcs $@ $^
+
+$(B)/amber: $(B)/obj/main.o $(B)/libamber.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# Test programs (targets of checkpoint/restore).  *-static.c build static.
+$(B)/progs/%: tests/e2e/progs/%.c tests/e2e/progs/prog.h
+	@mkdir -p $(B)/progs
+	$(CC) -O1 -g -Wall -D_GNU_SOURCE $(if $(findstring static,$*),-static,) -o $@ $< $(if $(findstring avx512,$*),-mavx512f,-mavx2) -lrt
+
+$(B)/unit/%: tests/unit/%.c $(B)/libamber.a
+	@mkdir -p $(B)/unit
+	$(CC) $(CFLAGS) -o $@ $< $(B)/libamber.a $(LDLIBS) -lcmocka
+
+progs: $(PROGS)
+units: $(UNITS)
+
+test: all progs units
+	tests/run-all.sh
+
+bench: all progs
+	bench/run.sh
+
+demo: all progs
+	tests/demo.sh
+
+format:
+	clang-format -i src/*.c src/*.h tests/unit/*.c tests/e2e/progs/*.c
+
+clean:
+	rm -rf $(B)
+
+.PHONY: all progs units test bench demo format clean
+-include $(OBJS:.o=.d)

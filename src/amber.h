@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * amber's core types: the options of a run, the dump and restore contexts,
+ * and the table of per-resource operations.  Each resource kind lives in one
+ * source file (mem.c, files.c, signals.c, timers.c, ...) and plugs into
+ * `resources[]` (resources.c); the drivers (dump.c, restore.c) only walk it.
+ */
+#ifndef AMBER_H
+#define AMBER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "image.h"
+#include "infect.h"
+
+#define AMBER_VERSION "0.1.0"
+
+struct opts {
+	pid_t pid;
+	const char *dir;
+	const char *pidfile;
+	bool leave_running;
+	bool shell_job;
+	bool detached;
+};
+
+/* One line of /proc/PID/maps plus what smaps adds. */
+struct vma {
+	unsigned long start, end, pgoff;
+	int prot;
+	bool shared;
+	unsigned long dev, ino;
+	char *path; /* NULL for anonymous; "[vdso]" etc. for special mappings */
+	bool deleted;
+	unsigned vmflags; /* VMF_* from smaps VmFlags */
+	int kind;	  /* VmaKind, or -1 for mappings amber skips ([vsyscall]) */
+	int file_id;	  /* -1, or index into the dump's file table */
+};
+
+enum {
+	VMF_GROWSDOWN = 1 << 0,
+	VMF_DONTFORK = 1 << 1,
+	VMF_WIPEONFORK = 1 << 2,
+	VMF_DONTDUMP = 1 << 3,
+	VMF_HUGEPAGE = 1 << 4,
+	VMF_NOHUGEPAGE = 1 << 5,
+	VMF_MERGEABLE = 1 << 6,
+	VMF_LOCKED = 1 << 7,
+	VMF_SEQ_READ = 1 << 8,
+	VMF_RAND_READ = 1 << 9,
+	VMF_MAYWRITE = 1 << 10,
+};
+
+/* Open file descriptions found while dumping; ids index this table. */
+struct file_table {
+	RegFile **f;
+	size_t n, cap;
+};
+
+struct dump_ctx {
+	struct opts *o;
+	pid_t pid;
+	int pidfd;
+	struct img_set imgs;
+	struct infect inf;
+	TaskCore *core;
+	MmEntry *mm;
+	struct vma *vmas;
+	size_t nr_vmas;
+	struct file_table files;
+	int ghosts; /* ghost files written so far */
+};
+
+struct restore_ctx {
+	struct opts *o;
+	int dirfd;
+	Inventory *inv;
+	pid_t pid;
+	TaskCore *core;
+	MmEntry *mm;
+	PagemapEntry **pm;
+	size_t nr_pm;
+	RegFile **files;
+	size_t nr_files;
+	FdEntry **fds;
+	size_t nr_fds;
+	FsEntry *fs;
+	/* Set up in the child before it stops; inherited values seen by amber. */
+	int pages_fd;	  /* child's fd on pages-PID.img */
+	int *map_fd;	  /* per file id: child's fd used for mmap, or -1 */
+	int fd_base;	  /* child fds >= this are amber's, closed before resume */
+	struct infect inf;
+	unsigned long scratch; /* scratch page in the child, free in the target's layout */
+	size_t scratch_size;
+};
+
+struct resource_ops {
+	const char *name;
+	/* Task frozen, signals blocked, injection usable (inf, scratch page). */
+	int (*dump)(struct dump_ctx *ctx);
+	/* Task frozen with its own registers and mask back: bulk work (pages). */
+	int (*dump_late)(struct dump_ctx *ctx);
+	/* In amber before the child exists: read and check this resource's images. */
+	int (*restore_read)(struct restore_ctx *ctx);
+	/* In the forked child, with libc, before its address space is replaced. */
+	int (*restore_child)(struct restore_ctx *ctx);
+	/* In amber, driving the stopped child through injected syscalls. */
+	int (*restore_inject)(struct restore_ctx *ctx);
+};
+
+/* Dump order = restore order within each phase.  NULL-terminated. */
+extern const struct resource_ops *const resources[];
+
+extern const struct resource_ops task_ops;    /* task.c: identity, rlimits, prctls */
+extern const struct resource_ops creds_ops;   /* creds.c: uids, gids, capabilities */
+extern const struct resource_ops fs_ops;      /* fs.c: cwd, root, umask */
+extern const struct resource_ops files_ops;   /* files.c: fds and open files */
+extern const struct resource_ops mem_ops;     /* mem.c: VMAs, pages, mm fields, vDSO */
+extern const struct resource_ops signals_ops; /* signals.c: actions, altstack, pending */
+extern const struct resource_ops timers_ops;  /* timers.c: itimers, POSIX timers */
+extern const struct resource_ops regs_ops;    /* regs.c: GP/FPU registers, TLS, sigmask */
+
+int cmd_dump(int argc, char **argv);
+int cmd_restore(int argc, char **argv);
+int cmd_check(int argc, char **argv);
+int cmd_show(int argc, char **argv);
+
+/* file table helpers (files.c), used by mem.c for mapped files */
+int files_add(struct dump_ctx *ctx, RegFile *f);
+/* In the restore child: open a saved file (ghosts recreated) at an fd >= fd_base. */
+int files_open_restore(struct restore_ctx *ctx, RegFile *f, int flags);
+int files_dump_path(struct dump_ctx *ctx, const char *procpath, const char *path, int flags,
+		    uint64_t pos, int *id);
+
+#endif

@@ -1,0 +1,180 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Credentials: uids, gids, groups, capabilities (all five sets) and
+ * securebits, restored last of the kernel state since afterwards the task
+ * may lack the privilege for the rest; then what a credential change
+ * resets (dumpable, parent-death signal) and no_new_privs.
+ */
+#include <errno.h>
+#include <linux/capability.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "amber.h"
+#include "log.h"
+#include "proc.h"
+#include "sys.h"
+
+static int creds_dump(struct dump_ctx *ctx)
+{
+	struct proc_status ps, *st = &ps;
+	int ret = proc_parse_status(ctx->pid, &ps);
+
+	Creds *cr;
+	long r;
+
+	if (ret)
+		return ret;
+	cr = malloc(sizeof(*cr));
+	if (!cr)
+		return -ENOMEM;
+	creds__init(cr);
+	cr->uid = st->uid[0], cr->euid = st->uid[1], cr->suid = st->uid[2];
+	cr->fsuid = st->uid[3];
+	cr->gid = st->gid[0], cr->egid = st->gid[1], cr->sgid = st->gid[2];
+	cr->fsgid = st->gid[3];
+	cr->n_groups = st->nr_groups;
+	cr->groups = malloc(sizeof(uint32_t) * (st->nr_groups + 1));
+	if (!cr->groups) {
+		free(cr);
+		return -ENOMEM;
+	}
+	memcpy(cr->groups, st->groups, sizeof(uint32_t) * st->nr_groups);
+	cr->cap_inh = st->cap_inh, cr->cap_prm = st->cap_prm, cr->cap_eff = st->cap_eff;
+	cr->cap_bnd = st->cap_bnd, cr->cap_amb = st->cap_amb;
+	r = infect_call(&ctx->inf, SYS_prctl, PR_GET_SECUREBITS, 0, 0, 0, 0, 0);
+	cr->securebits = r > 0 ? (uint32_t)r : 0;
+	ctx->core->creds = cr;
+	return 0;
+}
+
+/* An image cannot give a process more than the user restoring it has. */
+static int check_privileges(struct restore_ctx *ctx)
+{
+	Creds *cr = ctx->core->creds;
+	uid_t me = geteuid();
+	gid_t mg = getegid();
+
+	if (me == 0)
+		return 0;
+	if (cr->uid != me || cr->euid != me || cr->suid != me || cr->fsuid != me ||
+	    cr->gid != mg || cr->egid != mg || cr->sgid != mg || cr->fsgid != mg ||
+	    cr->cap_prm || cr->cap_eff || cr->cap_amb) {
+		pr_err("the image's process ran as uid %u gid %u with capabilities %llx; "
+		       "restoring it as uid %u would change identity: restore as root or as "
+		       "that user",
+		       cr->uid, cr->gid, (unsigned long long)cr->cap_prm, me);
+		return -EPERM;
+	}
+	return 0;
+}
+
+static int creds_restore_read(struct restore_ctx *ctx)
+{
+	if (!ctx->core->creds || ctx->core->creds->n_groups > 65536) {
+		pr_err("core-%d.img: missing credentials; the image is corrupt", ctx->pid);
+		return -EBADMSG;
+	}
+	return check_privileges(ctx);
+}
+
+struct cap_header {
+	uint32_t version;
+	int pid;
+};
+
+struct cap_data {
+	uint32_t effective, permitted, inheritable;
+};
+
+static long inj(struct restore_ctx *ctx, const char *what, long nr, long a1, long a2, long a3)
+{
+	long r = infect_call(&ctx->inf, nr, a1, a2, a3, 0, 0, 0);
+
+	if (r < 0)
+		pr_err("pid %d: cannot restore %s: %s", ctx->pid, what, strerror((int)-r));
+	return r;
+}
+
+/*
+ * Credentials last: after them the task may lack the privilege for the rest.
+ * KEEP_CAPS holds the capabilities over the uid change, then capset trims
+ * them to the saved sets.
+ */
+static int restore_creds(struct restore_ctx *ctx)
+{
+	Creds *cr = ctx->core->creds;
+	struct cap_header hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct cap_data data[2] = {
+		{ (uint32_t)cr->cap_eff, (uint32_t)cr->cap_prm, (uint32_t)cr->cap_inh },
+		{ (uint32_t)(cr->cap_eff >> 32), (uint32_t)(cr->cap_prm >> 32),
+		  (uint32_t)(cr->cap_inh >> 32) },
+	};
+	unsigned long s = ctx->inf.scratch;
+	int ret;
+
+	for (int cap = 0; cap < 64; cap++) {
+		if (cr->cap_bnd & (1ULL << cap))
+			continue;
+		if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) != 1)
+			continue; /* unknown to this kernel, or already dropped */
+		if (inj(ctx, "the capability bounding set", SYS_prctl, PR_CAPBSET_DROP, cap, 0) < 0)
+			return -EPERM;
+	}
+	if (inj(ctx, "securebits", SYS_prctl, PR_SET_SECUREBITS, cr->securebits | 0x10 /* KEEP_CAPS */,
+		0) < 0)
+		return -EPERM;
+	ret = infect_write(&ctx->inf, s, cr->groups, cr->n_groups * sizeof(uint32_t));
+	if (ret)
+		return ret;
+	if (inj(ctx, "supplementary groups", SYS_setgroups, cr->n_groups, s, 0) < 0 ||
+	    inj(ctx, "gids", SYS_setresgid, cr->gid, cr->egid, cr->sgid) < 0 ||
+	    inj(ctx, "fsgid", SYS_setfsgid, cr->fsgid, 0, 0) < 0 ||
+	    inj(ctx, "uids", SYS_setresuid, cr->uid, cr->euid, cr->suid) < 0 ||
+	    inj(ctx, "fsuid", SYS_setfsuid, cr->fsuid, 0, 0) < 0)
+		return -EPERM;
+	ret = infect_write(&ctx->inf, s, &hdr, sizeof(hdr));
+	if (!ret)
+		ret = infect_write(&ctx->inf, s + 64, data, sizeof(data));
+	if (ret)
+		return ret;
+	if (inj(ctx, "capabilities", SYS_capset, s, s + 64, 0) < 0)
+		return -EPERM;
+	if (!(cr->securebits & 0x10) &&
+	    inj(ctx, "securebits", SYS_prctl, PR_SET_SECUREBITS, cr->securebits, 0) < 0)
+		return -EPERM;
+	for (int cap = 0; cap < 64; cap++)
+		if ((cr->cap_amb & (1ULL << cap)) &&
+		    inj(ctx, "ambient capabilities", SYS_prctl, PR_CAP_AMBIENT,
+			PR_CAP_AMBIENT_RAISE, cap) < 0)
+			return -EPERM;
+	return 0;
+}
+
+static int creds_restore_inject(struct restore_ctx *ctx)
+{
+	TaskCore *c = ctx->core;
+	int ret = restore_creds(ctx);
+
+	if (ret)
+		return ret;
+	/* Credential changes reset these, so they come after. */
+	if (inj(ctx, "the parent-death signal", SYS_prctl, PR_SET_PDEATHSIG, c->pdeath_sig, 0) < 0 ||
+	    (c->dumpable <= 1 &&
+	     inj(ctx, "dumpable", SYS_prctl, PR_SET_DUMPABLE, c->dumpable, 0) < 0))
+		return -EPERM;
+	if (c->no_new_privs &&
+	    inj(ctx, "no_new_privs", SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0) < 0)
+		return -EPERM;
+	return 0;
+}
+
+const struct resource_ops creds_ops = {
+	.name = "credentials",
+	.dump = creds_dump,
+	.restore_read = creds_restore_read,
+	.restore_inject = creds_restore_inject,
+};

@@ -1,0 +1,726 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Open files: the fd table (numbers, close-on-exec) and the open file
+ * descriptions behind it (path, flags, offset; pipe and FIFO contents;
+ * terminals in --shell-job mode).  Descriptions shared by several fds are
+ * found with kcmp(KCMP_FILE), sorting by its order instead of comparing
+ * every pair.  Deleted files are saved as ghost images and recreated.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "amber.h"
+#include "log.h"
+#include "proc.h"
+#include "sys.h"
+
+#ifndef KCMP_FILE
+#define KCMP_FILE 0
+#endif
+#define MAX_FD (1 << 20)
+#define PIPE_MAX (1 << 20)
+
+int files_add(struct dump_ctx *ctx, RegFile *f)
+{
+	struct file_table *t = &ctx->files;
+
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 32;
+		RegFile **nf = realloc(t->f, cap * sizeof(*nf));
+
+		if (!nf)
+			return -ENOMEM;
+		t->f = nf;
+		t->cap = cap;
+	}
+	f->id = (uint32_t)t->n;
+	t->f[t->n++] = f;
+	return (int)f->id;
+}
+
+static bool is_tty(const struct stat *st)
+{
+	unsigned maj = major(st->st_rdev), min = minor(st->st_rdev);
+
+	return (maj >= 136 && maj <= 143) || (maj == 4) || (maj == 5 && min <= 2);
+}
+
+static int copy_fd_to_img(int src, struct img *img)
+{
+	static char buf[1 << 16];
+	ssize_t r;
+
+	while ((r = read(src, buf, sizeof(buf))) != 0) {
+		int ret;
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		ret = img_write(img, buf, r);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* A deleted file's content goes into ghost-N.img; one ghost per inode. */
+static int dump_ghost(struct dump_ctx *ctx, const char *procpath, RegFile *f)
+{
+	struct img *img;
+	int fd, ret;
+
+	for (size_t i = 0; i < ctx->files.n; i++) {
+		RegFile *o = ctx->files.f[i];
+
+		if (o->ghost && o->dev == f->dev && o->ino == f->ino) {
+			f->ghost = strdup(o->ghost);
+			return 0;
+		}
+	}
+	fd = sys_open(procpath, O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0) {
+		pr_err("pid %d: cannot open deleted file %s to save it: %s", ctx->pid, f->path,
+		       strerror(-fd));
+		return fd;
+	}
+	ret = img_create(&ctx->imgs, IMG_GHOST, &img, "ghost-%d.img", ctx->ghosts);
+	if (ret)
+		goto close_fd;
+	ret = copy_fd_to_img(fd, img);
+	if (ret) {
+		pr_err("pid %d: cannot save deleted file %s: %s", ctx->pid, f->path, strerror(-ret));
+		img_abort(img);
+		goto close_fd;
+	}
+	f->ghost = strdup(img->name);
+	ret = img_finish(img);
+	ctx->ghosts++;
+close_fd:
+	close(fd);
+	return ret;
+}
+
+static RegFile *new_file(const char *path, const struct stat *st, int flags, uint64_t pos)
+{
+	RegFile *f = malloc(sizeof(*f));
+
+	if (!f)
+		return NULL;
+	reg_file__init(f);
+	f->path = strdup(path);
+	f->flags = flags;
+	f->pos = pos;
+	f->size = st->st_size;
+	f->mode = st->st_mode;
+	f->has_ino = f->has_dev = 1;
+	f->ino = st->st_ino;
+	f->dev = st->st_dev;
+	return f;
+}
+
+/* The file behind a mapping or /proc/PID/exe; shared by (dev, ino, flags). */
+int files_dump_path(struct dump_ctx *ctx, const char *procpath, const char *path, int flags,
+		    uint64_t pos, int *id)
+{
+	struct stat st;
+	RegFile *f;
+	int ret;
+
+	if (stat(procpath, &st)) {
+		pr_err("pid %d: cannot stat %s (%s): %m", ctx->pid, path, procpath);
+		return -errno;
+	}
+	for (size_t i = 0; i < ctx->files.n; i++) {
+		RegFile *o = ctx->files.f[i];
+
+		if (o->kind == FILE_KIND__FILE_REG && o->dev == st.st_dev &&
+		    o->ino == st.st_ino && (int)o->flags == flags && !strcmp(o->path, path)) {
+			*id = (int)o->id;
+			return 0;
+		}
+	}
+	f = new_file(path, &st, flags, pos);
+	if (!f)
+		return -ENOMEM;
+	f->kind = FILE_KIND__FILE_REG;
+	if (st.st_nlink == 0) {
+		ret = dump_ghost(ctx, procpath, f);
+		if (ret)
+			return ret;
+	}
+	ret = files_add(ctx, f);
+	if (ret < 0)
+		return ret;
+	*id = ret;
+	return 0;
+}
+
+/* Copy what is queued in a pipe or FIFO without consuming it (tee). */
+static int dump_pipe_data(struct dump_ctx *ctx, const char *procpath, RegFile *f)
+{
+	int src, p[2], ret = 0, size;
+	ssize_t n;
+
+	src = sys_open(procpath, O_RDONLY | O_NONBLOCK | O_CLOEXEC, 0);
+	if (src < 0) {
+		pr_err("pid %d: cannot open %s to read its pipe: %s", ctx->pid, procpath,
+		       strerror(-src));
+		return src;
+	}
+	size = fcntl(src, F_GETPIPE_SZ);
+	if (size <= 0 || pipe2(p, O_CLOEXEC | O_NONBLOCK)) {
+		ret = -errno;
+		goto close_src;
+	}
+	if (fcntl(p[1], F_SETPIPE_SZ, size) < size) {
+		ret = -errno;
+		pr_err("pid %d: cannot make a %d-byte pipe to copy %s: %m", ctx->pid, size,
+		       f->path);
+		goto close_pipe;
+	}
+	f->has_pipe_size = 1;
+	f->pipe_size = size;
+	n = tee(src, p[1], size, SPLICE_F_NONBLOCK);
+	if (n < 0 && errno != EAGAIN) {
+		ret = -errno;
+		pr_err("pid %d: cannot copy the data in %s: %m", ctx->pid, f->path);
+		goto close_pipe;
+	}
+	if (n > 0) {
+		f->has_pipe_data = 1;
+		f->pipe_data.data = malloc(n);
+		if (!f->pipe_data.data) {
+			ret = -ENOMEM;
+			goto close_pipe;
+		}
+		f->pipe_data.len = n;
+		if (sys_read_full(p[0], f->pipe_data.data, n) != n)
+			ret = -EIO;
+	}
+close_pipe:
+	close(p[0]);
+	close(p[1]);
+close_src:
+	close(src);
+	return ret;
+}
+
+static bool pipe_seen(struct dump_ctx *ctx, uint64_t ino)
+{
+	for (size_t i = 0; i < ctx->files.n; i++)
+		if (ctx->files.f[i]->has_pipe_id && ctx->files.f[i]->pipe_id == ino)
+			return true;
+	return false;
+}
+
+static int describe_fd(struct dump_ctx *ctx, int fd, unsigned flags, uint64_t pos, int *id)
+{
+	char procpath[64], path[PATH_MAX];
+	struct stat st;
+	RegFile *f;
+	int ret;
+
+	snprintf(procpath, sizeof(procpath), "/proc/%d/fd/%d", ctx->pid, fd);
+	ret = sys_readlink(procpath, path, sizeof(path));
+	if (ret < 0 || stat(procpath, &st)) {
+		pr_err("pid %d: cannot inspect fd %d: %s", ctx->pid, fd,
+		       strerror(ret < 0 ? -ret : errno));
+		return ret < 0 ? ret : -errno;
+	}
+	if (S_ISREG(st.st_mode) && st.st_nlink == 0) {
+		size_t len = strlen(path);
+
+		if (len > 10 && !strcmp(path + len - 10, " (deleted)"))
+			path[len - 10] = 0;
+	}
+	f = new_file(path, &st, flags & ~O_CLOEXEC, pos);
+	if (!f)
+		return -ENOMEM;
+	if (S_ISREG(st.st_mode)) {
+		f->kind = FILE_KIND__FILE_REG;
+		if (st.st_nlink == 0) {
+			ret = dump_ghost(ctx, procpath, f);
+			if (ret)
+				return ret;
+		}
+	} else if (S_ISDIR(st.st_mode)) {
+		f->kind = FILE_KIND__FILE_DIR;
+	} else if (S_ISCHR(st.st_mode) && is_tty(&st)) {
+		if (!ctx->o->shell_job) {
+			pr_err("pid %d: fd %d is the terminal %s; dump it with --shell-job (-j) "
+			       "and restore it with -j in a terminal",
+			       ctx->pid, fd, path);
+			return -EOPNOTSUPP;
+		}
+		f->kind = FILE_KIND__FILE_TTY;
+	} else if (S_ISCHR(st.st_mode)) {
+		f->kind = FILE_KIND__FILE_CHR;
+		f->has_rdev = 1;
+		f->rdev = st.st_rdev;
+	} else if (S_ISFIFO(st.st_mode)) {
+		bool anon = !strncmp(path, "pipe:[", 6);
+
+		f->kind = anon ? FILE_KIND__FILE_PIPE : FILE_KIND__FILE_FIFO;
+		f->has_pipe_id = 1;
+		f->pipe_id = st.st_ino;
+		/* The buffer belongs to the pipe: saved once, with its first end. */
+		if (!pipe_seen(ctx, st.st_ino)) {
+			ret = dump_pipe_data(ctx, procpath, f);
+			if (ret)
+				return ret;
+		}
+	} else {
+		pr_err("pid %d: fd %d is %s, a kind of file amber cannot dump yet (sockets, "
+		       "eventfd, epoll... come with process trees; see README, Limits)",
+		       ctx->pid, fd, path);
+		return -EOPNOTSUPP;
+	}
+	ret = files_add(ctx, f);
+	if (ret < 0)
+		return ret;
+	*id = ret;
+	return 0;
+}
+
+struct fdslot {
+	int fd;
+	unsigned flags;
+	uint64_t pos;
+};
+
+static pid_t kcmp_pid;
+static int kcmp_err;
+
+/* kcmp gives 0 (same), 1 (less) or 2 (greater) in a consistent, obfuscated order. */
+static int kcmp_order(const void *a, const void *b)
+{
+	const struct fdslot *x = a, *y = b;
+	int r = sys_kcmp(kcmp_pid, kcmp_pid, KCMP_FILE, x->fd, y->fd);
+
+	if (r < 0) {
+		kcmp_err = r;
+		return x->fd - y->fd;
+	}
+	return r == 0 ? 0 : r == 1 ? -1 : 1;
+}
+
+static int list_fds(pid_t pid, struct fdslot **out, size_t *nr)
+{
+	char path[64];
+	struct dirent *de;
+	struct fdslot *s = NULL;
+	size_t n = 0, cap = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+	d = opendir(path);
+	if (!d) {
+		pr_err("cannot list %s: %m", path);
+		return -errno;
+	}
+	while ((de = readdir(d))) {
+		int ret;
+
+		if (de->d_name[0] == '.')
+			continue;
+		if (n == cap) {
+			struct fdslot *ns;
+
+			cap = cap ? cap * 2 : 64;
+			ns = realloc(s, cap * sizeof(*ns));
+			if (!ns) {
+				free(s);
+				closedir(d);
+				return -ENOMEM;
+			}
+			s = ns;
+		}
+		s[n].fd = atoi(de->d_name);
+		ret = proc_parse_fdinfo(pid, s[n].fd, &s[n].pos, &s[n].flags);
+		if (ret) {
+			pr_err("pid %d: cannot read fdinfo of fd %d: %s", pid, s[n].fd,
+			       strerror(-ret));
+			free(s);
+			closedir(d);
+			return ret;
+		}
+		n++;
+	}
+	closedir(d);
+	*out = s;
+	*nr = n;
+	return 0;
+}
+
+static int files_dump(struct dump_ctx *ctx)
+{
+	struct fdslot *s = NULL;
+	size_t n = 0, i;
+	FdEntry *entries;
+	struct img *img;
+	int ret, id = -1;
+
+	ret = list_fds(ctx->pid, &s, &n);
+	if (ret)
+		return ret;
+	kcmp_pid = ctx->pid;
+	kcmp_err = 0;
+	qsort(s, n, sizeof(*s), kcmp_order);
+	if (kcmp_err) {
+		pr_err("kcmp(KCMP_FILE) on pid %d failed: %s (kernel without "
+		       "CONFIG_KCMP/CHECKPOINT_RESTORE? see amber check)",
+		       ctx->pid, strerror(-kcmp_err));
+		ret = kcmp_err;
+		goto free_slots;
+	}
+	entries = calloc(n ? n : 1, sizeof(*entries));
+	if (!entries) {
+		ret = -ENOMEM;
+		goto free_slots;
+	}
+	for (i = 0; i < n; i++) {
+		if (i == 0 || sys_kcmp(ctx->pid, ctx->pid, KCMP_FILE, s[i - 1].fd, s[i].fd) != 0) {
+			ret = describe_fd(ctx, s[i].fd, s[i].flags, s[i].pos, &id);
+			if (ret)
+				goto free_entries;
+		}
+		fd_entry__init(&entries[i]);
+		entries[i].fd = s[i].fd;
+		entries[i].file_id = id;
+		entries[i].cloexec = !!(s[i].flags & O_CLOEXEC);
+	}
+	ret = img_create(&ctx->imgs, IMG_FDS, &img, "fds-%d.img", ctx->pid);
+	if (ret)
+		goto free_entries;
+	for (i = 0; i < n && !ret; i++)
+		ret = img_put(img, &entries[i].base);
+	if (ret)
+		img_abort(img);
+	else
+		ret = img_finish(img);
+free_entries:
+	free(entries);
+free_slots:
+	free(s);
+	return ret;
+}
+
+/* files.img last: mem.c adds the files behind mappings. */
+static int files_dump_late(struct dump_ctx *ctx)
+{
+	struct img *img;
+	int ret = img_create(&ctx->imgs, IMG_FILES, &img, "files.img");
+
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < ctx->files.n && !ret; i++)
+		ret = img_put(img, &ctx->files.f[i]->base);
+	if (ret) {
+		img_abort(img);
+		return ret;
+	}
+	return img_finish(img);
+}
+
+/* ---- restore ---- */
+
+static int files_restore_read(struct restore_ctx *ctx)
+{
+	struct img *img;
+	ProtobufCMessage *m;
+	int ret;
+
+	ret = img_open(ctx->dirfd, IMG_FILES, &img, "files.img");
+	if (ret)
+		return ret;
+	while ((ret = img_get(img, &reg_file__descriptor, &m)) == 1) {
+		RegFile *f = (RegFile *)m, **nf;
+
+		if (f->id != ctx->nr_files || (f->ghost && strchr(f->ghost, '/'))) {
+			pr_err("files.img: bad entry %u; the image is corrupt", f->id);
+			ret = -EBADMSG;
+			break;
+		}
+		if (f->kind == FILE_KIND__FILE_TTY && !ctx->o->shell_job) {
+			pr_err("the process used the terminal %s; restore it with -j (--shell-job) "
+			       "from a terminal",
+			       f->path);
+			ret = -EINVAL;
+			break;
+		}
+		nf = realloc(ctx->files, (ctx->nr_files + 1) * sizeof(*nf));
+		if (!nf) {
+			ret = -ENOMEM;
+			break;
+		}
+		ctx->files = nf;
+		ctx->files[ctx->nr_files++] = f;
+	}
+	img_close(img);
+	if (ret < 0)
+		return ret;
+	ret = img_open(ctx->dirfd, IMG_FDS, &img, "fds-%d.img", ctx->pid);
+	if (ret)
+		return ret;
+	while ((ret = img_get(img, &fd_entry__descriptor, &m)) == 1) {
+		FdEntry *e = (FdEntry *)m, **ne;
+
+		if (e->file_id >= ctx->nr_files || e->fd >= MAX_FD) {
+			pr_err("fds-%d.img: bad entry for fd %u; the image is corrupt", ctx->pid,
+			       e->fd);
+			ret = -EBADMSG;
+			break;
+		}
+		ne = realloc(ctx->fds, (ctx->nr_fds + 1) * sizeof(*ne));
+		if (!ne) {
+			ret = -ENOMEM;
+			break;
+		}
+		ctx->fds = ne;
+		ctx->fds[ctx->nr_fds++] = e;
+	}
+	img_close(img);
+	return ret < 0 ? ret : 0;
+}
+
+/* Child-side state: one fd per description / pipe / ghost, all >= fd_base. */
+static int *desc_fd;	 /* per file id */
+static int tty_fd = -1;	 /* amber's terminal, for --shell-job */
+static struct {
+	uint64_t id;
+	int rd, wr;
+} *pipes;
+static size_t nr_pipes;
+static struct {
+	const char *name;
+	int fd;
+} *ghosts;
+static size_t nr_ghosts;
+
+static int up(struct restore_ctx *ctx, int fd)
+{
+	int nfd;
+
+	if (fd < 0 || fd >= ctx->fd_base)
+		return fd;
+	nfd = fcntl(fd, F_DUPFD_CLOEXEC, ctx->fd_base);
+	close(fd);
+	return nfd < 0 ? -errno : nfd;
+}
+
+/* Recreate a deleted file under its old name (so /proc shows "name (deleted)"). */
+static int ghost_fd(struct restore_ctx *ctx, RegFile *f)
+{
+	char tmp[PATH_MAX];
+	struct img *img;
+	int fd, ret;
+	static char buf[1 << 16];
+	ssize_t r;
+
+	for (size_t i = 0; i < nr_ghosts; i++)
+		if (!strcmp(ghosts[i].name, f->ghost))
+			return ghosts[i].fd;
+	ret = img_open(ctx->dirfd, IMG_GHOST, &img, "%s", f->ghost);
+	if (ret)
+		return ret;
+	fd = open(f->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, f->mode & 07777);
+	if (fd >= 0) {
+		unlink(f->path);
+	} else {
+		snprintf(tmp, sizeof(tmp), "%s", f->path);
+		*strrchr(tmp, '/') = 0;
+		fd = open(tmp[0] ? tmp : "/", O_TMPFILE | O_RDWR | O_CLOEXEC, f->mode & 07777);
+		if (fd < 0)
+			fd = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, f->mode & 07777);
+	}
+	if (fd < 0) {
+		ret = -errno;
+		pr_err("pid %d: cannot recreate deleted file %s: %m", ctx->pid, f->path);
+		goto close_img;
+	}
+	while ((r = read(img->fd, buf, sizeof(buf))) > 0)
+		if (sys_write_full(fd, buf, r) != r) {
+			ret = -EIO;
+			pr_err("pid %d: cannot refill deleted file %s", ctx->pid, f->path);
+			close(fd);
+			goto close_img;
+		}
+	fd = up(ctx, fd);
+	ghosts = realloc(ghosts, (nr_ghosts + 1) * sizeof(*ghosts));
+	ghosts[nr_ghosts].name = f->ghost;
+	ghosts[nr_ghosts++].fd = fd;
+	ret = fd;
+close_img:
+	img_close(img);
+	return ret;
+}
+
+static int reopen_self(int fd, int flags)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	fd = open(path, flags | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+static int pipe_end(struct restore_ctx *ctx, RegFile *f)
+{
+	size_t i;
+	int p[2];
+
+	for (i = 0; i < nr_pipes; i++)
+		if (pipes[i].id == f->pipe_id)
+			goto found;
+	if (f->kind == FILE_KIND__FILE_FIFO) {
+		/* O_RDWR never blocks on a FIFO and keeps it open for the real ends. */
+		p[0] = open(f->path, O_RDWR | O_CLOEXEC);
+		if (p[0] < 0) {
+			pr_err("pid %d: cannot open FIFO %s: %m", ctx->pid, f->path);
+			return -errno;
+		}
+		p[1] = dup(p[0]);
+	} else if (pipe2(p, O_CLOEXEC)) {
+		return -errno;
+	}
+	p[0] = up(ctx, p[0]);
+	p[1] = up(ctx, p[1]);
+	pipes = realloc(pipes, (nr_pipes + 1) * sizeof(*pipes));
+	pipes[i].id = f->pipe_id;
+	pipes[i].rd = p[0];
+	pipes[i].wr = p[1];
+	nr_pipes++;
+found:
+	if (f->has_pipe_size && fcntl(pipes[i].wr, F_SETPIPE_SZ, f->pipe_size) < 0)
+		pr_warn("pid %d: cannot resize pipe to %u bytes: %m", ctx->pid, f->pipe_size);
+	if (f->has_pipe_data && f->pipe_data.len &&
+	    sys_write_full(pipes[i].wr, f->pipe_data.data, f->pipe_data.len) !=
+		    (ssize_t)f->pipe_data.len) {
+		pr_err("pid %d: cannot refill pipe %s", ctx->pid, f->path);
+		return -EIO;
+	}
+	/* A new description of the same pipe, with this one's own flags. */
+	return reopen_self((f->flags & O_ACCMODE) == O_WRONLY ? pipes[i].wr : pipes[i].rd,
+			   f->flags);
+}
+
+static int open_reg(struct restore_ctx *ctx, RegFile *f, int flags)
+{
+	struct stat st;
+	int fd;
+
+	if (f->ghost) {
+		int g = ghost_fd(ctx, f);
+
+		return g < 0 ? g : reopen_self(g, flags & ~(O_CREAT | O_EXCL | O_TRUNC));
+	}
+	fd = open(f->path, (flags & ~(O_CREAT | O_EXCL | O_TRUNC)) | O_CLOEXEC);
+	if (fd < 0) {
+		fd = -errno;
+		pr_err("pid %d: cannot open %s: %s (the process had it open; is it still there?)",
+		       ctx->pid, f->path, strerror(-fd));
+		return fd;
+	}
+	if (S_ISREG(f->mode) && !fstat(fd, &st) && (uint64_t)st.st_size != f->size)
+		pr_warn("pid %d: %s changed size since the dump (%llu -> %llu bytes)", ctx->pid,
+			f->path, (unsigned long long)f->size, (unsigned long long)st.st_size);
+	return fd;
+}
+
+int files_open_restore(struct restore_ctx *ctx, RegFile *f, int flags)
+{
+	int fd = open_reg(ctx, f, flags);
+
+	return fd < 0 ? fd : up(ctx, fd);
+}
+
+static int open_desc(struct restore_ctx *ctx, RegFile *f)
+{
+	int fd;
+
+	switch (f->kind) {
+	case FILE_KIND__FILE_REG:
+	case FILE_KIND__FILE_DIR:
+	case FILE_KIND__FILE_CHR:
+		fd = open_reg(ctx, f, f->flags);
+		if (fd >= 0 && f->kind == FILE_KIND__FILE_REG &&
+		    lseek(fd, (off_t)f->pos, SEEK_SET) < 0) {
+			pr_err("pid %d: cannot seek %s to %llu: %m", ctx->pid, f->path,
+			       (unsigned long long)f->pos);
+			close(fd);
+			return -errno;
+		}
+		return fd;
+	case FILE_KIND__FILE_TTY:
+		if (tty_fd < 0) {
+			pr_err("pid %d: it used the terminal %s, but amber restore has no "
+			       "terminal on stdin/stdout/stderr",
+			       ctx->pid, f->path);
+			return -ENOTTY;
+		}
+		fd = fcntl(tty_fd, F_DUPFD_CLOEXEC, ctx->fd_base);
+		if (fd >= 0)
+			fd = reopen_self(fd, f->flags & ~O_NOCTTY);
+		return fd;
+	case FILE_KIND__FILE_PIPE:
+	case FILE_KIND__FILE_FIFO:
+		return pipe_end(ctx, f);
+	default:
+		return -EINVAL;
+	}
+}
+
+static int files_restore_child(struct restore_ctx *ctx)
+{
+	int ret;
+
+	if (ctx->o->shell_job) {
+		for (int i = 0; i < 3 && tty_fd < 0; i++)
+			if (isatty(i))
+				tty_fd = fcntl(i, F_DUPFD_CLOEXEC, ctx->fd_base);
+	}
+	/* Everything below fd_base is amber's and goes; the target's fds go there. */
+	if (close_range(0, ctx->fd_base - 1, 0)) {
+		pr_err("close_range failed: %m");
+		return -errno;
+	}
+	desc_fd = malloc((ctx->nr_files + 1) * sizeof(int));
+	if (!desc_fd)
+		return -ENOMEM;
+	for (size_t i = 0; i < ctx->nr_files; i++)
+		desc_fd[i] = -1;
+	for (size_t i = 0; i < ctx->nr_fds; i++) {
+		FdEntry *e = ctx->fds[i];
+		int fd = desc_fd[e->file_id];
+
+		if (fd < 0) {
+			fd = up(ctx, open_desc(ctx, ctx->files[e->file_id]));
+			if (fd < 0)
+				return fd;
+			desc_fd[e->file_id] = fd;
+		}
+		ret = dup3(fd, (int)e->fd, e->cloexec ? O_CLOEXEC : 0);
+		if (ret < 0) {
+			pr_err("pid %d: cannot place fd %u: %m", ctx->pid, e->fd);
+			return -errno;
+		}
+	}
+	return 0;
+}
+
+const struct resource_ops files_ops = {
+	.name = "files",
+	.dump = files_dump,
+	.dump_late = files_dump_late,
+	.restore_read = files_restore_read,
+	.restore_child = files_restore_child,
+};

@@ -1,0 +1,405 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "image.h"
+#include "log.h"
+#include "sys.h"
+
+#define IMG_MAGIC_BASE 0xa3be0000u
+#define IMG_MAX_RECORD (64u << 20)
+
+static const char *const kind_names[IMG__COUNT] = {
+	[IMG_INVENTORY] = "inventory", [IMG_CORE] = "core",   [IMG_MM] = "mm",
+	[IMG_PAGEMAP] = "pagemap",     [IMG_PAGES] = "pages", [IMG_FILES] = "files",
+	[IMG_FDS] = "fds",	       [IMG_FS] = "fs",	      [IMG_GHOST] = "ghost",
+};
+
+uint32_t img_magic(enum img_kind kind)
+{
+	return IMG_MAGIC_BASE + 0x11 * (kind + 1);
+}
+
+const char *img_kind_name(enum img_kind kind)
+{
+	return kind < IMG__COUNT ? kind_names[kind] : "?";
+}
+
+static int set_add(struct img_set *set, const char *name, uint64_t size, uint64_t hash)
+{
+	InventoryFile *f;
+
+	if (set->n == set->cap) {
+		size_t cap = set->cap ? set->cap * 2 : 16;
+		InventoryFile **nf = realloc(set->files, cap * sizeof(*nf));
+
+		if (!nf)
+			return -ENOMEM;
+		set->files = nf;
+		set->cap = cap;
+	}
+	f = malloc(sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	inventory_file__init(f);
+	f->name = strdup(name);
+	f->size = size;
+	f->xxh3 = hash;
+	set->files[set->n++] = f;
+	return 0;
+}
+
+void img_set_free(struct img_set *set)
+{
+	for (size_t i = 0; i < set->n; i++) {
+		free(set->files[i]->name);
+		free(set->files[i]);
+	}
+	free(set->files);
+	set->files = NULL;
+	set->n = set->cap = 0;
+}
+
+static int create_named(struct img_set *set, enum img_kind kind, const char *name,
+			struct img **out)
+{
+	uint32_t hdr[2] = { img_magic(kind), IMG_VERSION };
+	struct img *img = calloc(1, sizeof(*img));
+	int ret;
+
+	if (!img)
+		return -ENOMEM;
+	snprintf(img->name, sizeof(img->name), "%s", name);
+	img->kind = kind;
+	img->set = set;
+	img->hash = XXH3_createState();
+	XXH3_64bits_reset(img->hash);
+	img->fd = sys_openat(set->dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (img->fd < 0) {
+		ret = img->fd;
+		pr_err("cannot create image file %s: %s", name, strerror(-ret));
+		goto free_img;
+	}
+	ret = img_write(img, hdr, sizeof(hdr));
+	if (ret)
+		goto close_fd;
+	*out = img;
+	return 0;
+
+close_fd:
+	close(img->fd);
+	unlinkat(set->dirfd, name, 0);
+free_img:
+	XXH3_freeState(img->hash);
+	free(img);
+	return ret;
+}
+
+int img_create(struct img_set *set, enum img_kind kind, struct img **out, const char *fmt, ...)
+{
+	char name[64];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(name, sizeof(name), fmt, ap);
+	va_end(ap);
+	return create_named(set, kind, name, out);
+}
+
+int img_write(struct img *img, const void *buf, size_t len)
+{
+	ssize_t r = sys_write_full(img->fd, buf, len);
+
+	if (r < 0) {
+		pr_err("cannot write image file %s: %s%s", img->name, strerror((int)-r),
+		       r == -ENOSPC ? " (free some space in the image directory)" : "");
+		return (int)r;
+	}
+	XXH3_64bits_update(img->hash, buf, len);
+	img->size += len;
+	return 0;
+}
+
+int img_put(struct img *img, const ProtobufCMessage *msg)
+{
+	size_t len = protobuf_c_message_get_packed_size(msg);
+	uint8_t stackbuf[4096], *buf = len + 12 <= sizeof(stackbuf) ? stackbuf : malloc(len + 12);
+	uint32_t len32 = (uint32_t)len;
+	uint64_t h;
+	int ret;
+
+	if (!buf)
+		return -ENOMEM;
+	protobuf_c_message_pack(msg, buf + 12);
+	h = XXH3_64bits(buf + 12, len);
+	memcpy(buf, &len32, 4);
+	memcpy(buf + 4, &h, 8);
+	ret = img_write(img, buf, len + 12);
+	if (buf != stackbuf)
+		free(buf);
+	return ret;
+}
+
+static void img_free(struct img *img)
+{
+	if (img->hash)
+		XXH3_freeState(img->hash);
+	free(img);
+}
+
+int img_finish(struct img *img)
+{
+	int ret = sys_fsync(img->fd);
+
+	if (ret) {
+		pr_err("cannot sync image file %s: %s", img->name, strerror(-ret));
+		img_abort(img);
+		return ret;
+	}
+	close(img->fd);
+	ret = set_add(img->set, img->name, img->size, XXH3_64bits_digest(img->hash));
+	img_free(img);
+	return ret;
+}
+
+void img_abort(struct img *img)
+{
+	if (!img)
+		return;
+	close(img->fd);
+	unlinkat(img->set->dirfd, img->name, 0);
+	img_free(img);
+}
+
+int img_set_commit(struct img_set *set, Inventory *inv)
+{
+	struct img_set inv_set = { .dirfd = set->dirfd };
+	struct img *img;
+	int ret, dfd;
+
+	inv->n_files = set->n;
+	inv->files = set->files;
+	ret = create_named(&inv_set, IMG_INVENTORY, "inventory.img.tmp", &img);
+	if (ret)
+		return ret;
+	ret = img_put(img, &inv->base);
+	if (ret) {
+		img_abort(img);
+		return ret;
+	}
+	ret = img_finish(img);
+	img_set_free(&inv_set);
+	if (ret)
+		return ret;
+	ret = sys_renameat(set->dirfd, "inventory.img.tmp", set->dirfd, "inventory.img");
+	if (ret) {
+		pr_err("cannot rename inventory.img.tmp into place: %s", strerror(-ret));
+		unlinkat(set->dirfd, "inventory.img.tmp", 0);
+		return ret;
+	}
+	/* The rename must be durable before the target is killed. */
+	dfd = dup(set->dirfd);
+	if (dfd >= 0) {
+		ret = sys_fsync(dfd);
+		close(dfd);
+		if (ret) {
+			pr_err("cannot sync the image directory: %s", strerror(-ret));
+			return ret;
+		}
+	}
+	return 0;
+}
+
+int img_open(int dirfd, enum img_kind kind, struct img **out, const char *fmt, ...)
+{
+	struct img *img = calloc(1, sizeof(*img));
+	uint32_t hdr[2];
+	va_list ap;
+	ssize_t r;
+
+	if (!img)
+		return -ENOMEM;
+	va_start(ap, fmt);
+	vsnprintf(img->name, sizeof(img->name), fmt, ap);
+	va_end(ap);
+	img->kind = kind;
+	img->fd = sys_openat(dirfd, img->name, O_RDONLY | O_CLOEXEC, 0);
+	if (img->fd < 0) {
+		int ret = img->fd;
+
+		pr_err("cannot open image file %s: %s", img->name, strerror(-ret));
+		free(img);
+		return ret;
+	}
+	r = sys_read_full(img->fd, hdr, sizeof(hdr));
+	if (r != sizeof(hdr) || hdr[0] != img_magic(kind) || hdr[1] != IMG_VERSION) {
+		pr_err("image file %s is not a %s image of version %d (corrupt, or written by "
+		       "another amber version)",
+		       img->name, img_kind_name(kind), IMG_VERSION);
+		close(img->fd);
+		free(img);
+		return -EBADMSG;
+	}
+	*out = img;
+	return 0;
+}
+
+int img_get(struct img *img, const ProtobufCMessageDescriptor *desc, ProtobufCMessage **msg)
+{
+	uint8_t head[12], *buf;
+	uint32_t len;
+	uint64_t h;
+	ssize_t r = sys_read_full(img->fd, head, sizeof(head));
+
+	if (r == 0)
+		return 0;
+	if (r < 0)
+		return (int)r;
+	if (r != sizeof(head))
+		goto corrupt;
+	memcpy(&len, head, 4);
+	memcpy(&h, head + 4, 8);
+	if (len > IMG_MAX_RECORD)
+		goto corrupt;
+	buf = malloc(len ? len : 1);
+	if (!buf)
+		return -ENOMEM;
+	r = sys_read_full(img->fd, buf, len);
+	if (r != (ssize_t)len || XXH3_64bits(buf, len) != h) {
+		free(buf);
+		goto corrupt;
+	}
+	*msg = protobuf_c_message_unpack(desc, NULL, len, buf);
+	free(buf);
+	if (!*msg)
+		goto corrupt;
+	return 1;
+corrupt:
+	pr_err("image file %s is corrupt (bad record); re-dump the process", img->name);
+	return -EBADMSG;
+}
+
+void img_close(struct img *img)
+{
+	if (!img)
+		return;
+	close(img->fd);
+	free(img);
+}
+
+int img_read_one(int dirfd, enum img_kind kind, const ProtobufCMessageDescriptor *desc,
+		 ProtobufCMessage **msg, const char *fmt, ...)
+{
+	char name[64];
+	struct img *img;
+	va_list ap;
+	int ret;
+
+	va_start(ap, fmt);
+	vsnprintf(name, sizeof(name), fmt, ap);
+	va_end(ap);
+	ret = img_open(dirfd, kind, &img, "%s", name);
+	if (ret)
+		return ret;
+	ret = img_get(img, desc, msg);
+	img_close(img);
+	if (ret == 0) {
+		pr_err("image file %s is empty; re-dump the process", name);
+		return -EBADMSG;
+	}
+	return ret < 0 ? ret : 0;
+}
+
+static int hash_file(int dirfd, const char *name, uint64_t *size, uint64_t *hash)
+{
+	static char buf[1 << 20];
+	XXH3_state_t *st;
+	struct stat sb;
+	int fd = sys_openat(dirfd, name, O_RDONLY | O_CLOEXEC, 0);
+	ssize_t r;
+
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &sb)) {
+		close(fd);
+		return -errno;
+	}
+	*size = sb.st_size;
+	st = XXH3_createState();
+	XXH3_64bits_reset(st);
+	while ((r = read(fd, buf, sizeof(buf))) != 0) {
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			r = -errno;
+			XXH3_freeState(st);
+			close(fd);
+			return (int)r;
+		}
+		XXH3_64bits_update(st, buf, r);
+	}
+	*hash = XXH3_64bits_digest(st);
+	XXH3_freeState(st);
+	close(fd);
+	return 0;
+}
+
+int img_verify_dir(int dirfd, const char *dir, Inventory **out)
+{
+	Inventory *inv = NULL;
+	int ret;
+
+	if (faccessat(dirfd, "inventory.img", F_OK, 0)) {
+		pr_err("%s is not a complete amber image: inventory.img is missing (the dump did "
+		       "not finish, or this is not an image directory); dump again",
+		       dir);
+		return -ENOENT;
+	}
+	ret = img_read_one(dirfd, IMG_INVENTORY, &inventory__descriptor, (ProtobufCMessage **)&inv,
+			   "inventory.img");
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < inv->n_files; i++) {
+		InventoryFile *f = inv->files[i];
+		uint64_t size, hash;
+
+		if (strchr(f->name, '/')) {
+			pr_err("%s: inventory names a file outside the image (%s); refusing", dir,
+			       f->name);
+			ret = -EBADMSG;
+			goto free_inv;
+		}
+		ret = hash_file(dirfd, f->name, &size, &hash);
+		if (ret) {
+			pr_err("%s: image file %s is missing or unreadable (%s); the image is "
+			       "incomplete, dump again",
+			       dir, f->name, strerror(-ret));
+			goto free_inv;
+		}
+		if (size != f->size) {
+			pr_err("%s: image file %s is truncated or altered (%llu bytes, expected "
+			       "%llu); refusing to restore, dump again",
+			       dir, f->name, (unsigned long long)size, (unsigned long long)f->size);
+			ret = -EBADMSG;
+			goto free_inv;
+		}
+		if (hash != f->xxh3) {
+			pr_err("%s: image file %s is corrupt (checksum mismatch); refusing to "
+			       "restore, dump again",
+			       dir, f->name);
+			ret = -EBADMSG;
+			goto free_inv;
+		}
+	}
+	*out = inv;
+	return 0;
+free_inv:
+	inventory__free_unpacked(inv, NULL);
+	return ret;
+}

@@ -1,0 +1,340 @@
+// SPDX-License-Identifier: MIT
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "infect.h"
+#include "log.h"
+#include "sys.h"
+
+#ifndef PTRACE_GETSIGMASK
+#define PTRACE_GETSIGMASK 0x420a
+#define PTRACE_SETSIGMASK 0x420b
+#endif
+
+static bool is_job_stop_sig(int sig)
+{
+	return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
+}
+
+static int save_state(struct infect *inf)
+{
+	long r = sys_ptrace(PTRACE_GETREGS, inf->pid, NULL, &inf->regs);
+
+	if (r) {
+		pr_err("pid %d: cannot read registers: %s", inf->pid, strerror((int)-r));
+		return (int)r;
+	}
+	r = sys_ptrace(PTRACE_GETSIGMASK, inf->pid, (void *)sizeof(uint64_t), &inf->sigmask);
+	if (r) {
+		pr_err("pid %d: cannot read the signal mask: %s", inf->pid, strerror((int)-r));
+		return (int)r;
+	}
+	return 0;
+}
+
+int infect_seize(pid_t pid, struct infect *inf, int *stopsig)
+{
+	int status, ret;
+	long r;
+
+	memset(inf, 0, sizeof(*inf));
+	inf->pid = pid;
+	*stopsig = 0;
+	r = sys_ptrace(PTRACE_SEIZE, pid, NULL, (void *)(long)PTRACE_O_TRACESYSGOOD);
+	if (r) {
+		if (r == -EPERM)
+			pr_err("cannot ptrace pid %d: permission denied (run amber as the process's "
+			       "owner or root; is it already traced, e.g. by gdb or strace?)",
+			       pid);
+		else if (r == -ESRCH)
+			pr_err("pid %d does not exist", pid);
+		else
+			pr_err("cannot ptrace pid %d: %s", pid, strerror((int)-r));
+		return (int)r;
+	}
+	r = sys_ptrace(PTRACE_INTERRUPT, pid, NULL, NULL);
+	if (r) {
+		pr_err("cannot interrupt pid %d: %s", pid, strerror((int)-r));
+		goto detach;
+	}
+	for (;;) {
+		r = sys_waitpid(pid, &status, __WALL);
+		if (r < 0) {
+			pr_err("waiting for pid %d to stop: %s", pid, strerror((int)-r));
+			goto detach;
+		}
+		if (WIFEXITED(status) || WIFSIGNALED(status)) {
+			pr_err("pid %d exited while being frozen", pid);
+			return -ESRCH;
+		}
+		if (!WIFSTOPPED(status))
+			continue;
+		if (status >> 16 == PTRACE_EVENT_STOP) {
+			int sig = WSTOPSIG(status);
+
+			/* SIGTRAP: our interrupt; a job-control signal: it was stopped */
+			if (is_job_stop_sig(sig))
+				*stopsig = sig;
+			break;
+		}
+		/*
+		 * A signal arrived first: deliver it as it would have been, the
+		 * interrupt stays pending and stops the task right after.
+		 */
+		r = sys_ptrace(PTRACE_CONT, pid, NULL, (void *)(long)WSTOPSIG(status));
+		if (r) {
+			pr_err("pid %d: cannot pass on signal %d: %s", pid, WSTOPSIG(status),
+			       strerror((int)-r));
+			goto detach;
+		}
+	}
+	ret = save_state(inf);
+	if (ret) {
+		r = ret;
+		goto detach;
+	}
+	return 0;
+detach:
+	sys_ptrace(PTRACE_DETACH, pid, NULL, NULL);
+	return (int)r;
+}
+
+int infect_attach_stopped(pid_t pid, struct infect *inf)
+{
+	memset(inf, 0, sizeof(*inf));
+	inf->pid = pid;
+	return save_state(inf);
+}
+
+/* Find `0f 05` in the tracee's vDSO: any such byte pair executes as `syscall`. */
+int infect_find_syscall(struct infect *inf)
+{
+	char path[64], line[512];
+	unsigned long start = 0, end = 0;
+	unsigned char *buf;
+	FILE *f;
+	int ret = -ENOENT;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", inf->pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		if (strstr(line, "[vdso]")) {
+			sscanf(line, "%lx-%lx", &start, &end);
+			break;
+		}
+	}
+	fclose(f);
+	if (!start) {
+		pr_err("pid %d has no vDSO mapping; amber needs one to inject syscalls", inf->pid);
+		return -ENOENT;
+	}
+	buf = malloc(end - start);
+	if (!buf)
+		return -ENOMEM;
+	ret = infect_read(inf, start, buf, end - start);
+	if (ret)
+		goto free_buf;
+	ret = -ENOENT;
+	for (unsigned long i = 0; i + 1 < end - start; i++) {
+		if (buf[i] == 0x0f && buf[i + 1] == 0x05) {
+			inf->syscall_ip = start + i;
+			ret = 0;
+			break;
+		}
+	}
+	if (ret)
+		pr_err("pid %d: no syscall instruction in the vDSO", inf->pid);
+free_buf:
+	free(buf);
+	return ret;
+}
+
+int infect_block_signals(struct infect *inf)
+{
+	uint64_t all = ~0ULL;
+	long r = sys_ptrace(PTRACE_SETSIGMASK, inf->pid, (void *)sizeof(all), &all);
+
+	if (r) {
+		pr_err("pid %d: cannot block signals: %s", inf->pid, strerror((int)-r));
+		return (int)r;
+	}
+	inf->mask_blocked = true;
+	return 0;
+}
+
+int infect_unblock_signals(struct infect *inf)
+{
+	long r;
+
+	if (!inf->mask_blocked)
+		return 0;
+	r = sys_ptrace(PTRACE_SETSIGMASK, inf->pid, (void *)sizeof(inf->sigmask), &inf->sigmask);
+	if (r) {
+		pr_err("pid %d: cannot restore the signal mask: %s", inf->pid, strerror((int)-r));
+		return (int)r;
+	}
+	inf->mask_blocked = false;
+	return 0;
+}
+
+int infect_syscall(struct infect *inf, long *ret, long nr, long a1, long a2, long a3, long a4,
+		   long a5, long a6)
+{
+	struct user_regs_struct regs = inf->regs;
+	int status;
+	long r;
+
+	regs.rax = nr;
+	regs.rdi = a1;
+	regs.rsi = a2;
+	regs.rdx = a3;
+	regs.r10 = a4;
+	regs.r8 = a5;
+	regs.r9 = a6;
+	regs.rip = inf->syscall_ip;
+	/* No syscall-restart fixups on resume: this is not an interrupted syscall. */
+	regs.orig_rax = -1;
+	r = sys_ptrace(PTRACE_SETREGS, inf->pid, NULL, &regs);
+	if (r)
+		goto fail;
+	r = sys_ptrace(PTRACE_SINGLESTEP, inf->pid, NULL, NULL);
+	if (r)
+		goto fail;
+	for (;;) {
+		r = sys_waitpid(inf->pid, &status, __WALL);
+		if (r < 0)
+			goto fail;
+		if (!WIFSTOPPED(status)) {
+			pr_err("pid %d died while running injected syscall %ld (status 0x%x)",
+			       inf->pid, nr, status);
+			return -ESRCH;
+		}
+		if (WSTOPSIG(status) == SIGTRAP)
+			break;
+		/* Only unblockable signals get here; hold them until we are done. */
+		pr_debug("pid %d: signal %d during injection, held", inf->pid, WSTOPSIG(status));
+		r = sys_ptrace(PTRACE_SINGLESTEP, inf->pid, NULL, NULL);
+		if (r)
+			goto fail;
+	}
+	r = sys_ptrace(PTRACE_GETREGS, inf->pid, NULL, &regs);
+	if (r)
+		goto fail;
+	if (regs.rip != inf->syscall_ip + 2) {
+		pr_err("pid %d: injected syscall %ld stopped at 0x%llx, not after the syscall "
+		       "instruction",
+		       inf->pid, nr, regs.rip);
+		return -EFAULT;
+	}
+	*ret = regs.rax;
+	inf->nr_syscalls++;
+	return 0;
+fail:
+	pr_err("pid %d: cannot inject syscall %ld: %s", inf->pid, nr, strerror((int)-r));
+	return (int)r;
+}
+
+long infect_call(struct infect *inf, long nr, long a1, long a2, long a3, long a4, long a5,
+		 long a6)
+{
+	long ret;
+	int err = infect_syscall(inf, &ret, nr, a1, a2, a3, a4, a5, a6);
+
+	return err ? err : ret;
+}
+
+int infect_scratch_map(struct infect *inf, unsigned long hint, size_t size)
+{
+	long flags = MAP_PRIVATE | MAP_ANONYMOUS | (hint ? MAP_FIXED_NOREPLACE : 0);
+	long addr = infect_call(inf, __NR_mmap, hint, size, PROT_READ | PROT_WRITE, flags, -1, 0);
+
+	if (addr < 0 && addr > -4096) {
+		pr_err("pid %d: cannot map a scratch area: %s", inf->pid, strerror((int)-addr));
+		return (int)addr;
+	}
+	inf->scratch = addr;
+	inf->scratch_size = size;
+	return 0;
+}
+
+int infect_scratch_unmap(struct infect *inf)
+{
+	long r;
+
+	if (!inf->scratch)
+		return 0;
+	r = infect_call(inf, __NR_munmap, inf->scratch, inf->scratch_size, 0, 0, 0, 0);
+	if (r) {
+		pr_err("pid %d: cannot unmap the scratch area: %s", inf->pid, strerror((int)-r));
+		return (int)r;
+	}
+	inf->scratch = 0;
+	return 0;
+}
+
+/* process_vm_* first; /proc/PID/mem (which can reach unreadable pages) as fallback. */
+static int mem_xfer(struct infect *inf, unsigned long addr, void *buf, size_t len, bool write)
+{
+	struct iovec local = { buf, len }, remote = { (void *)addr, len };
+	char path[64];
+	ssize_t r;
+	int fd;
+
+	r = write ? sys_vm_writev(inf->pid, &local, 1, &remote, 1)
+		  : sys_vm_readv(inf->pid, &local, 1, &remote, 1);
+	if (r == (ssize_t)len)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/mem", inf->pid);
+	fd = sys_open(path, write ? O_WRONLY | O_CLOEXEC : O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0)
+		return fd;
+	r = write ? pwrite(fd, buf, len, addr) : sys_pread_full(fd, buf, len, addr);
+	close(fd);
+	if (r != (ssize_t)len) {
+		pr_err("pid %d: cannot %s %zu bytes at 0x%lx", inf->pid, write ? "write" : "read",
+		       len, addr);
+		return -EFAULT;
+	}
+	return 0;
+}
+
+int infect_read(struct infect *inf, unsigned long addr, void *buf, size_t len)
+{
+	return mem_xfer(inf, addr, buf, len, false);
+}
+
+int infect_write(struct infect *inf, unsigned long addr, const void *buf, size_t len)
+{
+	return mem_xfer(inf, addr, (void *)buf, len, true);
+}
+
+int infect_restore_regs(struct infect *inf)
+{
+	long r = sys_ptrace(PTRACE_SETREGS, inf->pid, NULL, &inf->regs);
+
+	if (r)
+		pr_err("pid %d: cannot put its registers back: %s", inf->pid, strerror((int)-r));
+	return (int)r;
+}
+
+int infect_detach(struct infect *inf)
+{
+	long r = sys_ptrace(PTRACE_DETACH, inf->pid, NULL, NULL);
+
+	if (r && r != -ESRCH)
+		pr_err("pid %d: cannot detach: %s", inf->pid, strerror((int)-r));
+	return (int)r;
+}

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Syscall injection through ptrace: make a stopped tracee execute one
+ * syscall at a time, using a `syscall` instruction found in its vDSO, and
+ * read the result.  Dump uses it to ask the kernel what only the task itself
+ * can ask (sigactions, timers, prctl values); restore uses it to rebuild the
+ * child's address space and kernel state.
+ */
+#ifndef AMBER_INFECT_H
+#define AMBER_INFECT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/user.h>
+
+struct infect {
+	pid_t pid;
+	struct user_regs_struct regs; /* registers when the task was stopped */
+	unsigned long syscall_ip;     /* address of a `syscall` instruction */
+	uint64_t sigmask;	      /* blocked mask when stopped */
+	bool mask_blocked;	      /* all signals blocked by us */
+	unsigned long scratch;	      /* scratch mapping made by infect_scratch_map() */
+	size_t scratch_size;
+	long nr_syscalls;
+};
+
+/* PTRACE_SEIZE + PTRACE_INTERRUPT; on success the task is stopped. *stopsig is
+ * the group-stop signal if the task was already stopped by a job-control
+ * signal, else 0. */
+int infect_seize(pid_t pid, struct infect *inf, int *stopsig);
+/* Take over an already-seized, stopped tracee (restore). */
+int infect_attach_stopped(pid_t pid, struct infect *inf);
+int infect_find_syscall(struct infect *inf);
+/* Block every signal while syscalls are injected, and undo it. */
+int infect_block_signals(struct infect *inf);
+int infect_unblock_signals(struct infect *inf);
+/* Run one syscall; returns 0 and the raw return value in *ret, or -errno of ptrace. */
+int infect_syscall(struct infect *inf, long *ret, long nr, long a1, long a2, long a3, long a4,
+		   long a5, long a6);
+/* Convenience: the syscall's own return (negative errno on failure), or ptrace error. */
+long infect_call(struct infect *inf, long nr, long a1, long a2, long a3, long a4, long a5,
+		 long a6);
+int infect_scratch_map(struct infect *inf, unsigned long hint, size_t size);
+int infect_scratch_unmap(struct infect *inf);
+int infect_read(struct infect *inf, unsigned long addr, void *buf, size_t len);
+int infect_write(struct infect *inf, unsigned long addr, const void *buf, size_t len);
+/* Put the registers back as they were at seize time. */
+int infect_restore_regs(struct infect *inf);
+/* Detach, leaving the task running from where it was stopped. */
+int infect_detach(struct infect *inf);
+
+#endif

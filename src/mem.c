@@ -1,0 +1,807 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Memory: every VMA with its protection, flags and backing; the pages that
+ * only the process holds (anonymous, copy-on-write copies of file pages,
+ * shared anonymous memory); the mm fields that ps and /proc show (code/data
+ * bounds, brk, arg/env, auxv, exe); and the vDSO, which is moved, not copied.
+ *
+ * Pages unchanged from a file are not saved: the mapping is recreated from
+ * the file.  Zero pages (read but never written) are not saved either:
+ * PAGEMAP_SCAN tells present, swapped, file-backed and zero-page runs apart.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/prctl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "amber.h"
+#include "dump.h"
+#include "log.h"
+#include "proc.h"
+#include "sys.h"
+#include "uapi/pagemap_scan.h"
+
+#undef PAGE_SIZE
+#define PAGE_SIZE     4096UL
+#define TASK_SIZE_MAX (1UL << 56)
+#define SCRATCH_SIZE  (1UL << 20)
+#define IO_CHUNK      (8UL << 20)
+#define MAX_AUXV      (2 * 64)
+
+/* The madv bits of vma_entry: hints reapplied with madvise() on restore. */
+static const struct {
+	unsigned vmf;
+	int advice;
+} madv_map[] = {
+	{ VMF_DONTFORK, MADV_DONTFORK },     { VMF_WIPEONFORK, MADV_WIPEONFORK },
+	{ VMF_DONTDUMP, MADV_DONTDUMP },     { VMF_HUGEPAGE, MADV_HUGEPAGE },
+	{ VMF_NOHUGEPAGE, MADV_NOHUGEPAGE }, { VMF_MERGEABLE, MADV_MERGEABLE },
+	{ VMF_SEQ_READ, MADV_SEQUENTIAL },   { VMF_RAND_READ, MADV_RANDOM },
+};
+
+static bool has_pages(int kind)
+{
+	return kind == VMA_KIND__VMA_ANON_PRIVATE || kind == VMA_KIND__VMA_FILE_PRIVATE ||
+	       kind == VMA_KIND__VMA_ANON_SHARED;
+}
+
+static bool is_vdso_part(int kind)
+{
+	return kind == VMA_KIND__VMA_VDSO || kind == VMA_KIND__VMA_VVAR ||
+	       kind == VMA_KIND__VMA_VVAR_VCLOCK;
+}
+
+/* Sets v->kind; -1 for what amber leaves alone ([vsyscall]). */
+static int classify(struct dump_ctx *ctx, struct vma *v)
+{
+	const char *p = v->path;
+
+	if (p && !strcmp(p, "[vsyscall]")) {
+		v->kind = -1;
+	} else if (p && !strcmp(p, "[vdso]")) {
+		v->kind = VMA_KIND__VMA_VDSO;
+	} else if (p && !strcmp(p, "[vvar]")) {
+		v->kind = VMA_KIND__VMA_VVAR;
+	} else if (p && !strcmp(p, "[vvar_vclock]")) {
+		v->kind = VMA_KIND__VMA_VVAR_VCLOCK;
+	} else if (!p || p[0] == '[' || (v->shared && !strcmp(p, "/dev/zero") && v->deleted)) {
+		/* [heap], [stack], [anon:name], and MAP_SHARED|MAP_ANONYMOUS */
+		if (p && p[0] == '[' && strcmp(p, "[heap]") && strcmp(p, "[stack]") &&
+		    strncmp(p, "[anon:", 6) && strncmp(p, "[anon_shmem:", 12)) {
+			pr_err("pid %d: mapping %lx-%lx is %s, which amber cannot dump yet",
+			       ctx->pid, v->start, v->end, p);
+			return -EOPNOTSUPP;
+		}
+		v->kind = v->shared ? VMA_KIND__VMA_ANON_SHARED : VMA_KIND__VMA_ANON_PRIVATE;
+	} else if (!strncmp(p, "/SYSV", 5)) {
+		pr_err("pid %d: mapping %lx-%lx is System V shared memory, which amber cannot "
+		       "dump yet",
+		       ctx->pid, v->start, v->end);
+		return -EOPNOTSUPP;
+	} else {
+		v->kind = v->shared ? VMA_KIND__VMA_FILE_SHARED : VMA_KIND__VMA_FILE_PRIVATE;
+	}
+	return 0;
+}
+
+static int vma_file(struct dump_ctx *ctx, struct vma *v)
+{
+	char procpath[96];
+	int flags = O_RDONLY;
+
+	if (v->kind == VMA_KIND__VMA_FILE_SHARED && (v->vmflags & VMF_MAYWRITE))
+		flags = O_RDWR;
+	snprintf(procpath, sizeof(procpath), "/proc/%d/map_files/%lx-%lx", ctx->pid, v->start,
+		 v->end);
+	return files_dump_path(ctx, procpath, v->path, flags, 0, &v->file_id);
+}
+
+static int dump_auxv(struct dump_ctx *ctx, MmEntry *mm)
+{
+	char path[64], *buf;
+	size_t len;
+	int ret;
+
+	snprintf(path, sizeof(path), "/proc/%d/auxv", ctx->pid);
+	ret = sys_read_file(path, &buf, &len);
+	if (ret) {
+		pr_err("cannot read %s: %s", path, strerror(-ret));
+		return ret;
+	}
+	mm->n_auxv = len / sizeof(uint64_t);
+	if (mm->n_auxv > MAX_AUXV)
+		mm->n_auxv = MAX_AUXV;
+	mm->auxv = malloc((mm->n_auxv + 1) * sizeof(uint64_t));
+	if (!mm->auxv) {
+		free(buf);
+		return -ENOMEM;
+	}
+	memcpy(mm->auxv, buf, mm->n_auxv * sizeof(uint64_t));
+	free(buf);
+	return 0;
+}
+
+static int mem_dump(struct dump_ctx *ctx)
+{
+	MmEntry *mm = ctx->mm;
+	struct proc_stat st;
+	char exe[96];
+	struct img *img;
+	long r;
+	int ret;
+
+	mm->vmas = calloc(ctx->nr_vmas + 1, sizeof(*mm->vmas));
+	if (!mm->vmas)
+		return -ENOMEM;
+	for (size_t i = 0; i < ctx->nr_vmas; i++) {
+		struct vma *v = &ctx->vmas[i];
+		VmaEntry *e;
+
+		ret = classify(ctx, v);
+		if (ret)
+			return ret;
+		if (v->kind < 0)
+			continue;
+		if (v->kind == VMA_KIND__VMA_FILE_PRIVATE || v->kind == VMA_KIND__VMA_FILE_SHARED) {
+			ret = vma_file(ctx, v);
+			if (ret)
+				return ret;
+		}
+		e = malloc(sizeof(*e));
+		if (!e)
+			return -ENOMEM;
+		vma_entry__init(e);
+		e->start = v->start;
+		e->end = v->end;
+		e->prot = v->prot;
+		e->kind = v->kind;
+		e->pgoff = v->pgoff;
+		e->growsdown = !!(v->vmflags & VMF_GROWSDOWN);
+		for (size_t m = 0; m < sizeof(madv_map) / sizeof(madv_map[0]); m++)
+			if (v->vmflags & madv_map[m].vmf)
+				e->madv |= 1u << m;
+		if (v->file_id >= 0) {
+			e->has_file_id = 1;
+			e->file_id = v->file_id;
+		}
+		if (v->kind == VMA_KIND__VMA_ANON_SHARED) {
+			e->has_shmem_id = 1;
+			e->shmem_id = v->ino;
+		}
+		mm->vmas[mm->n_vmas++] = e;
+	}
+
+	ret = proc_parse_stat(ctx->pid, &st);
+	if (ret)
+		return ret;
+	mm->start_code = st.start_code, mm->end_code = st.end_code;
+	mm->start_data = st.start_data, mm->end_data = st.end_data;
+	mm->start_brk = st.start_brk, mm->start_stack = st.start_stack;
+	mm->arg_start = st.arg_start, mm->arg_end = st.arg_end;
+	mm->env_start = st.env_start, mm->env_end = st.env_end;
+	/* the current brk is in no /proc file: brk(0) asks the task */
+	r = infect_call(&ctx->inf, SYS_brk, 0, 0, 0, 0, 0, 0);
+	mm->brk = r > 0 ? (uint64_t)r : st.start_brk;
+	if (!mm->arg_start || !mm->env_end) {
+		pr_err("/proc/%d/stat shows no arg/env bounds; amber needs a kernel with the "
+		       "C/R stat fields (and ptrace read access)",
+		       ctx->pid);
+		return -EPERM;
+	}
+	ret = dump_auxv(ctx, mm);
+	if (ret)
+		return ret;
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", ctx->pid);
+	{
+		char path[4096];
+		int id;
+
+		if (sys_readlink(exe, path, sizeof(path)) > 0) {
+			size_t len = strlen(path);
+
+			if (len > 10 && !strcmp(path + len - 10, " (deleted)"))
+				path[len - 10] = 0;
+			ret = files_dump_path(ctx, exe, path, O_RDONLY, 0, &id);
+			if (ret)
+				return ret;
+			mm->has_exe_file_id = 1;
+			mm->exe_file_id = id;
+		}
+	}
+	ret = img_create(&ctx->imgs, IMG_MM, &img, "mm-%d.img", ctx->pid);
+	if (ret)
+		return ret;
+	ret = img_put(img, &mm->base);
+	if (ret) {
+		img_abort(img);
+		return ret;
+	}
+	return img_finish(img);
+}
+
+/* ---- pages ---- */
+
+struct page_writer {
+	struct dump_ctx *ctx;
+	struct img *pagemap, *pages;
+	uint64_t offset; /* in pages-PID.img, after the header */
+	char *buf;
+	int memfd; /* /proc/PID/mem for what process_vm_readv cannot reach */
+	uint64_t nr_pages;
+};
+
+static int copy_run(struct page_writer *w, uint64_t start, uint64_t end)
+{
+	PagemapEntry pe = PAGEMAP_ENTRY__INIT;
+	int ret;
+
+	pe.vaddr = start;
+	pe.nr_pages = (end - start) / PAGE_SIZE;
+	pe.offset = w->offset;
+	ret = img_put(w->pagemap, &pe.base);
+	if (ret)
+		return ret;
+	for (uint64_t a = start; a < end; a += IO_CHUNK) {
+		size_t len = end - a < IO_CHUNK ? end - a : IO_CHUNK;
+		struct iovec l = { w->buf, len }, r = { (void *)a, len };
+		ssize_t n = sys_vm_readv(w->ctx->pid, &l, 1, &r, 1);
+
+		if (n != (ssize_t)len)
+			n = sys_pread_full(w->memfd, w->buf, len, (off_t)a);
+		if (n != (ssize_t)len) {
+			pr_err("pid %d: cannot read memory at %#lx (%zu bytes): %s", w->ctx->pid,
+			       (unsigned long)a, len, n < 0 ? strerror((int)-n) : "short read");
+			return n < 0 ? (int)n : -EIO;
+		}
+		ret = img_write(w->pages, w->buf, len);
+		if (ret)
+			return ret;
+		ret = dump_check_interrupted();
+		if (ret)
+			return ret;
+	}
+	w->offset += end - start;
+	w->nr_pages += pe.nr_pages;
+	return 0;
+}
+
+static int scan_vma(struct page_writer *w, int pagemap_fd, const VmaEntry *v)
+{
+	struct page_region regs[512];
+	struct pm_scan_arg arg = {
+		.size = sizeof(arg),
+		.start = v->start,
+		.end = v->end,
+		.vec = (uintptr_t)regs,
+		.vec_len = 512,
+		.category_anyof_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+		.return_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+	};
+
+	/* never the shared zero page; for file mappings only pages no longer the file's */
+	arg.category_inverted = PAGE_IS_PFNZERO;
+	arg.category_mask = PAGE_IS_PFNZERO;
+	if (v->kind == VMA_KIND__VMA_FILE_PRIVATE) {
+		arg.category_inverted |= PAGE_IS_FILE;
+		arg.category_mask |= PAGE_IS_FILE;
+	}
+	for (;;) {
+		long n = ioctl(pagemap_fd, PAGEMAP_SCAN, &arg);
+		uint64_t run_start = 0, run_end = 0;
+
+		if (n < 0) {
+			int err = errno;
+
+			pr_err("pid %d: PAGEMAP_SCAN of %llx-%llx failed: %s%s", w->ctx->pid,
+			       (unsigned long long)v->start, (unsigned long long)v->end,
+			       strerror(err),
+			       err == ENOTTY || err == EINVAL ? " (amber needs Linux 6.7+)" : "");
+			return -err;
+		}
+		/* Regions differ by category (present/swapped); merge adjacent ones. */
+		for (long i = 0; i < n; i++) {
+			if (run_end == regs[i].start) {
+				run_end = regs[i].end;
+				continue;
+			}
+			if (run_end) {
+				int ret = copy_run(w, run_start, run_end);
+
+				if (ret)
+					return ret;
+			}
+			run_start = regs[i].start;
+			run_end = regs[i].end;
+		}
+		if (run_end) {
+			int ret = copy_run(w, run_start, run_end);
+
+			if (ret)
+				return ret;
+		}
+		if (arg.walk_end >= v->end || n == 0)
+			return 0;
+		arg.start = arg.walk_end;
+	}
+}
+
+static int mem_dump_pages(struct dump_ctx *ctx)
+{
+	struct page_writer w = { .ctx = ctx };
+	char path[64];
+	int pagemap_fd, ret;
+
+	snprintf(path, sizeof(path), "/proc/%d/pagemap", ctx->pid);
+	pagemap_fd = sys_open(path, O_RDONLY | O_CLOEXEC, 0);
+	if (pagemap_fd < 0) {
+		pr_err("cannot open %s: %s", path, strerror(-pagemap_fd));
+		return pagemap_fd;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/mem", ctx->pid);
+	w.memfd = sys_open(path, O_RDONLY | O_CLOEXEC, 0);
+	w.buf = malloc(IO_CHUNK);
+	if (w.memfd < 0 || !w.buf) {
+		ret = w.memfd < 0 ? w.memfd : -ENOMEM;
+		goto close_fds;
+	}
+	ret = img_create(&ctx->imgs, IMG_PAGEMAP, &w.pagemap, "pagemap-%d.img", ctx->pid);
+	if (ret)
+		goto close_fds;
+	ret = img_create(&ctx->imgs, IMG_PAGES, &w.pages, "pages-%d.img", ctx->pid);
+	if (ret)
+		goto abort_pagemap;
+	for (size_t i = 0; i < ctx->mm->n_vmas && !ret; i++)
+		if (has_pages(ctx->mm->vmas[i]->kind))
+			ret = scan_vma(&w, pagemap_fd, ctx->mm->vmas[i]);
+	if (ret)
+		goto abort_pages;
+	pr_info("pid %d: %llu pages saved", ctx->pid, (unsigned long long)w.nr_pages);
+	ret = img_finish(w.pages);
+	if (ret)
+		goto abort_pagemap;
+	ret = img_finish(w.pagemap);
+	goto close_fds;
+abort_pages:
+	img_abort(w.pages);
+abort_pagemap:
+	img_abort(w.pagemap);
+close_fds:
+	free(w.buf);
+	if (w.memfd >= 0)
+		close(w.memfd);
+	close(pagemap_fd);
+	return ret;
+}
+
+/* ---- restore ---- */
+
+static uint64_t pages_size(struct restore_ctx *ctx)
+{
+	char name[64];
+
+	snprintf(name, sizeof(name), "pages-%d.img", ctx->pid);
+	for (size_t i = 0; i < ctx->inv->n_files; i++)
+		if (!strcmp(ctx->inv->files[i]->name, name))
+			return ctx->inv->files[i]->size;
+	return 0;
+}
+
+static int mem_restore_read(struct restore_ctx *ctx)
+{
+	MmEntry *mm;
+	struct img *img;
+	ProtobufCMessage *m;
+	uint64_t psize, prev_end = 0;
+	size_t v = 0;
+	int ret;
+
+	ret = img_read_one(ctx->dirfd, IMG_MM, &mm_entry__descriptor, (ProtobufCMessage **)&mm,
+			   "mm-%d.img", ctx->pid);
+	if (ret)
+		return ret;
+	ctx->mm = mm;
+	for (size_t i = 0; i < mm->n_vmas; i++) {
+		VmaEntry *e = mm->vmas[i];
+
+		if (e->start < prev_end || e->end <= e->start || (e->start | e->end) % PAGE_SIZE ||
+		    e->end > TASK_SIZE_MAX || e->pgoff % PAGE_SIZE || e->kind > VMA_KIND__VMA_VVAR_VCLOCK ||
+		    (e->has_file_id && e->file_id >= ctx->nr_files) ||
+		    ((e->kind == VMA_KIND__VMA_FILE_PRIVATE || e->kind == VMA_KIND__VMA_FILE_SHARED) &&
+		     !e->has_file_id))
+			goto corrupt;
+		prev_end = e->end;
+	}
+	if (mm->n_auxv > MAX_AUXV || (mm->has_exe_file_id && mm->exe_file_id >= ctx->nr_files))
+		goto corrupt;
+
+	psize = pages_size(ctx);
+	ret = img_open(ctx->dirfd, IMG_PAGEMAP, &img, "pagemap-%d.img", ctx->pid);
+	if (ret)
+		return ret;
+	while ((ret = img_get(img, &pagemap_entry__descriptor, &m)) == 1) {
+		PagemapEntry *pe = (PagemapEntry *)m, **np;
+		uint64_t len = pe->nr_pages * PAGE_SIZE;
+
+		/* Runs are in VMA order and each lies inside one page-holding VMA. */
+		while (v < mm->n_vmas && mm->vmas[v]->end <= pe->vaddr)
+			v++;
+		if (v == mm->n_vmas || pe->vaddr < mm->vmas[v]->start || !pe->nr_pages ||
+		    pe->nr_pages > TASK_SIZE_MAX / PAGE_SIZE || pe->vaddr + len > mm->vmas[v]->end ||
+		    !has_pages(mm->vmas[v]->kind) || pe->offset + len + IMG_HDR_SIZE > psize) {
+			pr_err("pagemap-%d.img: run at %llx does not fit the image; it is corrupt",
+			       ctx->pid, (unsigned long long)pe->vaddr);
+			ret = -EBADMSG;
+			break;
+		}
+		np = realloc(ctx->pm, (ctx->nr_pm + 1) * sizeof(*np));
+		if (!np) {
+			ret = -ENOMEM;
+			break;
+		}
+		ctx->pm = np;
+		ctx->pm[ctx->nr_pm++] = pe;
+	}
+	img_close(img);
+	return ret < 0 ? ret : 0;
+corrupt:
+	pr_err("mm-%d.img: bad mapping table; the image is corrupt", ctx->pid);
+	return -EBADMSG;
+}
+
+/* In the child: the files behind the mappings and the pages, at fds >= fd_base. */
+static int mem_restore_child(struct restore_ctx *ctx)
+{
+	MmEntry *mm = ctx->mm;
+	int fd;
+
+	ctx->map_fd = malloc((ctx->nr_files + 1) * sizeof(int));
+	if (!ctx->map_fd)
+		return -ENOMEM;
+	for (size_t i = 0; i < ctx->nr_files; i++)
+		ctx->map_fd[i] = -1;
+	for (size_t i = 0; i <= mm->n_vmas; i++) {
+		uint32_t id;
+
+		if (i < mm->n_vmas && mm->vmas[i]->has_file_id)
+			id = mm->vmas[i]->file_id;
+		else if (i == mm->n_vmas && mm->has_exe_file_id)
+			id = mm->exe_file_id;
+		else
+			continue;
+		if (ctx->map_fd[id] >= 0)
+			continue;
+		fd = files_open_restore(ctx, ctx->files[id], (int)ctx->files[id]->flags);
+		if (fd < 0) {
+			pr_err("pid %d: cannot open %s, which it had mapped", ctx->pid,
+			       ctx->files[id]->path);
+			return fd;
+		}
+		ctx->map_fd[id] = fd;
+	}
+	fd = openat(ctx->dirfd, "", O_RDONLY);
+	(void)fd;
+	{
+		char name[64];
+
+		snprintf(name, sizeof(name), "pages-%d.img", ctx->pid);
+		fd = openat(ctx->dirfd, name, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			pr_err("pid %d: cannot open %s: %m", ctx->pid, name);
+			return -errno;
+		}
+		ctx->pages_fd = fcntl(fd, F_DUPFD_CLOEXEC, ctx->fd_base);
+		close(fd);
+	}
+	return ctx->pages_fd < 0 ? -EBADF : 0;
+}
+
+struct vdso_block {
+	unsigned long start, end;
+	unsigned long part_start[3], part_end[3]; /* by kind - VDSO */
+	int nr;
+};
+
+static int block_index(int kind)
+{
+	return kind - VMA_KIND__VMA_VDSO;
+}
+
+static int vdso_block_add(struct vdso_block *b, int kind, unsigned long start, unsigned long end)
+{
+	int i = block_index(kind);
+
+	if (b->part_end[i])
+		return -EINVAL; /* two [vdso]s? */
+	b->part_start[i] = start;
+	b->part_end[i] = end;
+	if (!b->nr || start < b->start)
+		b->start = start;
+	if (end > b->end)
+		b->end = end;
+	b->nr++;
+	return 0;
+}
+
+/* Same parts with the same sizes at the same offsets: then a move is enough. */
+static bool vdso_compatible(const struct vdso_block *a, const struct vdso_block *b)
+{
+	if (a->nr != b->nr || a->end - a->start != b->end - b->start)
+		return false;
+	for (int i = 0; i < 3; i++)
+		if (a->part_end[i] - a->part_start[i] != b->part_end[i] - b->part_start[i] ||
+		    (a->part_end[i] && a->part_start[i] - a->start != b->part_start[i] - b->start))
+			return false;
+	return true;
+}
+
+static int move_block(struct restore_ctx *ctx, struct vdso_block *cur, unsigned long to)
+{
+	long delta = (long)to - (long)cur->start;
+
+	for (int i = 0; i < 3; i++) {
+		unsigned long len = cur->part_end[i] - cur->part_start[i];
+		long r;
+
+		if (!cur->part_end[i])
+			continue;
+		r = infect_call(&ctx->inf, SYS_mremap, cur->part_start[i], len, len,
+				MREMAP_MAYMOVE | MREMAP_FIXED, cur->part_start[i] + delta, 0);
+		if (r != (long)(cur->part_start[i] + delta)) {
+			pr_err("pid %d: cannot move the vDSO into place: %s", ctx->pid,
+			       strerror(r < 0 ? (int)-r : EFAULT));
+			return r < 0 ? (int)r : -EFAULT;
+		}
+		if (i == block_index(VMA_KIND__VMA_VDSO))
+			ctx->inf.syscall_ip += delta;
+		cur->part_start[i] += delta;
+		cur->part_end[i] += delta;
+	}
+	cur->start += delta;
+	cur->end += delta;
+	return 0;
+}
+
+/* The biggest hole in the target's layout, for the scratch area. */
+static unsigned long find_gap(MmEntry *mm, unsigned long size)
+{
+	unsigned long best = 0, best_len = 0, prev = 1UL << 32;
+
+	for (size_t i = 0; i <= mm->n_vmas; i++) {
+		unsigned long next = i < mm->n_vmas ? mm->vmas[i]->start : 0x7ffffffff000UL;
+
+		if (next > prev && next - prev > best_len) {
+			best = prev;
+			best_len = next - prev;
+		}
+		if (i < mm->n_vmas && mm->vmas[i]->end > prev)
+			prev = mm->vmas[i]->end;
+	}
+	if (best_len < size + (64UL << 20))
+		return 0;
+	return (best + best_len / 2) & ~(PAGE_SIZE - 1);
+}
+
+/*
+ * Leave the child nothing but its vDSO, moved to where the target had it:
+ * the kernel's vDSO is the same code, so it is moved rather than copied.
+ */
+static int replace_address_space(struct restore_ctx *ctx)
+{
+	struct vdso_block cur = { 0 }, want = { 0 };
+	struct vma *vmas;
+	size_t nr;
+	unsigned long top = 0;
+	long r;
+	int ret;
+
+	ret = proc_parse_vmas(ctx->pid, &vmas, &nr);
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < nr; i++) {
+		const char *p = vmas[i].path;
+		int kind = !p ? -1 : !strcmp(p, "[vdso]") ? VMA_KIND__VMA_VDSO
+				  : !strcmp(p, "[vvar]")     ? VMA_KIND__VMA_VVAR
+				  : !strcmp(p, "[vvar_vclock]") ? VMA_KIND__VMA_VVAR_VCLOCK
+								: -1;
+
+		if (kind >= 0)
+			vdso_block_add(&cur, kind, vmas[i].start, vmas[i].end);
+		else if ((!p || strcmp(p, "[vsyscall]")) && vmas[i].end > top)
+			top = vmas[i].end;
+	}
+	proc_free_vmas(vmas, nr);
+	for (size_t i = 0; i < ctx->mm->n_vmas; i++) {
+		VmaEntry *e = ctx->mm->vmas[i];
+
+		if (is_vdso_part(e->kind) && vdso_block_add(&want, e->kind, e->start, e->end))
+			goto incompatible;
+	}
+	if (!cur.nr || cur.part_end[block_index(VMA_KIND__VMA_VDSO)] == 0) {
+		pr_err("amber itself runs without a vDSO; it needs one to restore");
+		return -ENOENT;
+	}
+	if (!vdso_compatible(&cur, &want))
+		goto incompatible;
+
+	r = infect_call(&ctx->inf, SYS_munmap, 0, cur.start, 0, 0, 0, 0);
+	if (!r && top > cur.end)
+		r = infect_call(&ctx->inf, SYS_munmap, cur.end, top - cur.end, 0, 0, 0, 0);
+	if (r) {
+		pr_err("pid %d: cannot clear the address space: %s", ctx->pid, strerror((int)-r));
+		return (int)r;
+	}
+	if (cur.start != want.start) {
+		/* Overlapping source and destination: go through a free spot. */
+		if (cur.start < want.end && want.start < cur.end) {
+			unsigned long tmp = find_gap(ctx->mm, cur.end - cur.start);
+
+			if (!tmp)
+				return -ENOMEM;
+			ret = move_block(ctx, &cur, tmp);
+			if (ret)
+				return ret;
+		}
+		ret = move_block(ctx, &cur, want.start);
+		if (ret)
+			return ret;
+	}
+	return 0;
+incompatible:
+	pr_err("the vDSO layout of this kernel differs from the one of the dump host (kernel "
+	       "%s); restoring across such kernels is not supported yet",
+	       ctx->inv->kernel);
+	return -EOPNOTSUPP;
+}
+
+static int fill_vma(struct restore_ctx *ctx, const VmaEntry *e, size_t *pm)
+{
+	for (; *pm < ctx->nr_pm && ctx->pm[*pm]->vaddr < e->end; (*pm)++) {
+		const PagemapEntry *pe = ctx->pm[*pm];
+		uint64_t done = 0, len = pe->nr_pages * PAGE_SIZE;
+
+		while (done < len) {
+			long r = infect_call(&ctx->inf, SYS_pread64, ctx->pages_fd, pe->vaddr + done,
+					     len - done, IMG_HDR_SIZE + pe->offset + done, 0, 0);
+
+			if (r <= 0) {
+				pr_err("pid %d: cannot load pages at %llx: %s", ctx->pid,
+				       (unsigned long long)(pe->vaddr + done),
+				       r ? strerror((int)-r) : "image ends early");
+				return r ? (int)r : -EIO;
+			}
+			done += r;
+		}
+	}
+	return 0;
+}
+
+static int map_vma(struct restore_ctx *ctx, const VmaEntry *e, size_t *pm)
+{
+	bool anon = e->kind == VMA_KIND__VMA_ANON_PRIVATE || e->kind == VMA_KIND__VMA_ANON_SHARED;
+	bool shared = e->kind == VMA_KIND__VMA_ANON_SHARED || e->kind == VMA_KIND__VMA_FILE_SHARED;
+	bool filled = *pm < ctx->nr_pm && ctx->pm[*pm]->vaddr < e->end;
+	long prot = e->prot | (filled ? PROT_WRITE : 0);
+	long flags = MAP_FIXED | (shared ? MAP_SHARED : MAP_PRIVATE) | (anon ? MAP_ANONYMOUS : 0) |
+		     (e->growsdown ? MAP_GROWSDOWN : 0);
+	long fd = anon ? -1 : ctx->map_fd[e->file_id];
+	long r;
+	int ret;
+
+	r = infect_call(&ctx->inf, SYS_mmap, e->start, e->end - e->start, prot, flags, fd,
+			anon ? 0 : e->pgoff);
+	if (r != (long)e->start) {
+		pr_err("pid %d: cannot map %llx-%llx%s%s: %s", ctx->pid,
+		       (unsigned long long)e->start, (unsigned long long)e->end, anon ? "" : " of ",
+		       anon ? "" : ctx->files[e->file_id]->path,
+		       strerror(r < 0 && r > -4096 ? (int)-r : EFAULT));
+		return r < 0 && r > -4096 ? (int)r : -EFAULT;
+	}
+	ret = fill_vma(ctx, e, pm);
+	if (ret)
+		return ret;
+	if (prot != (long)e->prot) {
+		r = infect_call(&ctx->inf, SYS_mprotect, e->start, e->end - e->start, e->prot, 0, 0,
+				0);
+		if (r) {
+			pr_err("pid %d: cannot protect %llx-%llx: %s", ctx->pid,
+			       (unsigned long long)e->start, (unsigned long long)e->end,
+			       strerror((int)-r));
+			return (int)r;
+		}
+	}
+	for (size_t m = 0; m < sizeof(madv_map) / sizeof(madv_map[0]); m++) {
+		if (!(e->madv & (1u << m)))
+			continue;
+		r = infect_call(&ctx->inf, SYS_madvise, e->start, e->end - e->start,
+				madv_map[m].advice, 0, 0, 0);
+		if (r)
+			pr_warn("pid %d: madvise(%d) on %llx failed: %s", ctx->pid,
+				madv_map[m].advice, (unsigned long long)e->start, strerror((int)-r));
+	}
+	return 0;
+}
+
+/* code/data/brk/stack bounds, arg/env (what ps shows), auxv, exe link */
+static int restore_mm_fields(struct restore_ctx *ctx)
+{
+	MmEntry *mm = ctx->mm;
+	struct prctl_mm_map map = {
+		.start_code = mm->start_code,
+		.end_code = mm->end_code,
+		.start_data = mm->start_data,
+		.end_data = mm->end_data,
+		.start_brk = mm->start_brk,
+		.brk = mm->brk,
+		.start_stack = mm->start_stack,
+		.arg_start = mm->arg_start,
+		.arg_end = mm->arg_end,
+		.env_start = mm->env_start,
+		.env_end = mm->env_end,
+		.auxv = (__u64 *)(ctx->inf.scratch + 4096),
+		.auxv_size = (__u32)(mm->n_auxv * sizeof(uint64_t)),
+		.exe_fd = mm->has_exe_file_id ? (__u32)ctx->map_fd[mm->exe_file_id] : (__u32)-1,
+	};
+	long r;
+	int ret;
+
+	ret = infect_write(&ctx->inf, ctx->inf.scratch, &map, sizeof(map));
+	if (!ret && mm->n_auxv)
+		ret = infect_write(&ctx->inf, ctx->inf.scratch + 4096, mm->auxv, map.auxv_size);
+	if (ret)
+		return ret;
+	r = infect_call(&ctx->inf, SYS_prctl, PR_SET_MM, PR_SET_MM_MAP, ctx->inf.scratch,
+			sizeof(map), 0, 0);
+	if (r) {
+		pr_err("pid %d: PR_SET_MM_MAP (code/data/brk/arg/env bounds, auxv, exe) failed: "
+		       "%s%s",
+		       ctx->pid, strerror((int)-r),
+		       r == -EINVAL ? " (kernel without CONFIG_CHECKPOINT_RESTORE?)" : "");
+		return (int)r;
+	}
+	return 0;
+}
+
+static int mem_restore_inject(struct restore_ctx *ctx)
+{
+	unsigned long gap;
+	size_t pm = 0;
+	int ret;
+
+	ret = replace_address_space(ctx);
+	if (ret)
+		return ret;
+	gap = find_gap(ctx->mm, SCRATCH_SIZE);
+	if (!gap) {
+		pr_err("pid %d: no room for amber's scratch area in the address space", ctx->pid);
+		return -ENOMEM;
+	}
+	ret = infect_scratch_map(&ctx->inf, gap, SCRATCH_SIZE);
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < ctx->mm->n_vmas; i++) {
+		VmaEntry *e = ctx->mm->vmas[i];
+
+		if (is_vdso_part(e->kind))
+			continue;
+		ret = map_vma(ctx, e, &pm);
+		if (ret)
+			return ret;
+	}
+	return restore_mm_fields(ctx);
+}
+
+const struct resource_ops mem_ops = {
+	.name = "memory",
+	.dump = mem_dump,
+	.dump_late = mem_dump_pages,
+	.restore_read = mem_restore_read,
+	.restore_child = mem_restore_child,
+	.restore_inject = mem_restore_inject,
+};

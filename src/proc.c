@@ -1,0 +1,266 @@
+// SPDX-License-Identifier: MIT
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "log.h"
+#include "proc.h"
+#include "sys.h"
+
+int proc_parse_stat(pid_t pid, struct proc_stat *st)
+{
+	char path[64], *buf, *p, *close;
+	unsigned long v[64];
+	int ret, n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	ret = sys_read_file(path, &buf, NULL);
+	if (ret)
+		return ret;
+	/* comm may hold spaces and parens: it ends at the last ')' */
+	p = strchr(buf, '(');
+	close = strrchr(buf, ')');
+	if (!p || !close) {
+		free(buf);
+		return -EINVAL;
+	}
+	memset(st, 0, sizeof(*st));
+	snprintf(st->comm, sizeof(st->comm), "%.*s", (int)(close - p - 1), p + 1);
+	p = close + 2;
+	st->state = *p;
+	p += 2;
+	/* v[0] is field 4 (ppid) */
+	while (n < 64 && *p) {
+		char *end;
+
+		v[n++] = strtoul(p, &end, 10);
+		if (*end == '-') /* negative numbers (nice, priority) */
+			v[n - 1] = strtol(p, &end, 10);
+		if (end == p)
+			break;
+		p = end;
+		while (*p == ' ' || *p == '\n')
+			p++;
+	}
+	free(buf);
+	if (n < 49) {
+		pr_err("/proc/%d/stat has %d fields; amber needs the C/R fields up to exit_code "
+		       "(arg_start...: kernel 3.5+)",
+		       pid, n + 3);
+		return -EINVAL;
+	}
+#define F(i) v[(i) - 4]
+	st->ppid = (int)F(4);
+	st->pgrp = (int)F(5);
+	st->session = (int)F(6);
+	st->nice = (long)F(19);
+	st->num_threads = (long)F(20);
+	st->start_code = F(26);
+	st->end_code = F(27);
+	st->start_stack = F(28);
+	st->start_data = F(45);
+	st->end_data = F(46);
+	st->start_brk = F(47);
+	st->arg_start = F(48);
+	st->arg_end = F(49);
+	st->env_start = F(50);
+	st->env_end = F(51);
+	st->exit_code = (int)F(52);
+#undef F
+	return 0;
+}
+
+int proc_parse_status(pid_t pid, struct proc_status *st)
+{
+	char path[64], *buf, *line, *save;
+	int ret;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	ret = sys_read_file(path, &buf, NULL);
+	if (ret)
+		return ret;
+	memset(st, 0, sizeof(*st));
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (sscanf(line, "Uid: %u %u %u %u", &st->uid[0], &st->uid[1], &st->uid[2],
+			   &st->uid[3]) == 4)
+			continue;
+		if (sscanf(line, "Gid: %u %u %u %u", &st->gid[0], &st->gid[1], &st->gid[2],
+			   &st->gid[3]) == 4)
+			continue;
+		if (!strncmp(line, "Groups:", 7)) {
+			char *p = line + 7, *end;
+
+			for (;;) {
+				unsigned long g = strtoul(p, &end, 10);
+
+				if (end == p || st->nr_groups >= 256)
+					break;
+				st->groups[st->nr_groups++] = (unsigned)g;
+				p = end;
+			}
+			continue;
+		}
+		if (sscanf(line, "CapInh: %lx", &st->cap_inh) == 1 ||
+		    sscanf(line, "CapPrm: %lx", &st->cap_prm) == 1 ||
+		    sscanf(line, "CapEff: %lx", &st->cap_eff) == 1 ||
+		    sscanf(line, "CapBnd: %lx", &st->cap_bnd) == 1 ||
+		    sscanf(line, "CapAmb: %lx", &st->cap_amb) == 1 ||
+		    sscanf(line, "NoNewPrivs: %d", &st->no_new_privs) == 1 ||
+		    sscanf(line, "Umask: %o", &st->umask) == 1 ||
+		    sscanf(line, "Seccomp: %d", &st->seccomp) == 1 ||
+		    sscanf(line, "TracerPid: %d", &st->tracer_pid) == 1 ||
+		    sscanf(line, "Threads: %d", &st->threads) == 1)
+			continue;
+	}
+	free(buf);
+	return 0;
+}
+
+static unsigned parse_vmflags(const char *s)
+{
+	static const struct {
+		char name[3];
+		unsigned bit;
+	} tab[] = {
+		{ "gd", VMF_GROWSDOWN }, { "dc", VMF_DONTFORK },   { "wf", VMF_WIPEONFORK },
+		{ "dd", VMF_DONTDUMP },	 { "hg", VMF_HUGEPAGE },   { "nh", VMF_NOHUGEPAGE },
+		{ "mg", VMF_MERGEABLE }, { "lo", VMF_LOCKED },	   { "sr", VMF_SEQ_READ },
+		{ "rr", VMF_RAND_READ }, { "mw", VMF_MAYWRITE },
+	};
+	unsigned flags = 0;
+
+	while (*s) {
+		while (*s == ' ')
+			s++;
+		if (!s[0] || !s[1])
+			break;
+		for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++)
+			if (s[0] == tab[i].name[0] && s[1] == tab[i].name[1])
+				flags |= tab[i].bit;
+		s += 2;
+	}
+	return flags;
+}
+
+void proc_free_vmas(struct vma *vmas, size_t nr)
+{
+	for (size_t i = 0; i < nr; i++)
+		free(vmas[i].path);
+	free(vmas);
+}
+
+int proc_parse_vmas(pid_t pid, struct vma **out, size_t *nr_out)
+{
+	char path[64], *buf, *line, *save;
+	struct vma *vmas = NULL, *cur = NULL;
+	size_t nr = 0, cap = 0;
+	int ret;
+
+	snprintf(path, sizeof(path), "/proc/%d/smaps", pid);
+	ret = sys_read_file(path, &buf, NULL);
+	if (ret) {
+		pr_err("cannot read %s: %s", path, strerror(-ret));
+		return ret;
+	}
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		unsigned long start, end, pgoff, ino;
+		unsigned maj, min;
+		char perms[8];
+		int pos = 0;
+
+		if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu %n", &start, &end, perms, &pgoff, &maj,
+			   &min, &ino, &pos) >= 7 &&
+		    pos) {
+			const char *name = line + pos;
+
+			if (nr == cap) {
+				struct vma *nv;
+
+				cap = cap ? cap * 2 : 64;
+				nv = realloc(vmas, cap * sizeof(*nv));
+				if (!nv) {
+					ret = -ENOMEM;
+					goto free_all;
+				}
+				vmas = nv;
+			}
+			cur = &vmas[nr++];
+			memset(cur, 0, sizeof(*cur));
+			cur->start = start;
+			cur->end = end;
+			cur->pgoff = pgoff * 1; /* bytes in maps; converted by users */
+			cur->prot = (perms[0] == 'r' ? PROT_READ : 0) |
+				    (perms[1] == 'w' ? PROT_WRITE : 0) |
+				    (perms[2] == 'x' ? PROT_EXEC : 0);
+			cur->shared = perms[3] == 's';
+			cur->dev = ((unsigned long)maj << 8) | min;
+			cur->ino = ino;
+			cur->file_id = -1;
+			if (*name) {
+				size_t len = strlen(name);
+
+				if (len > 10 && !strcmp(name + len - 10, " (deleted)")) {
+					cur->deleted = true;
+					len -= 10;
+				}
+				cur->path = strndup(name, len);
+			}
+			continue;
+		}
+		if (cur && !strncmp(line, "VmFlags:", 8))
+			cur->vmflags = parse_vmflags(line + 8);
+	}
+	free(buf);
+	*out = vmas;
+	*nr_out = nr;
+	return 0;
+free_all:
+	free(buf);
+	proc_free_vmas(vmas, nr);
+	return ret;
+}
+
+int proc_parse_fdinfo(pid_t pid, int fd, uint64_t *pos, unsigned *flags)
+{
+	char path[64], *buf;
+	int ret;
+	char *p;
+
+	snprintf(path, sizeof(path), "/proc/%d/fdinfo/%d", pid, fd);
+	ret = sys_read_file(path, &buf, NULL);
+	if (ret)
+		return ret;
+	p = strstr(buf, "pos:");
+	*pos = p ? strtoull(p + 4, NULL, 10) : 0;
+	p = strstr(buf, "flags:");
+	*flags = p ? (unsigned)strtoul(p + 6, NULL, 8) : 0;
+	free(buf);
+	return 0;
+}
+
+int proc_children(pid_t pid, pid_t *out, int max)
+{
+	char path[96], *buf, *p;
+	int n = 0, ret;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
+	ret = sys_read_file(path, &buf, NULL);
+	if (ret)
+		return ret;
+	for (p = buf; *p && n < max;) {
+		char *end;
+		long v = strtol(p, &end, 10);
+
+		if (end == p)
+			break;
+		out[n++] = (pid_t)v;
+		p = end;
+		while (isspace((unsigned char)*p))
+			p++;
+	}
+	free(buf);
+	return n;
+}

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/* Parsers for the /proc/PID files amber reads. */
+#ifndef AMBER_PROC_H
+#define AMBER_PROC_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "amber.h"
+
+struct proc_stat {
+	char comm[64];
+	char state;
+	int ppid, pgrp, session;
+	long nice;
+	long num_threads;
+	unsigned long start_code, end_code, start_stack;
+	unsigned long start_data, end_data, start_brk;
+	unsigned long arg_start, arg_end, env_start, env_end;
+	int exit_code;
+};
+
+struct proc_status {
+	unsigned uid[4], gid[4];
+	unsigned groups[256];
+	int nr_groups;
+	uint64_t cap_inh, cap_prm, cap_eff, cap_bnd, cap_amb;
+	int no_new_privs;
+	unsigned umask;
+	int seccomp;
+	int tracer_pid;
+	int threads;
+};
+
+int proc_parse_stat(pid_t pid, struct proc_stat *st);
+int proc_parse_status(pid_t pid, struct proc_status *st);
+/* Reads maps + smaps VmFlags; caller frees with proc_free_vmas(). */
+int proc_parse_vmas(pid_t pid, struct vma **vmas, size_t *nr);
+void proc_free_vmas(struct vma *vmas, size_t nr);
+/* fdinfo pos/flags/mnt_id */
+int proc_parse_fdinfo(pid_t pid, int fd, uint64_t *pos, unsigned *flags);
+/* Children of a thread from /proc/PID/task/TID/children (the C/R children file). */
+int proc_children(pid_t pid, pid_t *out, int max);
+
+#endif

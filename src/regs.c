@@ -1,0 +1,243 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Registers: general purpose (with fs_base/gs_base, i.e. TLS), the whole
+ * XSAVE area (x87, SSE, AVX, AVX-512, PKRU...), and the blocked signal mask.
+ * Also the per-thread user pointers the kernel keeps: clear_child_tid,
+ * robust list and rseq registration.
+ */
+#include <elf.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "amber.h"
+#include "log.h"
+#include "restore.h"
+#include "sys.h"
+
+#ifndef PTRACE_GETSIGMASK
+#define PTRACE_GETSIGMASK 0x420a
+#define PTRACE_SETSIGMASK 0x420b
+#endif
+#ifndef PTRACE_GET_RSEQ_CONFIGURATION
+#define PTRACE_GET_RSEQ_CONFIGURATION 0x420f
+#endif
+#define RSEQ_FLAG_UNREGISTER 1
+
+/* errno values the kernel uses for syscall restart; never seen by user space */
+#define ERESTARTSYS	      512
+#define ERESTARTNOINTR	      513
+#define ERESTARTNOHAND	      514
+#define ERESTART_RESTARTBLOCK 516
+
+#define XSAVE_MAX 16384
+
+struct rseq_config {
+	uint64_t rseq_abi_pointer;
+	uint32_t rseq_abi_size;
+	uint32_t signature;
+	uint32_t flags;
+	uint32_t pad;
+};
+
+static void regs_to_image(const struct user_regs_struct *r, UserRegs *u)
+{
+	user_regs__init(u);
+	u->r15 = r->r15, u->r14 = r->r14, u->r13 = r->r13, u->r12 = r->r12;
+	u->bp = r->rbp, u->bx = r->rbx, u->r11 = r->r11, u->r10 = r->r10;
+	u->r9 = r->r9, u->r8 = r->r8, u->ax = r->rax, u->cx = r->rcx;
+	u->dx = r->rdx, u->si = r->rsi, u->di = r->rdi, u->orig_ax = r->orig_rax;
+	u->ip = r->rip, u->cs = r->cs, u->flags = r->eflags, u->sp = r->rsp;
+	u->ss = r->ss, u->fs_base = r->fs_base, u->gs_base = r->gs_base;
+	u->ds = r->ds, u->es = r->es, u->fs = r->fs, u->gs = r->gs;
+}
+
+static void regs_from_image(const UserRegs *u, struct user_regs_struct *r)
+{
+	r->r15 = u->r15, r->r14 = u->r14, r->r13 = u->r13, r->r12 = u->r12;
+	r->rbp = u->bp, r->rbx = u->bx, r->r11 = u->r11, r->r10 = u->r10;
+	r->r9 = u->r9, r->r8 = u->r8, r->rax = u->ax, r->rcx = u->cx;
+	r->rdx = u->dx, r->rsi = u->si, r->rdi = u->di, r->orig_rax = u->orig_ax;
+	r->rip = u->ip, r->cs = u->cs, r->eflags = u->flags, r->rsp = u->sp;
+	r->ss = u->ss, r->fs_base = u->fs_base, r->gs_base = u->gs_base;
+	r->ds = u->ds, r->es = u->es, r->fs = u->fs, r->gs = u->gs;
+}
+
+/*
+ * A task stopped inside a syscall resumes by restarting it, as the kernel
+ * would on return from a signal without handler.  A restart_block (e.g. of
+ * nanosleep) does not survive, so that syscall returns EINTR (as in CRIU).
+ */
+static void fixup_restart(struct user_regs_struct *r)
+{
+	if ((long)r->orig_rax < 0)
+		return;
+	switch ((int)r->rax) {
+	case -ERESTARTSYS:
+	case -ERESTARTNOINTR:
+	case -ERESTARTNOHAND:
+		r->rax = r->orig_rax;
+		r->rip -= 2;
+		break;
+	case -ERESTART_RESTARTBLOCK:
+		r->rax = -EINTR;
+		break;
+	}
+	r->orig_rax = -1;
+}
+
+static int regs_dump(struct dump_ctx *ctx)
+{
+	struct user_regs_struct r = ctx->inf.regs;
+	struct rseq_config rc;
+	struct iovec iov;
+	void *xsave;
+	UserRegs *u;
+	long ret;
+
+	u = malloc(sizeof(*u));
+	xsave = calloc(1, XSAVE_MAX);
+	if (!u || !xsave) {
+		free(u);
+		free(xsave);
+		return -ENOMEM;
+	}
+	fixup_restart(&r);
+	regs_to_image(&r, u);
+	ctx->core->regs = u;
+
+	iov.iov_base = xsave;
+	iov.iov_len = XSAVE_MAX;
+	ret = sys_ptrace(PTRACE_GETREGSET, ctx->pid, (void *)NT_X86_XSTATE, &iov);
+	if (ret) {
+		pr_err("pid %d: cannot read the FPU/XSAVE state: %s", ctx->pid,
+		       strerror((int)-ret));
+		free(xsave);
+		return (int)ret;
+	}
+	ctx->core->xsave.data = xsave;
+	ctx->core->xsave.len = iov.iov_len;
+	ctx->core->sigmask = ctx->inf.sigmask;
+
+	ret = sys_ptrace(PTRACE_GET_RSEQ_CONFIGURATION, ctx->pid, (void *)sizeof(rc), &rc);
+	if (ret > 0 && rc.rseq_abi_pointer) {
+		ctx->core->has_rseq_addr = ctx->core->has_rseq_len = ctx->core->has_rseq_sig = 1;
+		ctx->core->rseq_addr = rc.rseq_abi_pointer;
+		ctx->core->rseq_len = rc.rseq_abi_size;
+		ctx->core->rseq_sig = rc.signature;
+	}
+	{
+		uint64_t head = 0;
+		size_t len = 0;
+
+		if (!syscall(SYS_get_robust_list, ctx->pid, &head, &len) && head) {
+			ctx->core->has_robust_list = ctx->core->has_robust_list_len = 1;
+			ctx->core->robust_list = head;
+			ctx->core->robust_list_len = len;
+		}
+	}
+	/* PR_GET_TID_ADDRESS writes the pointer into the task's memory */
+	ret = infect_call(&ctx->inf, SYS_prctl, 40 /* PR_GET_TID_ADDRESS */, ctx->inf.scratch, 0,
+			  0, 0, 0);
+	if (ret == 0)
+		ret = infect_read(&ctx->inf, ctx->inf.scratch, &ctx->core->clear_child_tid,
+				  sizeof(uint64_t));
+	else
+		pr_warn("pid %d: PR_GET_TID_ADDRESS failed (%s); clear_child_tid not saved",
+			ctx->pid, strerror((int)-ret));
+	return ret < 0 ? (int)ret : 0;
+}
+
+static int regs_restore_read(struct restore_ctx *ctx)
+{
+	if (!ctx->core->regs || ctx->core->xsave.len < 512 || ctx->core->xsave.len > XSAVE_MAX) {
+		pr_err("core-%d.img has no usable register state; the image is corrupt", ctx->pid);
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+/* Per-thread kernel pointers into user memory: now that memory is back. */
+static int regs_restore_inject(struct restore_ctx *ctx)
+{
+	TaskCore *c = ctx->core;
+	long r;
+
+	r = infect_call(&ctx->inf, SYS_set_tid_address, c->clear_child_tid, 0, 0, 0, 0, 0);
+	if (r < 0)
+		goto fail;
+	r = infect_call(&ctx->inf, SYS_set_robust_list, c->has_robust_list ? c->robust_list : 0,
+			c->has_robust_list ? c->robust_list_len : 24, 0, 0, 0, 0);
+	if (r < 0)
+		goto fail;
+	if (c->has_rseq_addr) {
+		r = infect_call(&ctx->inf, SYS_rseq, c->rseq_addr, c->rseq_len, 0, c->rseq_sig, 0,
+				0);
+		if (r < 0)
+			goto fail;
+	}
+	return 0;
+fail:
+	pr_err("pid %d: cannot restore thread pointers (tid address, robust list, rseq): %s",
+	       ctx->pid, strerror((int)-r));
+	return (int)r;
+}
+
+/* Before its memory goes: the kernel would write into amber's rseq area. */
+int regs_forget_rseq(struct restore_ctx *ctx)
+{
+	struct rseq_config rc;
+	long r = sys_ptrace(PTRACE_GET_RSEQ_CONFIGURATION, ctx->pid, (void *)sizeof(rc), &rc);
+
+	if (r <= 0 || !rc.rseq_abi_pointer)
+		return 0;
+	r = infect_call(&ctx->inf, SYS_rseq, rc.rseq_abi_pointer, rc.rseq_abi_size,
+			RSEQ_FLAG_UNREGISTER, rc.signature, 0, 0);
+	if (r) {
+		pr_err("pid %d: cannot unregister amber's rseq area: %s", ctx->pid,
+		       strerror((int)-r));
+		return (int)r;
+	}
+	return 0;
+}
+
+int restore_finish(struct restore_ctx *ctx)
+{
+	struct user_regs_struct r;
+	struct iovec iov = { ctx->core->xsave.data, ctx->core->xsave.len };
+	uint64_t mask = ctx->core->sigmask;
+	long ret;
+
+	memset(&r, 0, sizeof(r));
+	regs_from_image(ctx->core->regs, &r);
+	ret = sys_ptrace(PTRACE_SETREGS, ctx->pid, NULL, &r);
+	if (ret) {
+		pr_err("pid %d: the kernel refused the saved registers: %s", ctx->pid,
+		       strerror((int)-ret));
+		return (int)ret;
+	}
+	ret = sys_ptrace(PTRACE_SETREGSET, ctx->pid, (void *)NT_X86_XSTATE, &iov);
+	if (ret) {
+		pr_err("pid %d: the kernel refused the saved FPU/XSAVE state (%zu bytes): %s; "
+		       "was the image made on a CPU with other features (AVX-512...)?",
+		       ctx->pid, iov.iov_len, strerror((int)-ret));
+		return (int)ret;
+	}
+	ret = sys_ptrace(PTRACE_SETSIGMASK, ctx->pid, (void *)sizeof(mask), &mask);
+	if (ret) {
+		pr_err("pid %d: cannot set the signal mask: %s", ctx->pid, strerror((int)-ret));
+		return (int)ret;
+	}
+	return 0;
+}
+
+const struct resource_ops regs_ops = {
+	.name = "registers",
+	.dump = regs_dump,
+	.restore_read = regs_restore_read,
+	.restore_inject = regs_restore_inject,
+};

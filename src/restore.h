@@ -1,0 +1,15 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef AMBER_RESTORE_H
+#define AMBER_RESTORE_H
+
+#include "amber.h"
+
+/* do_restore() ORs this in when it returns the restored task's exit status. */
+#define RESTORE_WAITED 0x10000
+
+/* Last step before detach: registers, FPU, signal mask (regs.c). */
+int restore_finish(struct restore_ctx *ctx);
+/* First step: unregister the child's (amber's) rseq area (regs.c). */
+int regs_forget_rseq(struct restore_ctx *ctx);
+
+#endif

@@ -1,0 +1,278 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Signals: dispositions (handler, flags, restorer, mask), the alternate
+ * stack, and pending signals of the thread and process queues with their
+ * full siginfo.  The blocked mask travels with the registers (regs.c).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "amber.h"
+#include "log.h"
+#include "sys.h"
+
+#define NSIG_KERNEL 64
+#define SIGINFO_SIZE 128
+
+#ifndef PTRACE_PEEKSIGINFO
+#define PTRACE_PEEKSIGINFO 0x4209
+#endif
+#ifndef PTRACE_PEEKSIGINFO_SHARED
+#define PTRACE_PEEKSIGINFO_SHARED 1
+#endif
+
+/* The kernel's struct sigaction on x86_64 (not glibc's). */
+struct ksigaction {
+	uint64_t handler;
+	uint64_t flags;
+	uint64_t restorer;
+	uint64_t mask;
+};
+
+struct kstack {
+	uint64_t sp;
+	int32_t flags;
+	int32_t pad;
+	uint64_t size;
+};
+
+struct peeksiginfo_args {
+	uint64_t off;
+	uint32_t flags;
+	int32_t nr;
+};
+
+static bool settable(int sig)
+{
+	return sig != SIGKILL && sig != SIGSTOP;
+}
+
+static int dump_actions(struct dump_ctx *ctx)
+{
+	TaskCore *c = ctx->core;
+
+	c->sigactions = calloc(NSIG_KERNEL, sizeof(*c->sigactions));
+	if (!c->sigactions)
+		return -ENOMEM;
+	for (int sig = 1; sig <= NSIG_KERNEL; sig++) {
+		struct ksigaction ka;
+		SigactionEntry *e;
+		long r;
+		int ret;
+
+		if (!settable(sig))
+			continue;
+		r = infect_call(&ctx->inf, SYS_rt_sigaction, sig, 0, ctx->inf.scratch, 8, 0, 0);
+		if (r) {
+			pr_err("pid %d: cannot read the action of signal %d: %s", ctx->pid, sig,
+			       strerror((int)-r));
+			return (int)r;
+		}
+		ret = infect_read(&ctx->inf, ctx->inf.scratch, &ka, sizeof(ka));
+		if (ret)
+			return ret;
+		if (!ka.handler && !ka.flags && !ka.mask)
+			continue; /* SIG_DFL, the state of a fresh task */
+		e = malloc(sizeof(*e));
+		if (!e)
+			return -ENOMEM;
+		sigaction_entry__init(e);
+		e->sig = sig;
+		e->handler = ka.handler;
+		e->flags = ka.flags;
+		e->restorer = ka.restorer;
+		e->mask = ka.mask;
+		c->sigactions[c->n_sigactions++] = e;
+	}
+	return 0;
+}
+
+static int dump_altstack(struct dump_ctx *ctx)
+{
+	struct kstack ss;
+	long r = infect_call(&ctx->inf, SYS_sigaltstack, 0, ctx->inf.scratch, 0, 0, 0, 0);
+	int ret;
+
+	if (r) {
+		pr_err("pid %d: cannot read the alternate signal stack: %s", ctx->pid,
+		       strerror((int)-r));
+		return (int)r;
+	}
+	ret = infect_read(&ctx->inf, ctx->inf.scratch, &ss, sizeof(ss));
+	if (ret)
+		return ret;
+	if (ss.flags & SS_DISABLE)
+		return 0;
+	ctx->core->has_altstack_sp = ctx->core->has_altstack_flags = 1;
+	ctx->core->has_altstack_size = 1;
+	ctx->core->altstack_sp = ss.sp;
+	ctx->core->altstack_flags = (uint32_t)ss.flags;
+	ctx->core->altstack_size = ss.size;
+	return 0;
+}
+
+static int add_pending(TaskCore *c, const uint8_t *info, bool shared)
+{
+	SiginfoEntry *e = malloc(sizeof(*e));
+	SiginfoEntry **np = realloc(c->pending, (c->n_pending + 1) * sizeof(*np));
+
+	if (!e || !np) {
+		free(e);
+		if (np)
+			c->pending = np;
+		return -ENOMEM;
+	}
+	c->pending = np;
+	siginfo_entry__init(e);
+	memcpy(&e->signo, info, 4);
+	e->shared = shared;
+	e->info.len = SIGINFO_SIZE;
+	e->info.data = malloc(SIGINFO_SIZE);
+	if (!e->info.data) {
+		free(e);
+		return -ENOMEM;
+	}
+	memcpy(e->info.data, info, SIGINFO_SIZE);
+	c->pending[c->n_pending++] = e;
+	return 0;
+}
+
+/* PTRACE_PEEKSIGINFO reads the queues without dequeuing anything. */
+static int dump_pending(struct dump_ctx *ctx, bool shared)
+{
+	uint8_t buf[32 * SIGINFO_SIZE];
+	struct peeksiginfo_args a = { .flags = shared ? PTRACE_PEEKSIGINFO_SHARED : 0, .nr = 32 };
+
+	for (;;) {
+		long n = sys_ptrace(PTRACE_PEEKSIGINFO, ctx->pid, &a, buf);
+
+		if (n < 0) {
+			pr_err("pid %d: cannot read pending signals: %s", ctx->pid,
+			       strerror((int)-n));
+			return (int)n;
+		}
+		if (n == 0)
+			return 0;
+		for (long i = 0; i < n; i++) {
+			int ret = add_pending(ctx->core, buf + i * SIGINFO_SIZE, shared);
+
+			if (ret)
+				return ret;
+		}
+		a.off += n;
+	}
+}
+
+static int signals_dump(struct dump_ctx *ctx)
+{
+	int ret = dump_actions(ctx);
+
+	if (!ret)
+		ret = dump_altstack(ctx);
+	if (!ret)
+		ret = dump_pending(ctx, false);
+	if (!ret)
+		ret = dump_pending(ctx, true);
+	return ret;
+}
+
+static int signals_restore_read(struct restore_ctx *ctx)
+{
+	TaskCore *c = ctx->core;
+
+	for (size_t i = 0; i < c->n_sigactions; i++)
+		if (c->sigactions[i]->sig < 1 || c->sigactions[i]->sig > NSIG_KERNEL ||
+		    !settable((int)c->sigactions[i]->sig))
+			goto corrupt;
+	for (size_t i = 0; i < c->n_pending; i++)
+		if (c->pending[i]->info.len != SIGINFO_SIZE || c->pending[i]->signo < 1 ||
+		    c->pending[i]->signo > NSIG_KERNEL)
+			goto corrupt;
+	return 0;
+corrupt:
+	pr_err("core-%d.img: bad signal entry; the image is corrupt", ctx->pid);
+	return -EBADMSG;
+}
+
+static int set_action(struct restore_ctx *ctx, int sig, const struct ksigaction *ka)
+{
+	int ret = infect_write(&ctx->inf, ctx->inf.scratch, ka, sizeof(*ka));
+	long r;
+
+	if (ret)
+		return ret;
+	r = infect_call(&ctx->inf, SYS_rt_sigaction, sig, ctx->inf.scratch, 0, 8, 0, 0);
+	if (r)
+		pr_err("pid %d: cannot set the action of signal %d: %s", ctx->pid, sig,
+		       strerror((int)-r));
+	return (int)r;
+}
+
+static int signals_restore_inject(struct restore_ctx *ctx)
+{
+	struct ksigaction acts[NSIG_KERNEL + 1];
+	TaskCore *c = ctx->core;
+	int ret;
+	long r;
+
+	/* Every action is set: the child inherited amber's. */
+	memset(acts, 0, sizeof(acts));
+	for (size_t i = 0; i < c->n_sigactions; i++) {
+		SigactionEntry *e = c->sigactions[i];
+
+		acts[e->sig] = (struct ksigaction){ e->handler, e->flags, e->restorer, e->mask };
+	}
+	for (int sig = 1; sig <= NSIG_KERNEL; sig++) {
+		if (!settable(sig))
+			continue;
+		ret = set_action(ctx, sig, &acts[sig]);
+		if (ret)
+			return ret;
+	}
+	if (c->has_altstack_sp) {
+		struct kstack ss = { c->altstack_sp, (int32_t)(c->altstack_flags & ~SS_ONSTACK), 0,
+				     c->altstack_size };
+
+		ret = infect_write(&ctx->inf, ctx->inf.scratch, &ss, sizeof(ss));
+		if (ret)
+			return ret;
+		r = infect_call(&ctx->inf, SYS_sigaltstack, ctx->inf.scratch, 0, 0, 0, 0, 0);
+		if (r) {
+			pr_err("pid %d: cannot set the alternate signal stack: %s", ctx->pid,
+			       strerror((int)-r));
+			return (int)r;
+		}
+	}
+	/* Queued by the task to itself (all blocked now), so any si_code is allowed. */
+	for (size_t i = 0; i < c->n_pending; i++) {
+		SiginfoEntry *e = c->pending[i];
+
+		ret = infect_write(&ctx->inf, ctx->inf.scratch, e->info.data, SIGINFO_SIZE);
+		if (ret)
+			return ret;
+		if (e->shared)
+			r = infect_call(&ctx->inf, SYS_rt_sigqueueinfo, ctx->pid, e->signo,
+					ctx->inf.scratch, 0, 0, 0);
+		else
+			r = infect_call(&ctx->inf, SYS_rt_tgsigqueueinfo, ctx->pid, ctx->pid,
+					e->signo, ctx->inf.scratch, 0, 0);
+		if (r) {
+			pr_err("pid %d: cannot queue pending signal %u: %s", ctx->pid, e->signo,
+			       strerror((int)-r));
+			return (int)r;
+		}
+	}
+	return 0;
+}
+
+const struct resource_ops signals_ops = {
+	.name = "signals",
+	.dump = signals_dump,
+	.restore_read = signals_restore_read,
+	.restore_inject = signals_restore_inject,
+};

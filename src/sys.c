@@ -1,0 +1,343 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "sys.h"
+
+#define FAULT_SHORT 1
+
+static const char *const op_names[SYS__COUNT] = {
+	[SYS_OPEN] = "open",	 [SYS_READ] = "read",	 [SYS_WRITE] = "write",
+	[SYS_PREAD] = "pread",	 [SYS_FSYNC] = "fsync",	 [SYS_RENAME] = "rename",
+	[SYS_PTRACE] = "ptrace", [SYS_WAIT] = "wait",	 [SYS_VM_READ] = "vm_read",
+	[SYS_KCMP] = "kcmp",	 [SYS_CLONE3] = "clone3", [SYS_PIDFD_GETFD] = "pidfd_getfd",
+	[SYS_MMAP] = "mmap",
+};
+
+struct fault {
+	long nth; /* 0: every call */
+	int err;
+};
+
+static struct fault faults[SYS__COUNT];
+static long calls[SYS__COUNT];
+
+static int parse_err(const char *s)
+{
+	static const struct {
+		const char *name;
+		int err;
+	} tab[] = { { "EINTR", EINTR },	  { "ENOSPC", ENOSPC }, { "EPERM", EPERM }, { "EIO", EIO },
+		    { "ENOMEM", ENOMEM }, { "EACCES", EACCES }, { "ESRCH", ESRCH }, { "EFAULT", EFAULT },
+		    { "EAGAIN", EAGAIN }, { "short", FAULT_SHORT } };
+
+	for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++)
+		if (!strcmp(s, tab[i].name))
+			return tab[i].err;
+	return atoi(s);
+}
+
+void sys_fault_init(void)
+{
+	const char *env = getenv("AMBER_FAULT");
+	char *copy, *tok, *save;
+
+	if (!env || !*env)
+		return;
+	copy = strdup(env);
+	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		char op[32], nth[32], err[32];
+
+		if (sscanf(tok, "%31[^:]:%31[^:]:%31s", op, nth, err) != 3) {
+			pr_warn("AMBER_FAULT: ignoring malformed entry '%s' (want OP:NTH:ERR)", tok);
+			continue;
+		}
+		for (int i = 0; i < SYS__COUNT; i++) {
+			if (strcmp(op, op_names[i]))
+				continue;
+			faults[i].nth = strcmp(nth, "*") ? atol(nth) : 0;
+			faults[i].err = parse_err(err);
+		}
+	}
+	free(copy);
+}
+
+void sys_fault_reset(void)
+{
+	memset(faults, 0, sizeof(faults));
+	memset(calls, 0, sizeof(calls));
+}
+
+int sys_fault(enum sys_op op)
+{
+	long n = ++calls[op];
+
+	if (!faults[op].err)
+		return 0;
+	if (faults[op].nth && faults[op].nth != n)
+		return 0;
+	pr_debug("fault injection: %s call %ld fails with %d", op_names[op], n, faults[op].err);
+	return faults[op].err;
+}
+
+/* An injected error, or 0 to go on with the real call ("short" is handled by callers). */
+static int injected(enum sys_op op)
+{
+	int f = sys_fault(op);
+
+	return f == FAULT_SHORT ? 0 : f;
+}
+
+int sys_open(const char *path, int flags, int mode)
+{
+	return sys_openat(AT_FDCWD, path, flags, mode);
+}
+
+int sys_openat(int dirfd, const char *path, int flags, int mode)
+{
+	int fd, f = injected(SYS_OPEN);
+
+	if (f)
+		return -f;
+	fd = openat(dirfd, path, flags, mode);
+	return fd < 0 ? -errno : fd;
+}
+
+int sys_close(int fd)
+{
+	return close(fd) ? -errno : 0;
+}
+
+/* One read/write step, with "short" and EINTR faults applied. */
+static ssize_t rw_step(enum sys_op op, int fd, void *buf, size_t len, off_t off, int is_write)
+{
+	int f = sys_fault(op);
+	ssize_t r;
+
+	if (f && f != FAULT_SHORT)
+		return -f;
+	if (f == FAULT_SHORT && len > 1)
+		len /= 2;
+	if (is_write)
+		r = write(fd, buf, len);
+	else if (off >= 0)
+		r = pread(fd, buf, len, off);
+	else
+		r = read(fd, buf, len);
+	return r < 0 ? -errno : r;
+}
+
+static ssize_t xfer_full(enum sys_op op, int fd, void *buf, size_t len, off_t off, int is_write)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t r = rw_step(op, fd, (char *)buf + done, len - done,
+				    off >= 0 ? off + (off_t)done : -1, is_write);
+
+		if (r == -EINTR)
+			continue;
+		if (r < 0)
+			return r;
+		if (r == 0) {
+			if (is_write)
+				return -EIO;
+			break; /* EOF: callers check the count */
+		}
+		done += r;
+	}
+	return done;
+}
+
+ssize_t sys_read_full(int fd, void *buf, size_t len)
+{
+	return xfer_full(SYS_READ, fd, buf, len, -1, 0);
+}
+
+ssize_t sys_write_full(int fd, const void *buf, size_t len)
+{
+	return xfer_full(SYS_WRITE, fd, (void *)buf, len, -1, 1);
+}
+
+ssize_t sys_pread_full(int fd, void *buf, size_t len, off_t off)
+{
+	return xfer_full(SYS_PREAD, fd, buf, len, off, 0);
+}
+
+int sys_fsync(int fd)
+{
+	int f = injected(SYS_FSYNC);
+
+	if (f)
+		return -f;
+	return fsync(fd) ? -errno : 0;
+}
+
+int sys_renameat(int olddir, const char *old, int newdir, const char *new)
+{
+	int f = injected(SYS_RENAME);
+
+	if (f)
+		return -f;
+	return renameat(olddir, old, newdir, new) ? -errno : 0;
+}
+
+long sys_ptrace(int req, pid_t pid, void *addr, void *data)
+{
+	int f = injected(SYS_PTRACE);
+	long r;
+
+	if (f)
+		return -f;
+	errno = 0;
+	r = syscall(SYS_ptrace, req, pid, addr, data);
+	return r < 0 ? -errno : r;
+}
+
+pid_t sys_waitpid(pid_t pid, int *status, int options)
+{
+	int f = injected(SYS_WAIT);
+	pid_t r;
+
+	if (f && f != EINTR)
+		return -f;
+	do
+		r = waitpid(pid, status, options);
+	while (r < 0 && errno == EINTR);
+	return r < 0 ? -errno : r;
+}
+
+ssize_t sys_vm_readv(pid_t pid, const struct iovec *local, unsigned long nlocal,
+		     const struct iovec *remote, unsigned long nremote)
+{
+	int f = injected(SYS_VM_READ);
+	ssize_t r;
+
+	if (f)
+		return -f;
+	r = process_vm_readv(pid, local, nlocal, remote, nremote, 0);
+	return r < 0 ? -errno : r;
+}
+
+ssize_t sys_vm_writev(pid_t pid, const struct iovec *local, unsigned long nlocal,
+		      const struct iovec *remote, unsigned long nremote)
+{
+	ssize_t r = process_vm_writev(pid, local, nlocal, remote, nremote, 0);
+
+	return r < 0 ? -errno : r;
+}
+
+int sys_kcmp(pid_t pid1, pid_t pid2, int type, unsigned long idx1, unsigned long idx2)
+{
+	int f = injected(SYS_KCMP);
+	long r;
+
+	if (f)
+		return -f;
+	r = syscall(SYS_kcmp, pid1, pid2, type, idx1, idx2);
+	return r < 0 ? -errno : (int)r;
+}
+
+long sys_clone3_set_tid(pid_t tid, int exit_signal)
+{
+	struct clone_args args;
+	pid_t set_tid = tid;
+	int f = injected(SYS_CLONE3);
+	long r;
+
+	if (f)
+		return -f;
+	memset(&args, 0, sizeof(args));
+	args.exit_signal = exit_signal;
+	args.set_tid = (uintptr_t)&set_tid;
+	args.set_tid_size = 1;
+	r = syscall(SYS_clone3, &args, sizeof(args));
+	return r < 0 ? -errno : r;
+}
+
+int sys_pidfd_open(pid_t pid)
+{
+	long r = syscall(SYS_pidfd_open, pid, 0);
+
+	return r < 0 ? -errno : (int)r;
+}
+
+int sys_pidfd_getfd(int pidfd, int targetfd)
+{
+	int f = injected(SYS_PIDFD_GETFD);
+	long r;
+
+	if (f)
+		return -f;
+	r = syscall(SYS_pidfd_getfd, pidfd, targetfd, 0);
+	return r < 0 ? -errno : (int)r;
+}
+
+int sys_read_file(const char *path, char **out, size_t *len)
+{
+	size_t cap = 4096, n = 0;
+	char *buf;
+	int fd = sys_open(path, O_RDONLY | O_CLOEXEC, 0);
+
+	if (fd < 0)
+		return fd;
+	buf = malloc(cap + 1);
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	for (;;) {
+		ssize_t r = read(fd, buf + n, cap - n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			int err = -errno;
+
+			free(buf);
+			close(fd);
+			return err;
+		}
+		if (r == 0)
+			break;
+		n += r;
+		if (n == cap) {
+			char *nb = realloc(buf, cap * 2 + 1);
+
+			if (!nb) {
+				free(buf);
+				close(fd);
+				return -ENOMEM;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+	}
+	close(fd);
+	buf[n] = 0;
+	*out = buf;
+	if (len)
+		*len = n;
+	return 0;
+}
+
+int sys_readlink(const char *path, char *buf, size_t size)
+{
+	ssize_t r = readlink(path, buf, size - 1);
+
+	if (r < 0)
+		return -errno;
+	buf[r] = 0;
+	return (int)r;
+}

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The raw syscall layer.  Everything amber does to the outside world goes
+ * through here so that tests can inject failures: set AMBER_FAULT to a
+ * comma separated list of OP:NTH:ERR, e.g. "write:3:ENOSPC" fails the third
+ * write with ENOSPC, "read:*:short" makes every read short, "ptrace:2:EPERM".
+ * All functions return >= 0 on success and -errno on failure.
+ */
+#ifndef AMBER_SYS_H
+#define AMBER_SYS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+enum sys_op {
+	SYS_OPEN,
+	SYS_READ,
+	SYS_WRITE,
+	SYS_PREAD,
+	SYS_FSYNC,
+	SYS_RENAME,
+	SYS_PTRACE,
+	SYS_WAIT,
+	SYS_VM_READ,
+	SYS_KCMP,
+	SYS_CLONE3,
+	SYS_PIDFD_GETFD,
+	SYS_MMAP,
+	SYS__COUNT,
+};
+
+void sys_fault_init(void);
+/* Forget the faults and the call counts (for tests); then sys_fault_init() again. */
+void sys_fault_reset(void);
+/* Returns the errno to inject for this call of op (1 for "short"), or 0. */
+int sys_fault(enum sys_op op);
+
+int sys_open(const char *path, int flags, int mode);
+int sys_openat(int dirfd, const char *path, int flags, int mode);
+int sys_close(int fd);
+/* Full transfers: loop over EINTR and short counts; return bytes done or -errno. */
+ssize_t sys_read_full(int fd, void *buf, size_t len);
+ssize_t sys_write_full(int fd, const void *buf, size_t len);
+ssize_t sys_pread_full(int fd, void *buf, size_t len, off_t off);
+int sys_fsync(int fd);
+int sys_renameat(int olddir, const char *old, int newdir, const char *new);
+long sys_ptrace(int req, pid_t pid, void *addr, void *data);
+pid_t sys_waitpid(pid_t pid, int *status, int options);
+ssize_t sys_vm_readv(pid_t pid, const struct iovec *local, unsigned long nlocal,
+		     const struct iovec *remote, unsigned long nremote);
+ssize_t sys_vm_writev(pid_t pid, const struct iovec *local, unsigned long nlocal,
+		      const struct iovec *remote, unsigned long nremote);
+int sys_kcmp(pid_t pid1, pid_t pid2, int type, unsigned long idx1, unsigned long idx2);
+long sys_clone3_set_tid(pid_t tid, int exit_signal);
+int sys_pidfd_open(pid_t pid);
+int sys_pidfd_getfd(int pidfd, int targetfd);
+/* Read a whole small file (proc files) into a malloc'd NUL-terminated buffer. */
+int sys_read_file(const char *path, char **out, size_t *len);
+int sys_readlink(const char *path, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,248 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The task's identity: pid/pgid/sid, comm, rlimits, personality, nice,
+ * oom_score_adj, timer slack, subreaper, THP; what creds.c restores after
+ * the credentials (dumpable, pdeath signal, no_new_privs) is read here too.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/personality.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "amber.h"
+#include "log.h"
+#include "proc.h"
+#include "sys.h"
+
+#define NR_RLIMITS 16
+
+static const char *const rlimit_names[NR_RLIMITS] = {
+	"Max cpu time",	      "Max file size",	      "Max data size",
+	"Max stack size",     "Max core file size",   "Max resident set",
+	"Max processes",      "Max open files",	      "Max locked memory",
+	"Max address space",  "Max file locks",	      "Max pending signals",
+	"Max msgqueue size",  "Max nice priority",    "Max realtime priority",
+	"Max realtime timeout",
+};
+
+static uint64_t parse_limit(const char *s)
+{
+	return !strncmp(s, "unlimited", 9) ? RLIM_INFINITY : strtoull(s, NULL, 10);
+}
+
+/* prlimit() on another process needs CAP_SYS_RESOURCE; /proc/PID/limits does not. */
+static int dump_rlimits(struct dump_ctx *ctx)
+{
+	char path[64], *buf, *line, *save;
+	TaskCore *c = ctx->core;
+	int ret;
+
+	snprintf(path, sizeof(path), "/proc/%d/limits", ctx->pid);
+	ret = sys_read_file(path, &buf, NULL);
+	if (ret) {
+		pr_err("cannot read %s: %s", path, strerror(-ret));
+		return ret;
+	}
+	c->rlimits = calloc(NR_RLIMITS, sizeof(*c->rlimits));
+	if (!c->rlimits) {
+		free(buf);
+		return -ENOMEM;
+	}
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		for (int i = 0; i < NR_RLIMITS; i++) {
+			size_t n = strlen(rlimit_names[i]);
+			char soft[32], hard[32];
+			RlimitEntry *e;
+
+			if (strncmp(line, rlimit_names[i], n) || line[n] != ' ')
+				continue;
+			if (sscanf(line + 26, "%31s %31s", soft, hard) != 2)
+				break;
+			e = malloc(sizeof(*e));
+			if (!e) {
+				free(buf);
+				return -ENOMEM;
+			}
+			rlimit_entry__init(e);
+			e->resource = i;
+			e->cur = parse_limit(soft);
+			e->max = parse_limit(hard);
+			c->rlimits[c->n_rlimits++] = e;
+			break;
+		}
+	}
+	free(buf);
+	return 0;
+}
+
+static int read_proc_ulong(pid_t pid, const char *name, unsigned long *v, int base)
+{
+	char path[64], *buf;
+	int ret;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", pid, name);
+	ret = sys_read_file(path, &buf, NULL);
+	if (ret)
+		return ret;
+	*v = strtoul(buf, NULL, base);
+	free(buf);
+	return 0;
+}
+
+static int task_dump(struct dump_ctx *ctx)
+{
+	struct proc_status st;
+	struct proc_stat ps;
+	TaskCore *c = ctx->core;
+	unsigned long v;
+	int32_t i32;
+	long r;
+	int ret;
+
+	ret = proc_parse_stat(ctx->pid, &ps);
+	if (!ret)
+		ret = proc_parse_status(ctx->pid, &st);
+	if (ret)
+		return ret;
+	c->pid = ctx->pid;
+	c->ppid = ps.ppid;
+	c->pgid = ps.pgrp;
+	c->sid = ps.session;
+	c->comm = strdup(ps.comm);
+	c->nice = (int32_t)ps.nice;
+	c->umask = st.umask;
+	c->no_new_privs = st.no_new_privs;
+	ret = dump_rlimits(ctx);
+	if (ret)
+		return ret;
+	if (!read_proc_ulong(ctx->pid, "personality", &v, 16))
+		c->personality = (uint32_t)v;
+	if (!read_proc_ulong(ctx->pid, "timerslack_ns", &v, 10))
+		c->timer_slack_ns = v;
+	if (!read_proc_ulong(ctx->pid, "coredump_filter", &v, 16)) {
+		c->has_coredump_filter = 1;
+		c->coredump_filter = (uint32_t)v;
+	}
+	{
+		char path[64], *buf;
+
+		snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", ctx->pid);
+		if (!sys_read_file(path, &buf, NULL)) {
+			c->oom_score_adj = atoi(buf);
+			free(buf);
+		}
+	}
+	/* What only the task can tell: ask it. */
+	r = infect_call(&ctx->inf, SYS_prctl, PR_GET_DUMPABLE, 0, 0, 0, 0, 0);
+	c->dumpable = r >= 0 ? (uint32_t)r : 1;
+	r = infect_call(&ctx->inf, SYS_prctl, PR_GET_THP_DISABLE, 0, 0, 0, 0, 0);
+	c->thp_disable = r > 0 ? 1 : 0;
+	r = infect_call(&ctx->inf, SYS_prctl, PR_GET_PDEATHSIG, ctx->inf.scratch, 0, 0, 0, 0);
+	if (!r && !infect_read(&ctx->inf, ctx->inf.scratch, &i32, sizeof(i32)))
+		c->pdeath_sig = i32;
+	r = infect_call(&ctx->inf, SYS_prctl, PR_GET_CHILD_SUBREAPER, ctx->inf.scratch, 0, 0, 0, 0);
+	if (!r && !infect_read(&ctx->inf, ctx->inf.scratch, &i32, sizeof(i32)))
+		c->child_subreaper = i32 != 0;
+	return 0;
+}
+
+static int task_restore_read(struct restore_ctx *ctx)
+{
+	TaskCore *c = ctx->core;
+
+	if (!c->comm) {
+		pr_err("core-%d.img: no task name; the image is corrupt", ctx->pid);
+		return -EBADMSG;
+	}
+	for (size_t i = 0; i < c->n_rlimits; i++)
+		if (c->rlimits[i]->resource >= NR_RLIMITS) {
+			pr_err("core-%d.img: bad rlimit entry; the image is corrupt", ctx->pid);
+			return -EBADMSG;
+		}
+	return 0;
+}
+
+static int write_proc_self(const char *name, const char *val)
+{
+	char path[64];
+	int fd, ret = 0;
+
+	snprintf(path, sizeof(path), "/proc/self/%s", name);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, val, strlen(val)) < 0)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+/* In the child, before its memory is replaced. */
+static int task_restore_child(struct restore_ctx *ctx)
+{
+	TaskCore *c = ctx->core;
+	char buf[32];
+	int ret;
+
+	if (c->sid == c->pid && setsid() < 0) {
+		pr_err("pid %d: setsid failed: %m", ctx->pid);
+		return -errno;
+	}
+	if (c->sid != c->pid && c->pgid == c->pid && setpgid(0, 0)) {
+		pr_err("pid %d: setpgid failed: %m", ctx->pid);
+		return -errno;
+	}
+	for (size_t i = 0; i < c->n_rlimits; i++) {
+		RlimitEntry *e = c->rlimits[i];
+		struct rlimit rl = { e->cur, e->max };
+
+		if (setrlimit(e->resource, &rl)) {
+			ret = -errno;
+			pr_err("pid %d: cannot set limit '%s' to %llu/%llu: %m%s", ctx->pid,
+			       rlimit_names[e->resource], (unsigned long long)e->cur,
+			       (unsigned long long)e->max,
+			       ret == -EPERM ? " (raising a hard limit needs CAP_SYS_RESOURCE; "
+					       "raise amber's own limit first, e.g. ulimit -H)"
+					     : "");
+			return ret;
+		}
+	}
+	if (personality(c->personality) < 0) {
+		pr_err("pid %d: cannot set personality 0x%x: %m", ctx->pid, c->personality);
+		return -errno;
+	}
+	if (setpriority(PRIO_PROCESS, 0, c->nice)) {
+		pr_err("pid %d: cannot set nice %d: %m", ctx->pid, c->nice);
+		return -errno;
+	}
+	snprintf(buf, sizeof(buf), "%d", c->oom_score_adj);
+	ret = write_proc_self("oom_score_adj", buf);
+	if (ret)
+		pr_warn("pid %d: cannot set oom_score_adj %d: %s", ctx->pid, c->oom_score_adj,
+			strerror(-ret));
+	if (c->has_coredump_filter) {
+		snprintf(buf, sizeof(buf), "0x%x", c->coredump_filter);
+		write_proc_self("coredump_filter", buf);
+	}
+	if (prctl(PR_SET_TIMERSLACK, c->timer_slack_ns ? c->timer_slack_ns : 50000, 0, 0, 0) ||
+	    prctl(PR_SET_NAME, c->comm, 0, 0, 0) ||
+	    prctl(PR_SET_CHILD_SUBREAPER, c->child_subreaper, 0, 0, 0) ||
+	    prctl(PR_SET_THP_DISABLE, c->thp_disable, 0, 0, 0)) {
+		pr_err("pid %d: prctl (timer slack, name, subreaper, THP) failed: %m", ctx->pid);
+		return -errno;
+	}
+	return 0;
+}
+
+const struct resource_ops task_ops = {
+	.name = "task",
+	.dump = task_dump,
+	.restore_read = task_restore_read,
+	.restore_child = task_restore_child,
+};
