@@ -47,6 +47,9 @@ $(B)/unit/%: tests/unit/%.c $(B)/libamber.a
 progs: $(PROGS)
 units: $(UNITS)
 
+setup:
+	scripts/setup.sh
+
 test: all progs units
 	tests/run-all.sh
 
@@ -62,5 +65,5 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all progs units test bench demo format clean
+.PHONY: all setup progs units test bench demo format clean
 -include $(OBJS:.o=.d)

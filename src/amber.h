@@ -93,8 +93,7 @@ struct restore_ctx {
 	int *map_fd;	  /* per file id: child's fd used for mmap, or -1 */
 	int fd_base;	  /* child fds >= this are amber's, closed before resume */
 	struct infect inf;
-	unsigned long scratch; /* scratch page in the child, free in the target's layout */
-	size_t scratch_size;
+	unsigned long vdso_new; /* our vDSO's address when the old one is proxied */
 };
 
 struct resource_ops {

@@ -9,6 +9,7 @@
  * the file.  Zero pages (read but never written) are not saved either:
  * PAGEMAP_SCAN tells present, swapped, file-backed and zero-page runs apart.
  */
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/prctl.h>
@@ -18,6 +19,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -357,9 +359,14 @@ static int mem_dump_pages(struct dump_ctx *ctx)
 	ret = img_create(&ctx->imgs, IMG_PAGES, &w.pages, "pages-%d.img", ctx->pid);
 	if (ret)
 		goto abort_pagemap;
-	for (size_t i = 0; i < ctx->mm->n_vmas && !ret; i++)
-		if (has_pages(ctx->mm->vmas[i]->kind))
-			ret = scan_vma(&w, pagemap_fd, ctx->mm->vmas[i]);
+	for (size_t i = 0; i < ctx->mm->n_vmas && !ret; i++) {
+		VmaEntry *e = ctx->mm->vmas[i];
+
+		if (has_pages(e->kind))
+			ret = scan_vma(&w, pagemap_fd, e);
+		else if (e->kind == VMA_KIND__VMA_VDSO) /* for a kernel with another vDSO */
+			ret = copy_run(&w, e->start, e->end);
+	}
 	if (ret)
 		goto abort_pages;
 	pr_info("pid %d: %llu pages saved", ctx->pid, (unsigned long long)w.nr_pages);
@@ -434,7 +441,8 @@ static int mem_restore_read(struct restore_ctx *ctx)
 			v++;
 		if (v == mm->n_vmas || pe->vaddr < mm->vmas[v]->start || !pe->nr_pages ||
 		    pe->nr_pages > TASK_SIZE_MAX / PAGE_SIZE || pe->vaddr + len > mm->vmas[v]->end ||
-		    !has_pages(mm->vmas[v]->kind) || pe->offset + len + IMG_HDR_SIZE > psize) {
+		    !(has_pages(mm->vmas[v]->kind) || mm->vmas[v]->kind == VMA_KIND__VMA_VDSO) ||
+		    pe->offset + len + IMG_HDR_SIZE > psize) {
 			pr_err("pagemap-%d.img: run at %llx does not fit the image; it is corrupt",
 			       ctx->pid, (unsigned long long)pe->vaddr);
 			ret = -EBADMSG;
@@ -453,6 +461,18 @@ static int mem_restore_read(struct restore_ctx *ctx)
 corrupt:
 	pr_err("mm-%d.img: bad mapping table; the image is corrupt", ctx->pid);
 	return -EBADMSG;
+}
+
+static int open_pages(struct restore_ctx *ctx)
+{
+	char name[64];
+	int fd;
+
+	snprintf(name, sizeof(name), "pages-%d.img", ctx->pid);
+	fd = sys_openat(ctx->dirfd, name, O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0)
+		pr_err("pid %d: cannot open %s: %s", ctx->pid, name, strerror(-fd));
+	return fd;
 }
 
 /* In the child: the files behind the mappings and the pages, at fds >= fd_base. */
@@ -485,20 +505,11 @@ static int mem_restore_child(struct restore_ctx *ctx)
 		}
 		ctx->map_fd[id] = fd;
 	}
-	fd = openat(ctx->dirfd, "", O_RDONLY);
-	(void)fd;
-	{
-		char name[64];
-
-		snprintf(name, sizeof(name), "pages-%d.img", ctx->pid);
-		fd = openat(ctx->dirfd, name, O_RDONLY | O_CLOEXEC);
-		if (fd < 0) {
-			pr_err("pid %d: cannot open %s: %m", ctx->pid, name);
-			return -errno;
-		}
-		ctx->pages_fd = fcntl(fd, F_DUPFD_CLOEXEC, ctx->fd_base);
-		close(fd);
-	}
+	fd = open_pages(ctx);
+	if (fd < 0)
+		return fd;
+	ctx->pages_fd = fcntl(fd, F_DUPFD_CLOEXEC, ctx->fd_base);
+	close(fd);
 	return ctx->pages_fd < 0 ? -EBADF : 0;
 }
 
@@ -592,7 +603,7 @@ static unsigned long find_gap(MmEntry *mm, unsigned long size)
  * Leave the child nothing but its vDSO, moved to where the target had it:
  * the kernel's vDSO is the same code, so it is moved rather than copied.
  */
-static int replace_address_space(struct restore_ctx *ctx)
+static int replace_address_space(struct restore_ctx *ctx, bool *proxy)
 {
 	struct vdso_block cur = { 0 }, want = { 0 };
 	struct vma *vmas;
@@ -627,7 +638,9 @@ static int replace_address_space(struct restore_ctx *ctx)
 		pr_err("amber itself runs without a vDSO; it needs one to restore");
 		return -ENOENT;
 	}
-	if (!vdso_compatible(&cur, &want))
+	/* AMBER_VDSO_PROXY=1 takes the other-kernel path on this one (tests). */
+	*proxy = !vdso_compatible(&cur, &want) || getenv("AMBER_VDSO_PROXY");
+	if (*proxy && !want.part_end[block_index(VMA_KIND__VMA_VDSO)])
 		goto incompatible;
 
 	r = infect_call(&ctx->inf, SYS_munmap, 0, cur.start, 0, 0, 0, 0);
@@ -636,6 +649,21 @@ static int replace_address_space(struct restore_ctx *ctx)
 	if (r) {
 		pr_err("pid %d: cannot clear the address space: %s", ctx->pid, strerror((int)-r));
 		return (int)r;
+	}
+	if (*proxy) {
+		/* Ours goes to a free spot; the old vDSO's code is mapped from the image
+		 * and its entry points jump into ours (vdso_proxy_patch). */
+		unsigned long to = find_gap(ctx->mm, 2 * SCRATCH_SIZE + (cur.end - cur.start));
+
+		if (!to)
+			return -ENOMEM;
+		to += 2 * SCRATCH_SIZE;
+		if (to < cur.end && cur.start < to + (cur.end - cur.start))
+			return -ENOMEM;
+		pr_info("pid %d: vDSO layout differs: proxying the old vDSO to ours at %lx",
+			ctx->pid, to);
+		ctx->vdso_new = to + (cur.part_start[block_index(VMA_KIND__VMA_VDSO)] - cur.start);
+		return move_block(ctx, &cur, to);
 	}
 	if (cur.start != want.start) {
 		/* Overlapping source and destination: go through a free spot. */
@@ -654,10 +682,111 @@ static int replace_address_space(struct restore_ctx *ctx)
 	}
 	return 0;
 incompatible:
-	pr_err("the vDSO layout of this kernel differs from the one of the dump host (kernel "
-	       "%s); restoring across such kernels is not supported yet",
+	pr_err("the image has no usable vDSO record (dumped on kernel %s); cannot restore it "
+	       "on this kernel",
 	       ctx->inv->kernel);
 	return -EOPNOTSUPP;
+}
+
+struct vsym {
+	const char *name;
+	unsigned long off; /* from the image's base */
+};
+
+/* The function symbols a vDSO exports, from its ELF dynamic symbol table. */
+static int vdso_parse(const uint8_t *b, size_t len, struct vsym *out, int max)
+{
+	const Elf64_Ehdr *eh = (const void *)b;
+	const Elf64_Shdr *sh;
+	int n = 0;
+
+	if (len < sizeof(*eh) || memcmp(eh->e_ident, ELFMAG, SELFMAG) ||
+	    eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) > len)
+		return -EINVAL;
+	sh = (const void *)(b + eh->e_shoff);
+	for (int i = 0; i < eh->e_shnum; i++) {
+		const Elf64_Sym *sym;
+		const char *str;
+
+		if (sh[i].sh_type != SHT_DYNSYM || sh[i].sh_link >= eh->e_shnum ||
+		    sh[i].sh_offset + sh[i].sh_size > len ||
+		    sh[sh[i].sh_link].sh_offset + sh[sh[i].sh_link].sh_size > len)
+			continue;
+		sym = (const void *)(b + sh[i].sh_offset);
+		str = (const char *)b + sh[sh[i].sh_link].sh_offset;
+		for (size_t k = 0; k < sh[i].sh_size / sizeof(*sym) && n < max; k++) {
+			if (ELF64_ST_TYPE(sym[k].st_info) != STT_FUNC || !sym[k].st_shndx ||
+			    sym[k].st_name >= sh[sh[i].sh_link].sh_size || sym[k].st_value >= len)
+				continue;
+			out[n].name = str + sym[k].st_name;
+			out[n++].off = sym[k].st_value;
+		}
+	}
+	return n;
+}
+
+/*
+ * The old vDSO's code is back at its old address (from the image), but its
+ * data page is this kernel's.  Every function it exports now jumps to the
+ * same function of our vDSO:  movabs $target, %r11; jmp *%r11.
+ */
+static int vdso_proxy_patch(struct restore_ctx *ctx)
+{
+	const VmaEntry *old = NULL;
+	const PagemapEntry *run = NULL;
+	struct vsym osym[64], nsym[64];
+	const uint8_t *ours = (const void *)getauxval(AT_SYSINFO_EHDR);
+	const Elf64_Ehdr *oeh = (const void *)ours;
+	uint8_t *img;
+	int no, nn, fd, ret = 0, patched = 0;
+	size_t len;
+
+	for (size_t i = 0; i < ctx->mm->n_vmas; i++)
+		if (ctx->mm->vmas[i]->kind == VMA_KIND__VMA_VDSO)
+			old = ctx->mm->vmas[i];
+	for (size_t i = 0; old && i < ctx->nr_pm; i++)
+		if (ctx->pm[i]->vaddr == old->start &&
+		    ctx->pm[i]->nr_pages * PAGE_SIZE == old->end - old->start)
+			run = ctx->pm[i];
+	if (!old || !run || !ours) {
+		pr_err("pid %d: the image lacks the old vDSO's code; cannot proxy it", ctx->pid);
+		return -EBADMSG;
+	}
+	len = old->end - old->start;
+	img = malloc(len);
+	if (!img)
+		return -ENOMEM;
+	fd = open_pages(ctx);
+	if (fd < 0 || sys_pread_full(fd, img, len, IMG_HDR_SIZE + run->offset) != (ssize_t)len) {
+		ret = -EIO;
+		goto out;
+	}
+	no = vdso_parse(img, len, osym, 64);
+	nn = vdso_parse(ours, oeh->e_shoff + oeh->e_shnum * sizeof(Elf64_Shdr), nsym, 64);
+	if (no <= 0 || nn <= 0) {
+		pr_err("pid %d: cannot read the symbol tables of the vDSOs", ctx->pid);
+		ret = -EINVAL;
+		goto out;
+	}
+	for (int i = 0; i < no && !ret; i++) {
+		for (int k = 0; k < nn; k++) {
+			uint8_t code[13] = { 0x49, 0xbb, 0, 0, 0, 0, 0, 0, 0, 0, 0x41, 0xff, 0xe3 };
+			uint64_t target = ctx->vdso_new + nsym[k].off;
+
+			if (strcmp(osym[i].name, nsym[k].name))
+				continue;
+			memcpy(code + 2, &target, 8);
+			ret = infect_write(&ctx->inf, old->start + osym[i].off, code, sizeof(code));
+			patched++;
+			break;
+		}
+	}
+	pr_info("pid %d: %d vDSO entry points redirected", ctx->pid, patched);
+out:
+	if (fd >= 0)
+		close(fd);
+	free(img);
+	return ret;
 }
 
 static int fill_vma(struct restore_ctx *ctx, const VmaEntry *e, size_t *pm)
@@ -684,7 +813,8 @@ static int fill_vma(struct restore_ctx *ctx, const VmaEntry *e, size_t *pm)
 
 static int map_vma(struct restore_ctx *ctx, const VmaEntry *e, size_t *pm)
 {
-	bool anon = e->kind == VMA_KIND__VMA_ANON_PRIVATE || e->kind == VMA_KIND__VMA_ANON_SHARED;
+	bool anon = e->kind == VMA_KIND__VMA_ANON_PRIVATE || e->kind == VMA_KIND__VMA_ANON_SHARED ||
+		    e->kind == VMA_KIND__VMA_VDSO;
 	bool shared = e->kind == VMA_KIND__VMA_ANON_SHARED || e->kind == VMA_KIND__VMA_FILE_SHARED;
 	bool filled = *pm < ctx->nr_pm && ctx->pm[*pm]->vaddr < e->end;
 	long prot = e->prot | (filled ? PROT_WRITE : 0);
@@ -771,10 +901,11 @@ static int restore_mm_fields(struct restore_ctx *ctx)
 static int mem_restore_inject(struct restore_ctx *ctx)
 {
 	unsigned long gap;
+	bool proxy = false;
 	size_t pm = 0;
 	int ret;
 
-	ret = replace_address_space(ctx);
+	ret = replace_address_space(ctx, &proxy);
 	if (ret)
 		return ret;
 	gap = find_gap(ctx->mm, SCRATCH_SIZE);
@@ -788,9 +919,17 @@ static int mem_restore_inject(struct restore_ctx *ctx)
 	for (size_t i = 0; i < ctx->mm->n_vmas; i++) {
 		VmaEntry *e = ctx->mm->vmas[i];
 
-		if (is_vdso_part(e->kind))
+		/* runs of VMAs not mapped here (the vDSO when moved) are skipped */
+		while (pm < ctx->nr_pm && ctx->pm[pm]->vaddr < e->start)
+			pm++;
+		if (is_vdso_part(e->kind) && !(proxy && e->kind == VMA_KIND__VMA_VDSO))
 			continue;
 		ret = map_vma(ctx, e, &pm);
+		if (ret)
+			return ret;
+	}
+	if (proxy) {
+		ret = vdso_proxy_patch(ctx);
 		if (ret)
 			return ret;
 	}

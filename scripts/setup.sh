@@ -1,0 +1,24 @@
+#!/bin/bash
+# Install what amber needs to build and test on Debian 12 (idempotent; as root).
+set -euo pipefail
+
+PKGS=(gcc make pkg-config libc6-dev protobuf-c-compiler libprotobuf-c-dev libxxhash-dev
+      libcmocka-dev jq python3 tmux procps util-linux)
+
+missing=()
+for p in "${PKGS[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+	echo "setup: all packages present"
+	exit 0
+fi
+if [ "$(id -u)" != 0 ]; then
+	echo "setup: missing packages: ${missing[*]}; run as root (sudo make setup)" >&2
+	exit 1
+fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup: done"
