@@ -367,7 +367,7 @@ int img_verify_dir(int dirfd, const char *dir, Inventory **out)
 		return ret;
 	for (size_t i = 0; i < inv->n_files; i++) {
 		InventoryFile *f = inv->files[i];
-		uint64_t size, hash;
+		uint64_t size = 0, hash = 0;
 
 		if (strchr(f->name, '/')) {
 			pr_err("%s: inventory names a file outside the image (%s); refusing", dir,

@@ -15,7 +15,7 @@
 #include "log.h"
 #include "sys.h"
 
-#define FAULT_SHORT 1
+#define FAULT_SHORT 0x10000 /* not an errno */
 
 static const char *const op_names[SYS__COUNT] = {
 	[SYS_OPEN] = "open",	 [SYS_READ] = "read",	 [SYS_WRITE] = "write",

@@ -34,7 +34,7 @@ enum sys_op {
 void sys_fault_init(void);
 /* Forget the faults and the call counts (for tests); then sys_fault_init() again. */
 void sys_fault_reset(void);
-/* Returns the errno to inject for this call of op (1 for "short"), or 0. */
+/* Returns the errno to inject for this call of op (0x10000 for "short"), or 0. */
 int sys_fault(enum sys_op op);
 
 int sys_open(const char *path, int flags, int mode);
