@@ -310,6 +310,20 @@ static int wait_restored(struct restore_ctx *ctx)
 	}
 }
 
+/* Take the terminal back from a restored shell job (we are in the background). */
+static void reclaim_terminal(void)
+{
+	sigset_t ttou, old;
+
+	sigemptyset(&ttou);
+	sigaddset(&ttou, SIGTTOU);
+	sigprocmask(SIG_BLOCK, &ttou, &old);
+	for (int fd = 0; fd < 3; fd++)
+		if (isatty(fd) && tcgetpgrp(fd) != getpgrp() && !tcsetpgrp(fd, getpgrp()))
+			break;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
 static int do_restore(struct opts *o)
 {
 	struct restore_ctx ctx = { .o = o, .pages_fd = -1 };
@@ -416,6 +430,8 @@ kill_child:
 	if (!ret)
 		ret = -EIO;
 close_pipes:
+	if (o->shell_job && !o->detached)
+		reclaim_terminal();
 	for (int i = 0; i < 2; i++) {
 		if (go[i] >= 0)
 			close(go[i]);

@@ -194,9 +194,15 @@ static int task_restore_child(struct restore_ctx *ctx)
 		pr_err("pid %d: setsid failed: %m", ctx->pid);
 		return -errno;
 	}
-	if (c->sid != c->pid && c->pgid == c->pid && setpgid(0, 0)) {
-		pr_err("pid %d: setpgid failed: %m", ctx->pid);
-		return -errno;
+	if (c->sid != c->pid && c->pgid == c->pid) {
+		if (setpgid(0, 0)) {
+			pr_err("pid %d: setpgid failed: %m", ctx->pid);
+			return -errno;
+		}
+		/* A shell job leading its group was the terminal's foreground job. */
+		for (int fd = 0; ctx->o->shell_job && fd < 3; fd++)
+			if (isatty(fd) && !tcsetpgrp(fd, getpid()))
+				break;
 	}
 	for (size_t i = 0; i < c->n_rlimits; i++) {
 		RlimitEntry *e = c->rlimits[i];
