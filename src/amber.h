@@ -113,7 +113,8 @@ struct resource_ops {
 /* Dump order = restore order within each phase.  NULL-terminated. */
 extern const struct resource_ops *const resources[];
 
-extern const struct resource_ops task_ops;    /* task.c: identity, rlimits, prctls */
+extern const struct resource_ops task_ops;    /* task.c: identity, prctls */
+extern const struct resource_ops rlimits_ops; /* rlimits.c: resource limits */
 extern const struct resource_ops creds_ops;   /* creds.c: uids, gids, capabilities */
 extern const struct resource_ops fs_ops;      /* fs.c: cwd, root, umask */
 extern const struct resource_ops files_ops;   /* files.c: fds and open files */

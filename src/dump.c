@@ -149,8 +149,10 @@ static int check_supported(pid_t pid)
 		       pid, kids[0]);
 		return -EOPNOTSUPP;
 	}
-	if (n < 0 && n != -ENOENT) {
-		pr_err("cannot read /proc/%d/task/%d/children: %s", pid, pid, strerror(-n));
+	if (n < 0) {
+		pr_err("cannot read /proc/%d/task/%d/children: %s%s", pid, pid, strerror(-n),
+		       n == -ENOENT ? " (kernel without CONFIG_PROC_CHILDREN? see amber check)"
+				    : "");
 		return n;
 	}
 	return 0;

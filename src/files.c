@@ -704,8 +704,11 @@ static int files_restore_child(struct restore_ctx *ctx)
 
 		if (fd < 0) {
 			fd = up(ctx, open_desc(ctx, ctx->files[e->file_id]));
-			if (fd < 0)
+			if (fd < 0) {
+				pr_err("pid %d: cannot recreate fd %u (%s): %s", ctx->pid, e->fd,
+				       ctx->files[e->file_id]->path, strerror(-fd));
 				return fd;
+			}
 			desc_fd[e->file_id] = fd;
 		}
 		ret = dup3(fd, (int)e->fd, e->cloexec ? O_CLOEXEC : 0);

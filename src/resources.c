@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
  * The resource table.  Within each phase the order matters:
- *  - restore_child: limits and session first, then fds (files), then the files
- *    behind mappings (mem), then cwd/root (paths above are amber's);
+ *  - restore_child: session first, then fds (files), then the files
+ *    behind mappings (mem), then cwd/root (paths above are amber's), limits
+ *    last (a low RLIMIT_NOFILE would stop amber placing fds);
  *  - restore_inject: the address space first (everything else points into
  *    it), credentials late (creds), per-thread pointers last (registers).
  */
 #include "amber.h"
 
 const struct resource_ops *const resources[] = {
-	&task_ops, &files_ops, &mem_ops, &fs_ops, &signals_ops, &timers_ops, &creds_ops, &regs_ops,
-	NULL,
+	&task_ops,   &files_ops, &mem_ops,   &fs_ops, &rlimits_ops,
+	&signals_ops, &timers_ops, &creds_ops, &regs_ops, NULL,
 };

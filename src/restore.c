@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -178,6 +179,7 @@ static int move_fd_up(int fd, int base)
 static void __attribute__((noreturn)) child_main(struct restore_ctx *ctx, int go_fd,
 						   int report_fd)
 {
+	struct rlimit rl;
 	sigset_t all;
 	char c;
 	int ret;
@@ -189,6 +191,16 @@ static void __attribute__((noreturn)) child_main(struct restore_ctx *ctx, int go
 	if (read(go_fd, &c, 1) != 1)
 		_exit(1);
 	close(go_fd);
+	/* Room for the target's highest fd and amber's above it (rlimits.c sets the
+	 * real limit at the end). */
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < (rlim_t)ctx->fd_base + 64) {
+		rl.rlim_cur = ctx->fd_base + 64;
+		if (rl.rlim_max < rl.rlim_cur)
+			rl.rlim_max = rl.rlim_cur;
+		if (setrlimit(RLIMIT_NOFILE, &rl))
+			pr_warn("pid %d: cannot raise RLIMIT_NOFILE to %d for its fds: %m", ctx->pid,
+				ctx->fd_base + 64);
+	}
 	log_fd = fcntl(2, F_DUPFD_CLOEXEC, ctx->fd_base);
 	if (log_fd < 0)
 		log_fd = 2;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The task's identity: pid/pgid/sid, comm, rlimits, personality, nice,
+ * The task's identity: pid/pgid/sid, comm, personality, nice,
  * oom_score_adj, timer slack, subreaper, THP; what creds.c restores after
  * the credentials (dumpable, pdeath signal, no_new_privs) is read here too.
  */
@@ -19,67 +19,6 @@
 #include "log.h"
 #include "proc.h"
 #include "sys.h"
-
-#define NR_RLIMITS 16
-
-static const char *const rlimit_names[NR_RLIMITS] = {
-	"Max cpu time",	      "Max file size",	      "Max data size",
-	"Max stack size",     "Max core file size",   "Max resident set",
-	"Max processes",      "Max open files",	      "Max locked memory",
-	"Max address space",  "Max file locks",	      "Max pending signals",
-	"Max msgqueue size",  "Max nice priority",    "Max realtime priority",
-	"Max realtime timeout",
-};
-
-static uint64_t parse_limit(const char *s)
-{
-	return !strncmp(s, "unlimited", 9) ? RLIM_INFINITY : strtoull(s, NULL, 10);
-}
-
-/* prlimit() on another process needs CAP_SYS_RESOURCE; /proc/PID/limits does not. */
-static int dump_rlimits(struct dump_ctx *ctx)
-{
-	char path[64], *buf, *line, *save;
-	TaskCore *c = ctx->core;
-	int ret;
-
-	snprintf(path, sizeof(path), "/proc/%d/limits", ctx->pid);
-	ret = sys_read_file(path, &buf, NULL);
-	if (ret) {
-		pr_err("cannot read %s: %s", path, strerror(-ret));
-		return ret;
-	}
-	c->rlimits = calloc(NR_RLIMITS, sizeof(*c->rlimits));
-	if (!c->rlimits) {
-		free(buf);
-		return -ENOMEM;
-	}
-	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		for (int i = 0; i < NR_RLIMITS; i++) {
-			size_t n = strlen(rlimit_names[i]);
-			char soft[32], hard[32];
-			RlimitEntry *e;
-
-			if (strncmp(line, rlimit_names[i], n) || line[n] != ' ')
-				continue;
-			if (sscanf(line + 26, "%31s %31s", soft, hard) != 2)
-				break;
-			e = malloc(sizeof(*e));
-			if (!e) {
-				free(buf);
-				return -ENOMEM;
-			}
-			rlimit_entry__init(e);
-			e->resource = i;
-			e->cur = parse_limit(soft);
-			e->max = parse_limit(hard);
-			c->rlimits[c->n_rlimits++] = e;
-			break;
-		}
-	}
-	free(buf);
-	return 0;
-}
 
 static int read_proc_ulong(pid_t pid, const char *name, unsigned long *v, int base)
 {
@@ -118,9 +57,6 @@ static int task_dump(struct dump_ctx *ctx)
 	c->nice = (int32_t)ps.nice;
 	c->umask = st.umask;
 	c->no_new_privs = st.no_new_privs;
-	ret = dump_rlimits(ctx);
-	if (ret)
-		return ret;
 	if (!read_proc_ulong(ctx->pid, "personality", &v, 16))
 		c->personality = (uint32_t)v;
 	if (!read_proc_ulong(ctx->pid, "timerslack_ns", &v, 10))
@@ -160,11 +96,6 @@ static int task_restore_read(struct restore_ctx *ctx)
 		pr_err("core-%d.img: no task name; the image is corrupt", ctx->pid);
 		return -EBADMSG;
 	}
-	for (size_t i = 0; i < c->n_rlimits; i++)
-		if (c->rlimits[i]->resource >= NR_RLIMITS) {
-			pr_err("core-%d.img: bad rlimit entry; the image is corrupt", ctx->pid);
-			return -EBADMSG;
-		}
 	return 0;
 }
 
@@ -203,21 +134,6 @@ static int task_restore_child(struct restore_ctx *ctx)
 		for (int fd = 0; ctx->o->shell_job && fd < 3; fd++)
 			if (isatty(fd) && !tcsetpgrp(fd, getpid()))
 				break;
-	}
-	for (size_t i = 0; i < c->n_rlimits; i++) {
-		RlimitEntry *e = c->rlimits[i];
-		struct rlimit rl = { e->cur, e->max };
-
-		if (setrlimit(e->resource, &rl)) {
-			ret = -errno;
-			pr_err("pid %d: cannot set limit '%s' to %llu/%llu: %m%s", ctx->pid,
-			       rlimit_names[e->resource], (unsigned long long)e->cur,
-			       (unsigned long long)e->max,
-			       ret == -EPERM ? " (raising a hard limit needs CAP_SYS_RESOURCE; "
-					       "raise amber's own limit first, e.g. ulimit -H)"
-					     : "");
-			return ret;
-		}
 	}
 	if (personality(c->personality) < 0) {
 		pr_err("pid %d: cannot set personality 0x%x: %m", ctx->pid, c->personality);

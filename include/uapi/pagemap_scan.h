@@ -71,8 +71,11 @@ struct pm_scan_arg {
 	__u64 return_mask;	   /* categories to report in page_region */
 };
 
+#ifndef PROCFS_IOCTL_MAGIC
+#define PROCFS_IOCTL_MAGIC 'f'
+#endif
 /* Returns the number of page_region entries filled, or -1 with errno. */
-#define PAGEMAP_SCAN _IOWR('f', 16, struct pm_scan_arg)
+#define PAGEMAP_SCAN _IOWR(PROCFS_IOCTL_MAGIC, 16, struct pm_scan_arg)
 #endif
 
 #endif

@@ -1,0 +1,530 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Image files: a set written with img_create/img_put/img_finish and
+ * img_set_commit reads back, verifies, and every kind of damage (a flipped
+ * byte, a truncated or missing file, no inventory) is refused.  Write and
+ * read faults are injected through AMBER_FAULT.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "image.h"
+#include "log.h"
+#include "sys.h"
+
+#define ROOT_PID 4321
+#define NR_PM 3
+
+struct fixture {
+	char dir[64];
+	int dirfd;
+};
+
+static void set_faults(const char *spec)
+{
+	sys_fault_reset();
+	if (spec)
+		setenv("AMBER_FAULT", spec, 1);
+	else
+		unsetenv("AMBER_FAULT");
+	sys_fault_init();
+}
+
+static int setup(void **state)
+{
+	struct fixture *fx = calloc(1, sizeof(*fx));
+
+	if (!fx)
+		return -1;
+	snprintf(fx->dir, sizeof(fx->dir), "/tmp/amber-unit-XXXXXX");
+	if (!mkdtemp(fx->dir))
+		return -1;
+	fx->dirfd = open(fx->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fx->dirfd < 0)
+		return -1;
+	set_faults(NULL);
+	*state = fx;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *fx = *state;
+	char cmd[128];
+
+	set_faults(NULL);
+	close(fx->dirfd);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
+	if (system(cmd))
+		return -1;
+	free(fx);
+	return 0;
+}
+
+static bool exists(struct fixture *fx, const char *name)
+{
+	return !faccessat(fx->dirfd, name, F_OK, 0);
+}
+
+/* fs-PID.img, pagemap-PID.img with NR_PM records, files.img; no inventory yet. */
+static int write_files(struct img_set *set)
+{
+	PagemapEntry pm;
+	FsEntry fs;
+	RegFile rf;
+	struct img *img;
+	int ret;
+
+	fs_entry__init(&fs);
+	fs.cwd = "/tmp/work dir";
+	fs.root = "/";
+	ret = img_create(set, IMG_FS, &img, "fs-%d.img", ROOT_PID);
+	if (ret)
+		return ret;
+	ret = img_put(img, &fs.base);
+	if (ret) {
+		img_abort(img);
+		return ret;
+	}
+	ret = img_finish(img);
+	if (ret)
+		return ret;
+
+	ret = img_create(set, IMG_PAGEMAP, &img, "pagemap-%d.img", ROOT_PID);
+	if (ret)
+		return ret;
+	for (int i = 0; i < NR_PM; i++) {
+		pagemap_entry__init(&pm);
+		pm.vaddr = 0x7f0000000000ULL + (uint64_t)i * 0x10000;
+		pm.nr_pages = i + 1;
+		pm.offset = (uint64_t)i * 4096;
+		ret = img_put(img, &pm.base);
+		if (ret) {
+			img_abort(img);
+			return ret;
+		}
+	}
+	ret = img_finish(img);
+	if (ret)
+		return ret;
+
+	reg_file__init(&rf);
+	rf.id = 0;
+	rf.kind = FILE_KIND__FILE_REG;
+	rf.path = "/etc/hostname";
+	rf.size = 12;
+	rf.mode = 0100644;
+	ret = img_create(set, IMG_FILES, &img, "files.img");
+	if (ret)
+		return ret;
+	ret = img_put(img, &rf.base);
+	if (ret) {
+		img_abort(img);
+		return ret;
+	}
+	return img_finish(img);
+}
+
+static int commit(struct img_set *set)
+{
+	Inventory inv;
+	int ret;
+
+	inventory__init(&inv);
+	inv.image_version = IMG_VERSION;
+	inv.root_pid = ROOT_PID;
+	inv.kernel = "6.18-test";
+	inv.dump_time_ns = 1;
+	ret = img_set_commit(set, &inv);
+	img_set_free(set);
+	return ret;
+}
+
+static int write_image(struct fixture *fx)
+{
+	struct img_set set = { .dirfd = fx->dirfd };
+	int ret = write_files(&set);
+
+	if (ret) {
+		img_set_free(&set);
+		return ret;
+	}
+	return commit(&set);
+}
+
+/* Read pagemap-PID.img and check every record. */
+static void check_pagemap(struct fixture *fx)
+{
+	ProtobufCMessage *m;
+	struct img *img;
+	int n = 0, ret;
+
+	assert_int_equal(img_open(fx->dirfd, IMG_PAGEMAP, &img, "pagemap-%d.img", ROOT_PID), 0);
+	while ((ret = img_get(img, &pagemap_entry__descriptor, &m)) == 1) {
+		PagemapEntry *pm = (PagemapEntry *)m;
+
+		assert_true(n < NR_PM);
+		assert_int_equal(pm->vaddr, 0x7f0000000000ULL + (uint64_t)n * 0x10000);
+		assert_int_equal(pm->nr_pages, n + 1);
+		assert_int_equal(pm->offset, (uint64_t)n * 4096);
+		pagemap_entry__free_unpacked(pm, NULL);
+		n++;
+	}
+	assert_int_equal(ret, 0);
+	assert_int_equal(n, NR_PM);
+	img_close(img);
+}
+
+static void check_image(struct fixture *fx)
+{
+	Inventory *inv = NULL;
+	FsEntry *fs = NULL;
+
+	assert_int_equal(img_verify_dir(fx->dirfd, fx->dir, &inv), 0);
+	assert_non_null(inv);
+	assert_int_equal(inv->root_pid, ROOT_PID);
+	assert_int_equal(inv->image_version, IMG_VERSION);
+	assert_string_equal(inv->kernel, "6.18-test");
+	assert_int_equal(inv->n_files, 3);
+	inventory__free_unpacked(inv, NULL);
+
+	assert_int_equal(img_read_one(fx->dirfd, IMG_FS, &fs_entry__descriptor,
+				      (ProtobufCMessage **)&fs, "fs-%d.img", ROOT_PID),
+			 0);
+	assert_string_equal(fs->cwd, "/tmp/work dir");
+	assert_string_equal(fs->root, "/");
+	fs_entry__free_unpacked(fs, NULL);
+	check_pagemap(fx);
+}
+
+static void flip_byte(struct fixture *fx, const char *name, off_t off)
+{
+	int fd = openat(fx->dirfd, name, O_RDWR);
+	unsigned char c;
+
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, &c, 1, off), 1);
+	c ^= 0x40;
+	assert_int_equal(pwrite(fd, &c, 1, off), 1);
+	close(fd);
+}
+
+static off_t file_size(struct fixture *fx, const char *name)
+{
+	struct stat st;
+
+	assert_int_equal(fstatat(fx->dirfd, name, &st, 0), 0);
+	return st.st_size;
+}
+
+/* ---- tests ---- */
+
+static void test_roundtrip(void **state)
+{
+	struct fixture *fx = *state;
+
+	assert_int_equal(write_image(fx), 0);
+	assert_true(exists(fx, "inventory.img"));
+	assert_false(exists(fx, "inventory.img.tmp"));
+	check_image(fx);
+}
+
+static void test_flipped_byte(void **state)
+{
+	struct fixture *fx = *state;
+	char name[64];
+	Inventory *inv = NULL;
+	ProtobufCMessage *m;
+	struct img *img;
+	int ret;
+
+	assert_int_equal(write_image(fx), 0);
+	snprintf(name, sizeof(name), "pagemap-%d.img", ROOT_PID);
+	/* in the last record's payload */
+	flip_byte(fx, name, file_size(fx, name) - 2);
+	assert_int_equal(img_verify_dir(fx->dirfd, fx->dir, &inv), -EBADMSG);
+
+	/* Reading it record by record stops at the bad record. */
+	assert_int_equal(img_open(fx->dirfd, IMG_PAGEMAP, &img, "%s", name), 0);
+	for (int i = 0; i < NR_PM - 1; i++) {
+		assert_int_equal(img_get(img, &pagemap_entry__descriptor, &m), 1);
+		protobuf_c_message_free_unpacked(m, NULL);
+	}
+	ret = img_get(img, &pagemap_entry__descriptor, &m);
+	assert_int_equal(ret, -EBADMSG);
+	img_close(img);
+}
+
+static void test_flipped_inventory(void **state)
+{
+	struct fixture *fx = *state;
+	Inventory *inv = NULL;
+
+	assert_int_equal(write_image(fx), 0);
+	flip_byte(fx, "inventory.img", file_size(fx, "inventory.img") - 3);
+	assert_int_equal(img_verify_dir(fx->dirfd, fx->dir, &inv), -EBADMSG);
+}
+
+static void test_bad_header(void **state)
+{
+	struct fixture *fx = *state;
+	struct img *img;
+
+	assert_int_equal(write_image(fx), 0);
+	/* a file of another kind, or one with a damaged magic, is refused */
+	assert_int_equal(img_open(fx->dirfd, IMG_MM, &img, "fs-%d.img", ROOT_PID), -EBADMSG);
+	flip_byte(fx, "files.img", 1);
+	assert_int_equal(img_open(fx->dirfd, IMG_FILES, &img, "files.img"), -EBADMSG);
+}
+
+static void test_truncated(void **state)
+{
+	struct fixture *fx = *state;
+	Inventory *inv = NULL;
+	char name[64];
+	int fd;
+
+	assert_int_equal(write_image(fx), 0);
+	snprintf(name, sizeof(name), "pagemap-%d.img", ROOT_PID);
+	fd = openat(fx->dirfd, name, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, file_size(fx, name) - 5), 0);
+	close(fd);
+	assert_int_equal(img_verify_dir(fx->dirfd, fx->dir, &inv), -EBADMSG);
+}
+
+static void test_truncated_record(void **state)
+{
+	struct fixture *fx = *state;
+	ProtobufCMessage *m;
+	struct img *img;
+	char name[64];
+	int fd, ret, n = 0;
+
+	assert_int_equal(write_image(fx), 0);
+	snprintf(name, sizeof(name), "pagemap-%d.img", ROOT_PID);
+	fd = openat(fx->dirfd, name, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, file_size(fx, name) - 1), 0);
+	close(fd);
+	assert_int_equal(img_open(fx->dirfd, IMG_PAGEMAP, &img, "%s", name), 0);
+	while ((ret = img_get(img, &pagemap_entry__descriptor, &m)) == 1) {
+		protobuf_c_message_free_unpacked(m, NULL);
+		n++;
+	}
+	assert_int_equal(ret, -EBADMSG);
+	assert_int_equal(n, NR_PM - 1);
+	img_close(img);
+}
+
+static void test_missing_inventory(void **state)
+{
+	struct fixture *fx = *state;
+	struct img_set set = { .dirfd = fx->dirfd };
+	Inventory *inv = NULL;
+
+	/* a dump that stopped before the commit */
+	assert_int_equal(write_files(&set), 0);
+	img_set_free(&set);
+	assert_int_equal(img_verify_dir(fx->dirfd, fx->dir, &inv), -ENOENT);
+	assert_null(inv);
+}
+
+static void test_missing_file(void **state)
+{
+	struct fixture *fx = *state;
+	Inventory *inv = NULL;
+
+	assert_int_equal(write_image(fx), 0);
+	assert_int_equal(unlinkat(fx->dirfd, "files.img", 0), 0);
+	assert_int_equal(img_verify_dir(fx->dirfd, fx->dir, &inv), -ENOENT);
+}
+
+static void test_enospc(void **state)
+{
+	struct fixture *fx = *state;
+	struct img_set set = { .dirfd = fx->dirfd };
+	PagemapEntry pm;
+	struct img *img;
+
+	/* write 1: the header; 2: first record; 3: second record */
+	set_faults("write:3:ENOSPC");
+	pagemap_entry__init(&pm);
+	assert_int_equal(img_create(&set, IMG_PAGEMAP, &img, "pagemap-1.img"), 0);
+	assert_true(exists(fx, "pagemap-1.img"));
+	assert_int_equal(img_put(img, &pm.base), 0);
+	assert_int_equal(img_put(img, &pm.base), -ENOSPC);
+	img_abort(img);
+	assert_false(exists(fx, "pagemap-1.img"));
+	assert_int_equal(set.n, 0);
+	img_set_free(&set);
+}
+
+static void test_enospc_on_header(void **state)
+{
+	struct fixture *fx = *state;
+	struct img_set set = { .dirfd = fx->dirfd };
+	struct img *img = NULL;
+
+	set_faults("write:1:ENOSPC");
+	assert_int_equal(img_create(&set, IMG_CORE, &img, "core-1.img"), -ENOSPC);
+	assert_false(exists(fx, "core-1.img"));
+}
+
+static void test_commit_fails(void **state)
+{
+	struct fixture *fx = *state;
+	struct img_set set = { .dirfd = fx->dirfd };
+	Inventory *inv = NULL;
+
+	assert_int_equal(write_files(&set), 0);
+	set_faults("rename:1:EIO");
+	assert_int_equal(commit(&set), -EIO);
+	set_faults(NULL);
+	assert_false(exists(fx, "inventory.img"));
+	assert_false(exists(fx, "inventory.img.tmp"));
+	assert_int_equal(img_verify_dir(fx->dirfd, fx->dir, &inv), -ENOENT);
+}
+
+static void test_fsync_fails(void **state)
+{
+	struct fixture *fx = *state;
+	struct img_set set = { .dirfd = fx->dirfd };
+	struct img *img;
+	FsEntry fs;
+
+	fs_entry__init(&fs);
+	fs.cwd = fs.root = "/";
+	set_faults("fsync:1:EIO");
+	assert_int_equal(img_create(&set, IMG_FS, &img, "fs-1.img"), 0);
+	assert_int_equal(img_put(img, &fs.base), 0);
+	assert_int_equal(img_finish(img), -EIO);
+	assert_false(exists(fx, "fs-1.img"));
+	assert_int_equal(set.n, 0);
+	img_set_free(&set);
+}
+
+static void test_short_writes(void **state)
+{
+	struct fixture *fx = *state;
+
+	set_faults("write:*:short");
+	assert_int_equal(write_image(fx), 0);
+	set_faults(NULL);
+	check_image(fx);
+}
+
+static void test_short_reads(void **state)
+{
+	struct fixture *fx = *state;
+
+	assert_int_equal(write_image(fx), 0);
+	set_faults("read:*:short");
+	check_image(fx);
+}
+
+static void test_eintr_reads(void **state)
+{
+	struct fixture *fx = *state;
+
+	assert_int_equal(write_image(fx), 0);
+	/* the header read, then each record's head and payload: hit several */
+	for (int nth = 1; nth <= 6; nth++) {
+		char spec[32];
+
+		snprintf(spec, sizeof(spec), "read:%d:EINTR", nth);
+		set_faults(spec);
+		check_pagemap(fx);
+	}
+}
+
+static void test_eintr_writes(void **state)
+{
+	struct fixture *fx = *state;
+
+	set_faults("write:2:EINTR");
+	assert_int_equal(write_image(fx), 0);
+	set_faults(NULL);
+	check_image(fx);
+}
+
+static void test_big_record(void **state)
+{
+	struct fixture *fx = *state;
+	struct img_set set = { .dirfd = fx->dirfd };
+	static uint8_t data[100000];
+	SiginfoEntry si, *back = NULL;
+	struct img *img;
+
+	/* bigger than img_put's stack buffer */
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)(i * 7);
+	siginfo_entry__init(&si);
+	si.signo = 10;
+	si.info.data = data;
+	si.info.len = sizeof(data);
+	assert_int_equal(img_create(&set, IMG_CORE, &img, "core-1.img"), 0);
+	assert_int_equal(img_put(img, &si.base), 0);
+	assert_int_equal(img_finish(img), 0);
+	img_set_free(&set);
+	assert_int_equal(img_read_one(fx->dirfd, IMG_CORE, &siginfo_entry__descriptor,
+				      (ProtobufCMessage **)&back, "core-1.img"),
+			 0);
+	assert_int_equal(back->info.len, sizeof(data));
+	assert_memory_equal(back->info.data, data, sizeof(data));
+	siginfo_entry__free_unpacked(back, NULL);
+}
+
+static void test_empty_file(void **state)
+{
+	struct fixture *fx = *state;
+	struct img_set set = { .dirfd = fx->dirfd };
+	ProtobufCMessage *m = NULL;
+	struct img *img;
+
+	assert_int_equal(img_create(&set, IMG_FS, &img, "fs-1.img"), 0);
+	assert_int_equal(img_finish(img), 0);
+	img_set_free(&set);
+	assert_int_equal(img_read_one(fx->dirfd, IMG_FS, &fs_entry__descriptor, &m, "fs-1.img"),
+			 -EBADMSG);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_roundtrip, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_flipped_byte, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_flipped_inventory, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_header, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_truncated, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_truncated_record, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_missing_inventory, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_missing_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_enospc, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_enospc_on_header, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_commit_fails, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fsync_fails, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_short_writes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_short_reads, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_eintr_reads, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_eintr_writes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_big_record, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_empty_file, setup, teardown),
+	};
+
+	/* the errors the tests provoke are expected: keep the output to the results */
+	log_level = getenv("AMBER_TEST_VERBOSE") ? LOG_DEBUG : -1;
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
