@@ -38,7 +38,7 @@ $(B)/amber: $(B)/obj/main.o $(B)/libamber.a
 # Test programs (targets of checkpoint/restore).  *-static.c build static.
 $(B)/progs/%: tests/e2e/progs/%.c tests/e2e/progs/prog.h
 	@mkdir -p $(B)/progs
-	$(CC) -O1 -g -Wall -D_GNU_SOURCE $(if $(findstring static,$*),-static,) -o $@ $< $(if $(findstring avx512,$*),-mavx512f,-mavx2) -lrt
+	$(CC) -O1 -g -Wall -D_GNU_SOURCE $(if $(findstring static,$*),-static,) -o $@ $< $(if $(findstring avx512,$*),-mavx512f,-mavx2) -lrt -pthread
 
 $(B)/unit/%: tests/unit/%.c $(B)/libamber.a
 	@mkdir -p $(B)/unit

@@ -60,6 +60,13 @@ struct file_table {
 	size_t n, cap;
 };
 
+/* One thread of the process; threads[0] is the leader (ctx->inf, ctx->core). */
+struct thread {
+	pid_t tid;
+	struct infect *inf;
+	TaskCore *core;
+};
+
 struct dump_ctx {
 	struct opts *o;
 	pid_t pid;
@@ -67,6 +74,8 @@ struct dump_ctx {
 	struct img_set imgs;
 	struct infect inf;
 	TaskCore *core;
+	struct thread *threads;
+	size_t nr_threads;
 	MmEntry *mm;
 	struct vma *vmas;
 	size_t nr_vmas;
@@ -80,6 +89,8 @@ struct restore_ctx {
 	Inventory *inv;
 	pid_t pid;
 	TaskCore *core;
+	struct thread *threads; /* [0] is the leader */
+	size_t nr_threads;
 	MmEntry *mm;
 	PagemapEntry **pm;
 	size_t nr_pm;
@@ -108,6 +119,9 @@ struct resource_ops {
 	int (*restore_child)(struct restore_ctx *ctx);
 	/* In amber, driving the stopped child through injected syscalls. */
 	int (*restore_inject)(struct restore_ctx *ctx);
+	/* Per thread, leader included, after restore_inject (threads exist by then). */
+	int (*dump_thread)(struct dump_ctx *ctx, struct thread *t);
+	int (*restore_thread)(struct restore_ctx *ctx, struct thread *t);
 };
 
 /* Dump order = restore order within each phase.  NULL-terminated. */
@@ -119,6 +133,7 @@ extern const struct resource_ops creds_ops;   /* creds.c: uids, gids, capabiliti
 extern const struct resource_ops fs_ops;      /* fs.c: cwd, root, umask */
 extern const struct resource_ops files_ops;   /* files.c: fds and open files */
 extern const struct resource_ops mem_ops;     /* mem.c: VMAs, pages, mm fields, vDSO */
+extern const struct resource_ops threads_ops; /* threads.c: the other threads */
 extern const struct resource_ops signals_ops; /* signals.c: actions, altstack, pending */
 extern const struct resource_ops timers_ops;  /* timers.c: itimers, POSIX timers */
 extern const struct resource_ops regs_ops;    /* regs.c: GP/FPU registers, TLS, sigmask */

@@ -18,10 +18,11 @@
 #include "proc.h"
 #include "sys.h"
 
-static int creds_dump(struct dump_ctx *ctx)
+/* Credentials are per thread (a raw setuid() changes only the caller's). */
+static int creds_dump_thread(struct dump_ctx *ctx, struct thread *t)
 {
 	struct proc_status ps, *st = &ps;
-	int ret = proc_parse_status(ctx->pid, &ps);
+	int ret = proc_parse_status(t->tid, &ps);
 
 	Creds *cr;
 	long r;
@@ -45,16 +46,20 @@ static int creds_dump(struct dump_ctx *ctx)
 	memcpy(cr->groups, st->groups, sizeof(uint32_t) * st->nr_groups);
 	cr->cap_inh = st->cap_inh, cr->cap_prm = st->cap_prm, cr->cap_eff = st->cap_eff;
 	cr->cap_bnd = st->cap_bnd, cr->cap_amb = st->cap_amb;
-	r = infect_call(&ctx->inf, SYS_prctl, PR_GET_SECUREBITS, 0, 0, 0, 0, 0);
+	r = infect_call(t->inf, SYS_prctl, PR_GET_SECUREBITS, 0, 0, 0, 0, 0);
 	cr->securebits = r > 0 ? (uint32_t)r : 0;
-	ctx->core->creds = cr;
-	return 0;
+	t->core->creds = cr;
+	t->core->no_new_privs = st->no_new_privs;
+	/* reset by credential changes, so restored with them */
+	r = infect_call(t->inf, SYS_prctl, PR_GET_PDEATHSIG, t->inf->scratch, 0, 0, 0, 0);
+	if (!r)
+		ret = infect_read(t->inf, t->inf->scratch, &t->core->pdeath_sig, sizeof(uint32_t));
+	return ret;
 }
 
 /* An image cannot give a process more than the user restoring it has. */
-static int check_privileges(struct restore_ctx *ctx)
+static int check_privileges(struct restore_ctx *ctx, Creds *cr)
 {
-	Creds *cr = ctx->core->creds;
 	uid_t me = geteuid();
 	gid_t mg = getegid();
 
@@ -74,11 +79,20 @@ static int check_privileges(struct restore_ctx *ctx)
 
 static int creds_restore_read(struct restore_ctx *ctx)
 {
-	if (!ctx->core->creds || ctx->core->creds->n_groups > 65536) {
-		pr_err("core-%d.img: missing credentials; the image is corrupt", ctx->pid);
-		return -EBADMSG;
+	for (size_t i = 0; i < ctx->nr_threads; i++) {
+		Creds *cr = ctx->threads[i].core->creds;
+		int ret;
+
+		if (!cr || cr->n_groups > 65536) {
+			pr_err("core-%d.img: missing credentials; the image is corrupt",
+			       ctx->threads[i].tid);
+			return -EBADMSG;
+		}
+		ret = check_privileges(ctx, cr);
+		if (ret)
+			return ret;
 	}
-	return check_privileges(ctx);
+	return 0;
 }
 
 struct cap_header {
@@ -90,12 +104,12 @@ struct cap_data {
 	uint32_t effective, permitted, inheritable;
 };
 
-static long inj(struct restore_ctx *ctx, const char *what, long nr, long a1, long a2, long a3)
+static long inj(struct thread *t, const char *what, long nr, long a1, long a2, long a3)
 {
-	long r = infect_call(&ctx->inf, nr, a1, a2, a3, 0, 0, 0);
+	long r = infect_call(t->inf, nr, a1, a2, a3, 0, 0, 0);
 
 	if (r < 0)
-		pr_err("pid %d: cannot restore %s: %s", ctx->pid, what, strerror((int)-r));
+		pr_err("tid %d: cannot restore %s: %s", t->tid, what, strerror((int)-r));
 	return r;
 }
 
@@ -104,16 +118,16 @@ static long inj(struct restore_ctx *ctx, const char *what, long nr, long a1, lon
  * KEEP_CAPS holds the capabilities over the uid change, then capset trims
  * them to the saved sets.
  */
-static int restore_creds(struct restore_ctx *ctx)
+static int restore_creds(struct thread *t)
 {
-	Creds *cr = ctx->core->creds;
+	Creds *cr = t->core->creds;
 	struct cap_header hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
 	struct cap_data data[2] = {
 		{ (uint32_t)cr->cap_eff, (uint32_t)cr->cap_prm, (uint32_t)cr->cap_inh },
 		{ (uint32_t)(cr->cap_eff >> 32), (uint32_t)(cr->cap_prm >> 32),
 		  (uint32_t)(cr->cap_inh >> 32) },
 	};
-	unsigned long s = ctx->inf.scratch;
+	unsigned long s = t->inf->scratch;
 	int ret;
 
 	for (int cap = 0; cap < 64; cap++) {
@@ -121,60 +135,60 @@ static int restore_creds(struct restore_ctx *ctx)
 			continue;
 		if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) != 1)
 			continue; /* unknown to this kernel, or already dropped */
-		if (inj(ctx, "the capability bounding set", SYS_prctl, PR_CAPBSET_DROP, cap, 0) < 0)
+		if (inj(t, "the capability bounding set", SYS_prctl, PR_CAPBSET_DROP, cap, 0) < 0)
 			return -EPERM;
 	}
-	if (inj(ctx, "securebits", SYS_prctl, PR_SET_SECUREBITS, cr->securebits | 0x10 /* KEEP_CAPS */,
+	if (inj(t, "securebits", SYS_prctl, PR_SET_SECUREBITS, cr->securebits | 0x10 /* KEEP_CAPS */,
 		0) < 0)
 		return -EPERM;
-	ret = infect_write(&ctx->inf, s, cr->groups, cr->n_groups * sizeof(uint32_t));
+	ret = infect_write(t->inf, s, cr->groups, cr->n_groups * sizeof(uint32_t));
 	if (ret)
 		return ret;
-	if (inj(ctx, "supplementary groups", SYS_setgroups, cr->n_groups, s, 0) < 0 ||
-	    inj(ctx, "gids", SYS_setresgid, cr->gid, cr->egid, cr->sgid) < 0 ||
-	    inj(ctx, "fsgid", SYS_setfsgid, cr->fsgid, 0, 0) < 0 ||
-	    inj(ctx, "uids", SYS_setresuid, cr->uid, cr->euid, cr->suid) < 0 ||
-	    inj(ctx, "fsuid", SYS_setfsuid, cr->fsuid, 0, 0) < 0)
+	if (inj(t, "supplementary groups", SYS_setgroups, cr->n_groups, s, 0) < 0 ||
+	    inj(t, "gids", SYS_setresgid, cr->gid, cr->egid, cr->sgid) < 0 ||
+	    inj(t, "fsgid", SYS_setfsgid, cr->fsgid, 0, 0) < 0 ||
+	    inj(t, "uids", SYS_setresuid, cr->uid, cr->euid, cr->suid) < 0 ||
+	    inj(t, "fsuid", SYS_setfsuid, cr->fsuid, 0, 0) < 0)
 		return -EPERM;
-	ret = infect_write(&ctx->inf, s, &hdr, sizeof(hdr));
+	ret = infect_write(t->inf, s, &hdr, sizeof(hdr));
 	if (!ret)
-		ret = infect_write(&ctx->inf, s + 64, data, sizeof(data));
+		ret = infect_write(t->inf, s + 64, data, sizeof(data));
 	if (ret)
 		return ret;
-	if (inj(ctx, "capabilities", SYS_capset, s, s + 64, 0) < 0)
+	if (inj(t, "capabilities", SYS_capset, s, s + 64, 0) < 0)
 		return -EPERM;
 	if (!(cr->securebits & 0x10) &&
-	    inj(ctx, "securebits", SYS_prctl, PR_SET_SECUREBITS, cr->securebits, 0) < 0)
+	    inj(t, "securebits", SYS_prctl, PR_SET_SECUREBITS, cr->securebits, 0) < 0)
 		return -EPERM;
 	for (int cap = 0; cap < 64; cap++)
 		if ((cr->cap_amb & (1ULL << cap)) &&
-		    inj(ctx, "ambient capabilities", SYS_prctl, PR_CAP_AMBIENT,
+		    inj(t, "ambient capabilities", SYS_prctl, PR_CAP_AMBIENT,
 			PR_CAP_AMBIENT_RAISE, cap) < 0)
 			return -EPERM;
 	return 0;
 }
 
-static int creds_restore_inject(struct restore_ctx *ctx)
+static int creds_restore_thread(struct restore_ctx *ctx, struct thread *t)
 {
-	TaskCore *c = ctx->core;
-	int ret = restore_creds(ctx);
+	TaskCore *c = t->core;
+	int ret = restore_creds(t);
 
 	if (ret)
 		return ret;
-	/* Credential changes reset these, so they come after. */
-	if (inj(ctx, "the parent-death signal", SYS_prctl, PR_SET_PDEATHSIG, c->pdeath_sig, 0) < 0 ||
-	    (c->dumpable <= 1 &&
-	     inj(ctx, "dumpable", SYS_prctl, PR_SET_DUMPABLE, c->dumpable, 0) < 0))
+	/* Credential changes reset these, so they come after (dumpable is the mm's). */
+	if (inj(t, "the parent-death signal", SYS_prctl, PR_SET_PDEATHSIG, c->pdeath_sig, 0) < 0 ||
+	    (ctx->core->dumpable <= 1 && inj(t, "dumpable", SYS_prctl, PR_SET_DUMPABLE,
+					     ctx->core->dumpable, 0) < 0))
 		return -EPERM;
 	if (c->no_new_privs &&
-	    inj(ctx, "no_new_privs", SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0) < 0)
+	    inj(t, "no_new_privs", SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0) < 0)
 		return -EPERM;
 	return 0;
 }
 
 const struct resource_ops creds_ops = {
 	.name = "credentials",
-	.dump = creds_dump,
 	.restore_read = creds_restore_read,
-	.restore_inject = creds_restore_inject,
+	.dump_thread = creds_dump_thread,
+	.restore_thread = creds_restore_thread,
 };

@@ -4,6 +4,7 @@
  * image, mark the image complete, then kill or release the task.  Any
  * failure before the image is complete releases the task as it was.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -131,12 +132,6 @@ static int check_supported(pid_t pid)
 		pr_err("pid %d is amber itself or its parent; dump another process", pid);
 		return -EINVAL;
 	}
-	if (st.threads > 1) {
-		pr_err("pid %d has %d threads; multi-threaded processes are not supported yet "
-		       "(see README, Limits)",
-		       pid, st.threads);
-		return -EOPNOTSUPP;
-	}
 	if (st.seccomp) {
 		pr_err("pid %d runs under seccomp mode %d, which amber cannot restore yet", pid,
 		       st.seccomp);
@@ -158,19 +153,121 @@ static int check_supported(pid_t pid)
 	return 0;
 }
 
-static int write_core(struct dump_ctx *ctx)
+static int write_core(struct dump_ctx *ctx, TaskCore *core)
 {
 	struct img *img;
-	int ret = img_create(&ctx->imgs, IMG_CORE, &img, "core-%d.img", ctx->pid);
+	int ret = img_create(&ctx->imgs, IMG_CORE, &img, "core-%u.img", core->pid);
 
 	if (ret)
 		return ret;
-	ret = img_put(img, &ctx->core->base);
+	ret = img_put(img, &core->base);
 	if (ret) {
 		img_abort(img);
 		return ret;
 	}
 	return img_finish(img);
+}
+
+static int write_cores(struct dump_ctx *ctx)
+{
+	ctx->core->n_threads = ctx->nr_threads - 1;
+	ctx->core->threads = malloc(sizeof(uint32_t) * ctx->nr_threads);
+	if (!ctx->core->threads)
+		return -ENOMEM;
+	for (size_t i = 1; i < ctx->nr_threads; i++) {
+		int ret = write_core(ctx, ctx->threads[i].core);
+
+		if (ret)
+			return ret;
+		ctx->core->threads[i - 1] = ctx->threads[i].tid;
+	}
+	return write_core(ctx, ctx->core);
+}
+
+static bool have_thread(struct dump_ctx *ctx, pid_t tid)
+{
+	for (size_t i = 0; i < ctx->nr_threads; i++)
+		if (ctx->threads[i].tid == tid)
+			return true;
+	return false;
+}
+
+static int seize_thread(struct dump_ctx *ctx, pid_t tid)
+{
+	struct thread *nt = realloc(ctx->threads, (ctx->nr_threads + 1) * sizeof(*nt));
+	struct thread *t;
+	int stopsig, ret;
+
+	if (!nt)
+		return -ENOMEM;
+	ctx->threads = nt;
+	t = &nt[ctx->nr_threads];
+	t->tid = tid;
+	t->inf = calloc(1, sizeof(*t->inf));
+	t->core = calloc(1, sizeof(*t->core));
+	if (!t->inf || !t->core) {
+		free(t->inf);
+		free(t->core);
+		return -ENOMEM;
+	}
+	task_core__init(t->core);
+	t->core->pid = tid;
+	ret = infect_seize(tid, t->inf, &stopsig);
+	if (ret) {
+		free(t->inf);
+		free(t->core);
+		return ret == -ESRCH ? 0 : ret; /* it exited meanwhile */
+	}
+	ctx->nr_threads++;
+	return 0;
+}
+
+/*
+ * Freeze every thread.  Threads may be created while we go, so the list is
+ * read again until a pass finds nothing new.
+ */
+static int seize_threads(struct dump_ctx *ctx)
+{
+	char path[64];
+	bool found;
+
+	ctx->threads = calloc(1, sizeof(*ctx->threads));
+	if (!ctx->threads)
+		return -ENOMEM;
+	ctx->threads[0] = (struct thread){ ctx->pid, &ctx->inf, ctx->core };
+	ctx->nr_threads = 1;
+	snprintf(path, sizeof(path), "/proc/%d/task", ctx->pid);
+	do {
+		struct dirent *de;
+		DIR *d = opendir(path);
+
+		if (!d) {
+			pr_err("cannot list %s: %m", path);
+			return -errno;
+		}
+		found = false;
+		while ((de = readdir(d))) {
+			pid_t tid = atoi(de->d_name);
+			int ret;
+
+			if (tid <= 0 || have_thread(ctx, tid))
+				continue;
+			ret = seize_thread(ctx, tid);
+			if (ret) {
+				closedir(d);
+				return ret;
+			}
+			found = true;
+		}
+		closedir(d);
+	} while (found);
+	return 0;
+}
+
+static void for_threads_release(struct dump_ctx *ctx)
+{
+	for (size_t i = 1; i < ctx->nr_threads; i++)
+		infect_detach(ctx->threads[i].inf);
 }
 
 static uint64_t xgetbv0(void)
@@ -201,37 +298,59 @@ static int commit_image(struct dump_ctx *ctx)
 }
 
 /* Run the injection-window part of every resource's dump. */
+static int dump_hooks(struct dump_ctx *ctx)
+{
+	for (const struct resource_ops *const *r = resources; *r; r++) {
+		int ret = dump_check_interrupted();
+
+		if (ret)
+			return ret;
+		pr_info("dumping %s of pid %d", (*r)->name, ctx->pid);
+		if ((*r)->dump) {
+			ret = (*r)->dump(ctx);
+			if (ret)
+				return ret;
+		}
+		for (size_t i = 0; (*r)->dump_thread && i < ctx->nr_threads; i++) {
+			ret = (*r)->dump_thread(ctx, &ctx->threads[i]);
+			if (ret)
+				return ret;
+		}
+	}
+	return 0;
+}
+
 static int dump_resources(struct dump_ctx *ctx)
 {
+	size_t blocked = 0;
 	int ret = infect_find_syscall(&ctx->inf);
 
 	if (ret)
 		return ret;
-	ret = infect_block_signals(&ctx->inf);
-	if (ret)
-		return ret;
+	for (; blocked < ctx->nr_threads; blocked++) {
+		ret = infect_block_signals(ctx->threads[blocked].inf);
+		if (ret)
+			goto unblock;
+	}
 	ret = infect_scratch_map(&ctx->inf, 0, 4 * 4096);
 	if (ret)
 		goto unblock;
-	for (const struct resource_ops *const *r = resources; *r; r++) {
-		if (!(*r)->dump)
-			continue;
-		ret = dump_check_interrupted();
-		if (ret)
-			break;
-		pr_info("dumping %s of pid %d", (*r)->name, ctx->pid);
-		ret = (*r)->dump(ctx);
-		if (ret)
-			break;
+	/* One address space: every thread uses the leader's syscall and scratch. */
+	for (size_t i = 1; i < ctx->nr_threads; i++) {
+		ctx->threads[i].inf->syscall_ip = ctx->inf.syscall_ip;
+		ctx->threads[i].inf->scratch = ctx->inf.scratch;
 	}
+	ret = dump_hooks(ctx);
 	/* Close the window even on error: the task must get its own state back. */
 	if (infect_scratch_unmap(&ctx->inf) && !ret)
 		ret = -EIO;
 unblock:
-	if (infect_unblock_signals(&ctx->inf) && !ret)
-		ret = -EIO;
-	if (infect_restore_regs(&ctx->inf) && !ret)
-		ret = -EIO;
+	for (size_t i = 0; i < blocked; i++) {
+		if (infect_unblock_signals(ctx->threads[i].inf) && !ret)
+			ret = -EIO;
+		if (infect_restore_regs(ctx->threads[i].inf) && !ret)
+			ret = -EIO;
+	}
 	return ret;
 }
 
@@ -258,6 +377,8 @@ static void kill_target(struct dump_ctx *ctx)
 
 	kill(ctx->pid, SIGKILL);
 	/* As tracer we are told when it is dead (its parent reaps it). */
+	for (size_t i = 1; i < ctx->nr_threads; i++)
+		sys_waitpid(ctx->threads[i].tid, &status, __WALL);
 	while (sys_waitpid(ctx->pid, &status, __WALL) > 0)
 		if (WIFEXITED(status) || WIFSIGNALED(status))
 			break;
@@ -294,6 +415,9 @@ static int do_dump(struct opts *o)
 	ret = check_supported(o->pid);
 	if (ret)
 		goto release;
+	ret = seize_threads(&ctx);
+	if (ret)
+		goto release;
 	ctx.pidfd = sys_pidfd_open(o->pid);
 	ret = proc_parse_vmas(o->pid, &ctx.vmas, &ctx.nr_vmas);
 	if (ret)
@@ -304,7 +428,7 @@ static int do_dump(struct opts *o)
 	ret = dump_late(&ctx);
 	if (ret)
 		goto release;
-	ret = write_core(&ctx);
+	ret = write_cores(&ctx);
 	if (ret)
 		goto release;
 	ret = dump_check_interrupted();
@@ -315,14 +439,17 @@ static int do_dump(struct opts *o)
 		goto release;
 	pr_info("image of pid %d complete in %s (%ld injected syscalls)", o->pid, o->dir,
 		ctx.inf.nr_syscalls);
-	if (o->leave_running)
+	if (o->leave_running) {
+		for_threads_release(&ctx);
 		infect_detach(&ctx.inf);
-	else
+	} else {
 		kill_target(&ctx);
+	}
 	goto free_ctx;
 
 release:
 	/* Registers and mask are back (dump_resources); let it run on. */
+	for_threads_release(&ctx);
 	infect_detach(&ctx.inf);
 	pr_err("dump of pid %d failed; the process was left running, %s holds no complete "
 	       "image",

@@ -222,10 +222,11 @@ int infect_syscall(struct infect *inf, long *ret, long nr, long a1, long a2, lon
 			       inf->pid, nr, status);
 			return -ESRCH;
 		}
-		if (WSTOPSIG(status) == SIGTRAP)
+		if (WSTOPSIG(status) == SIGTRAP && !(status >> 16))
 			break;
-		/* Only unblockable signals get here; hold them until we are done. */
-		pr_debug("pid %d: signal %d during injection, held", inf->pid, WSTOPSIG(status));
+		/* A ptrace event inside the syscall (clone of a thread), or an
+		 * unblockable signal: step on to the end of the syscall. */
+		pr_debug("pid %d: stop 0x%x during injection", inf->pid, status);
 		r = sys_ptrace(PTRACE_SINGLESTEP, inf->pid, NULL, NULL);
 		if (r)
 			goto fail;

@@ -90,9 +90,11 @@ static void fixup_restart(struct user_regs_struct *r)
 	r->orig_rax = -1;
 }
 
-static int regs_dump(struct dump_ctx *ctx)
+static int regs_dump_thread(struct dump_ctx *ctx, struct thread *t)
 {
-	struct user_regs_struct r = ctx->inf.regs;
+	struct user_regs_struct r = t->inf->regs;
+	TaskCore *core = t->core;
+	pid_t tid = t->tid;
 	struct rseq_config rc;
 	struct iovec iov;
 	void *xsave;
@@ -108,74 +110,79 @@ static int regs_dump(struct dump_ctx *ctx)
 	}
 	fixup_restart(&r);
 	regs_to_image(&r, u);
-	ctx->core->regs = u;
+	core->regs = u;
 
 	iov.iov_base = xsave;
 	iov.iov_len = XSAVE_MAX;
-	ret = sys_ptrace(PTRACE_GETREGSET, ctx->pid, (void *)NT_X86_XSTATE, &iov);
+	ret = sys_ptrace(PTRACE_GETREGSET, tid, (void *)NT_X86_XSTATE, &iov);
 	if (ret) {
-		pr_err("pid %d: cannot read the FPU/XSAVE state: %s", ctx->pid,
+		pr_err("pid %d: cannot read the FPU/XSAVE state: %s", tid,
 		       strerror((int)-ret));
 		free(xsave);
 		return (int)ret;
 	}
-	ctx->core->xsave.data = xsave;
-	ctx->core->xsave.len = iov.iov_len;
-	ctx->core->sigmask = ctx->inf.sigmask;
+	core->xsave.data = xsave;
+	core->xsave.len = iov.iov_len;
+	core->sigmask = t->inf->sigmask;
 
-	ret = sys_ptrace(PTRACE_GET_RSEQ_CONFIGURATION, ctx->pid, (void *)sizeof(rc), &rc);
+	ret = sys_ptrace(PTRACE_GET_RSEQ_CONFIGURATION, tid, (void *)sizeof(rc), &rc);
 	if (ret > 0 && rc.rseq_abi_pointer) {
-		ctx->core->has_rseq_addr = ctx->core->has_rseq_len = ctx->core->has_rseq_sig = 1;
-		ctx->core->rseq_addr = rc.rseq_abi_pointer;
-		ctx->core->rseq_len = rc.rseq_abi_size;
-		ctx->core->rseq_sig = rc.signature;
+		core->has_rseq_addr = core->has_rseq_len = core->has_rseq_sig = 1;
+		core->rseq_addr = rc.rseq_abi_pointer;
+		core->rseq_len = rc.rseq_abi_size;
+		core->rseq_sig = rc.signature;
 	}
 	{
 		uint64_t head = 0;
 		size_t len = 0;
 
-		if (!syscall(SYS_get_robust_list, ctx->pid, &head, &len) && head) {
-			ctx->core->has_robust_list = ctx->core->has_robust_list_len = 1;
-			ctx->core->robust_list = head;
-			ctx->core->robust_list_len = len;
+		if (!syscall(SYS_get_robust_list, tid, &head, &len) && head) {
+			core->has_robust_list = core->has_robust_list_len = 1;
+			core->robust_list = head;
+			core->robust_list_len = len;
 		}
 	}
 	/* PR_GET_TID_ADDRESS writes the pointer into the task's memory */
-	ret = infect_call(&ctx->inf, SYS_prctl, 40 /* PR_GET_TID_ADDRESS */, ctx->inf.scratch, 0,
+	ret = infect_call(t->inf, SYS_prctl, 40 /* PR_GET_TID_ADDRESS */, t->inf->scratch, 0,
 			  0, 0, 0);
 	if (ret == 0)
-		ret = infect_read(&ctx->inf, ctx->inf.scratch, &ctx->core->clear_child_tid,
+		ret = infect_read(t->inf, t->inf->scratch, &core->clear_child_tid,
 				  sizeof(uint64_t));
 	else
 		pr_warn("pid %d: PR_GET_TID_ADDRESS failed (%s); clear_child_tid not saved",
-			ctx->pid, strerror((int)-ret));
+			tid, strerror((int)-ret));
 	return ret < 0 ? (int)ret : 0;
 }
 
 static int regs_restore_read(struct restore_ctx *ctx)
 {
-	if (!ctx->core->regs || ctx->core->xsave.len < 512 || ctx->core->xsave.len > XSAVE_MAX) {
-		pr_err("core-%d.img has no usable register state; the image is corrupt", ctx->pid);
-		return -EBADMSG;
+	for (size_t i = 0; i < ctx->nr_threads; i++) {
+		TaskCore *c = ctx->threads[i].core;
+
+		if (!c->regs || c->xsave.len < 512 || c->xsave.len > XSAVE_MAX) {
+			pr_err("core-%d.img has no usable register state; the image is corrupt",
+			       ctx->threads[i].tid);
+			return -EBADMSG;
+		}
 	}
 	return 0;
 }
 
 /* Per-thread kernel pointers into user memory: now that memory is back. */
-static int regs_restore_inject(struct restore_ctx *ctx)
+static int regs_restore_thread(struct restore_ctx *ctx, struct thread *t)
 {
-	TaskCore *c = ctx->core;
+	TaskCore *c = t->core;
 	long r;
 
-	r = infect_call(&ctx->inf, SYS_set_tid_address, c->clear_child_tid, 0, 0, 0, 0, 0);
+	r = infect_call(t->inf, SYS_set_tid_address, c->clear_child_tid, 0, 0, 0, 0, 0);
 	if (r < 0)
 		goto fail;
-	r = infect_call(&ctx->inf, SYS_set_robust_list, c->has_robust_list ? c->robust_list : 0,
+	r = infect_call(t->inf, SYS_set_robust_list, c->has_robust_list ? c->robust_list : 0,
 			c->has_robust_list ? c->robust_list_len : 24, 0, 0, 0, 0);
 	if (r < 0)
 		goto fail;
 	if (c->has_rseq_addr) {
-		r = infect_call(&ctx->inf, SYS_rseq, c->rseq_addr, c->rseq_len, 0, c->rseq_sig, 0,
+		r = infect_call(t->inf, SYS_rseq, c->rseq_addr, c->rseq_len, 0, c->rseq_sig, 0,
 				0);
 		if (r < 0)
 			goto fail;
@@ -183,7 +190,7 @@ static int regs_restore_inject(struct restore_ctx *ctx)
 	return 0;
 fail:
 	pr_err("pid %d: cannot restore thread pointers (tid address, robust list, rseq): %s",
-	       ctx->pid, strerror((int)-r));
+	       t->tid, strerror((int)-r));
 	return (int)r;
 }
 
@@ -205,39 +212,50 @@ int regs_forget_rseq(struct restore_ctx *ctx)
 	return 0;
 }
 
-int restore_finish(struct restore_ctx *ctx)
+static int finish_thread(pid_t tid, TaskCore *core)
 {
 	struct user_regs_struct r;
-	struct iovec iov = { ctx->core->xsave.data, ctx->core->xsave.len };
-	uint64_t mask = ctx->core->sigmask;
+	struct iovec iov = { core->xsave.data, core->xsave.len };
+	uint64_t mask = core->sigmask;
 	long ret;
 
 	memset(&r, 0, sizeof(r));
-	regs_from_image(ctx->core->regs, &r);
-	ret = sys_ptrace(PTRACE_SETREGS, ctx->pid, NULL, &r);
+	regs_from_image(core->regs, &r);
+	ret = sys_ptrace(PTRACE_SETREGS, tid, NULL, &r);
 	if (ret) {
-		pr_err("pid %d: the kernel refused the saved registers: %s", ctx->pid,
+		pr_err("pid %d: the kernel refused the saved registers: %s", tid,
 		       strerror((int)-ret));
 		return (int)ret;
 	}
-	ret = sys_ptrace(PTRACE_SETREGSET, ctx->pid, (void *)NT_X86_XSTATE, &iov);
+	ret = sys_ptrace(PTRACE_SETREGSET, tid, (void *)NT_X86_XSTATE, &iov);
 	if (ret) {
 		pr_err("pid %d: the kernel refused the saved FPU/XSAVE state (%zu bytes): %s; "
 		       "was the image made on a CPU with other features (AVX-512...)?",
-		       ctx->pid, iov.iov_len, strerror((int)-ret));
+		       tid, iov.iov_len, strerror((int)-ret));
 		return (int)ret;
 	}
-	ret = sys_ptrace(PTRACE_SETSIGMASK, ctx->pid, (void *)sizeof(mask), &mask);
+	ret = sys_ptrace(PTRACE_SETSIGMASK, tid, (void *)sizeof(mask), &mask);
 	if (ret) {
-		pr_err("pid %d: cannot set the signal mask: %s", ctx->pid, strerror((int)-ret));
+		pr_err("pid %d: cannot set the signal mask: %s", tid, strerror((int)-ret));
 		return (int)ret;
+	}
+	return 0;
+}
+
+int restore_finish(struct restore_ctx *ctx)
+{
+	for (size_t i = 0; i < ctx->nr_threads; i++) {
+		int ret = finish_thread(ctx->threads[i].tid, ctx->threads[i].core);
+
+		if (ret)
+			return ret;
 	}
 	return 0;
 }
 
 const struct resource_ops regs_ops = {
 	.name = "registers",
-	.dump = regs_dump,
 	.restore_read = regs_restore_read,
-	.restore_inject = regs_restore_inject,
+	.dump_thread = regs_dump_thread,
+	.restore_thread = regs_restore_thread,
 };

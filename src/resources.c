@@ -5,11 +5,13 @@
  *    behind mappings (mem), then cwd/root (paths above are amber's), limits
  *    last (a low RLIMIT_NOFILE would stop amber placing fds);
  *  - restore_inject: the address space first (everything else points into
- *    it), credentials late (creds), per-thread pointers last (registers).
+ *    it), then the threads (cloned by the leader), credentials late (creds),
+ *    per-thread pointers last (registers).  restore_thread hooks run right
+ *    after their resource's restore_inject, for every thread.
  */
 #include "amber.h"
 
 const struct resource_ops *const resources[] = {
-	&task_ops,   &files_ops, &mem_ops,   &fs_ops, &rlimits_ops,
-	&signals_ops, &timers_ops, &creds_ops, &regs_ops, NULL,
+	&task_ops,    &files_ops,  &mem_ops,   &threads_ops, &fs_ops, &rlimits_ops,
+	&signals_ops, &timers_ops, &creds_ops, &regs_ops,    NULL,
 };

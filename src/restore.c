@@ -251,19 +251,20 @@ static int drop_internal(struct restore_ctx *ctx)
 
 static int inject_all(struct restore_ctx *ctx)
 {
-	int ret;
+	int ret = 0;
 
-	for (const struct resource_ops *const *r = resources; *r; r++) {
-		if (!(*r)->restore_inject)
+	for (const struct resource_ops *const *r = resources; *r && !ret; r++) {
+		if (!(*r)->restore_inject && !(*r)->restore_thread)
 			continue;
 		pr_info("restoring %s of pid %d", (*r)->name, ctx->pid);
-		ret = (*r)->restore_inject(ctx);
-		if (ret) {
+		if ((*r)->restore_inject)
+			ret = (*r)->restore_inject(ctx);
+		for (size_t i = 0; !ret && (*r)->restore_thread && i < ctx->nr_threads; i++)
+			ret = (*r)->restore_thread(ctx, &ctx->threads[i]);
+		if (ret)
 			pr_err("pid %d: restoring %s failed", ctx->pid, (*r)->name);
-			return ret;
-		}
 	}
-	return 0;
+	return ret;
 }
 
 static int wait_child_stop(pid_t pid)
@@ -424,6 +425,8 @@ static int do_restore(struct opts *o)
 		goto kill_child;
 	if (ctx.core->has_stop_signal && ctx.core->stop_signal)
 		kill(ctx.pid, ctx.core->stop_signal);
+	for (size_t i = 1; i < ctx.nr_threads; i++)
+		infect_detach(ctx.threads[i].inf);
 	ret = infect_detach(&ctx.inf);
 	if (ret)
 		goto kill_child;

@@ -92,27 +92,27 @@ static int dump_actions(struct dump_ctx *ctx)
 	return 0;
 }
 
-static int dump_altstack(struct dump_ctx *ctx)
+static int dump_altstack(struct thread *t)
 {
 	struct kstack ss;
-	long r = infect_call(&ctx->inf, SYS_sigaltstack, 0, ctx->inf.scratch, 0, 0, 0, 0);
+	long r = infect_call(t->inf, SYS_sigaltstack, 0, t->inf->scratch, 0, 0, 0, 0);
 	int ret;
 
 	if (r) {
-		pr_err("pid %d: cannot read the alternate signal stack: %s", ctx->pid,
+		pr_err("tid %d: cannot read the alternate signal stack: %s", t->tid,
 		       strerror((int)-r));
 		return (int)r;
 	}
-	ret = infect_read(&ctx->inf, ctx->inf.scratch, &ss, sizeof(ss));
+	ret = infect_read(t->inf, t->inf->scratch, &ss, sizeof(ss));
 	if (ret)
 		return ret;
 	if (ss.flags & SS_DISABLE)
 		return 0;
-	ctx->core->has_altstack_sp = ctx->core->has_altstack_flags = 1;
-	ctx->core->has_altstack_size = 1;
-	ctx->core->altstack_sp = ss.sp;
-	ctx->core->altstack_flags = (uint32_t)ss.flags;
-	ctx->core->altstack_size = ss.size;
+	t->core->has_altstack_sp = t->core->has_altstack_flags = 1;
+	t->core->has_altstack_size = 1;
+	t->core->altstack_sp = ss.sp;
+	t->core->altstack_flags = (uint32_t)ss.flags;
+	t->core->altstack_size = ss.size;
 	return 0;
 }
 
@@ -143,23 +143,22 @@ static int add_pending(TaskCore *c, const uint8_t *info, bool shared)
 }
 
 /* PTRACE_PEEKSIGINFO reads the queues without dequeuing anything. */
-static int dump_pending(struct dump_ctx *ctx, bool shared)
+static int dump_pending(pid_t tid, TaskCore *core, bool shared)
 {
 	uint8_t buf[32 * SIGINFO_SIZE];
 	struct peeksiginfo_args a = { .flags = shared ? PTRACE_PEEKSIGINFO_SHARED : 0, .nr = 32 };
 
 	for (;;) {
-		long n = sys_ptrace(PTRACE_PEEKSIGINFO, ctx->pid, &a, buf);
+		long n = sys_ptrace(PTRACE_PEEKSIGINFO, tid, &a, buf);
 
 		if (n < 0) {
-			pr_err("pid %d: cannot read pending signals: %s", ctx->pid,
-			       strerror((int)-n));
+			pr_err("tid %d: cannot read pending signals: %s", tid, strerror((int)-n));
 			return (int)n;
 		}
 		if (n == 0)
 			return 0;
 		for (long i = 0; i < n; i++) {
-			int ret = add_pending(ctx->core, buf + i * SIGINFO_SIZE, shared);
+			int ret = add_pending(core, buf + i * SIGINFO_SIZE, shared);
 
 			if (ret)
 				return ret;
@@ -172,13 +171,14 @@ static int signals_dump(struct dump_ctx *ctx)
 {
 	int ret = dump_actions(ctx);
 
-	if (!ret)
-		ret = dump_altstack(ctx);
-	if (!ret)
-		ret = dump_pending(ctx, false);
-	if (!ret)
-		ret = dump_pending(ctx, true);
-	return ret;
+	return ret ? ret : dump_pending(ctx->pid, ctx->core, true);
+}
+
+static int signals_dump_thread(struct dump_ctx *ctx, struct thread *t)
+{
+	int ret = dump_altstack(t);
+
+	return ret ? ret : dump_pending(t->tid, t->core, false);
 }
 
 static int signals_restore_read(struct restore_ctx *ctx)
@@ -189,10 +189,13 @@ static int signals_restore_read(struct restore_ctx *ctx)
 		if (c->sigactions[i]->sig < 1 || c->sigactions[i]->sig > NSIG_KERNEL ||
 		    !settable((int)c->sigactions[i]->sig))
 			goto corrupt;
-	for (size_t i = 0; i < c->n_pending; i++)
-		if (c->pending[i]->info.len != SIGINFO_SIZE || c->pending[i]->signo < 1 ||
-		    c->pending[i]->signo > NSIG_KERNEL)
-			goto corrupt;
+	for (size_t t = 0; t < ctx->nr_threads; t++) {
+		c = ctx->threads[t].core;
+		for (size_t i = 0; i < c->n_pending; i++)
+			if (c->pending[i]->info.len != SIGINFO_SIZE || c->pending[i]->signo < 1 ||
+			    c->pending[i]->signo > NSIG_KERNEL)
+				goto corrupt;
+	}
 	return 0;
 corrupt:
 	pr_err("core-%d.img: bad signal entry; the image is corrupt", ctx->pid);
@@ -218,7 +221,6 @@ static int signals_restore_inject(struct restore_ctx *ctx)
 	struct ksigaction acts[NSIG_KERNEL + 1];
 	TaskCore *c = ctx->core;
 	int ret;
-	long r;
 
 	/* Every action is set: the child inherited amber's. */
 	memset(acts, 0, sizeof(acts));
@@ -234,38 +236,58 @@ static int signals_restore_inject(struct restore_ctx *ctx)
 		if (ret)
 			return ret;
 	}
+	return 0;
+}
+
+/*
+ * The kernel lets a task queue any siginfo only to itself: thread-directed
+ * signals are queued by their thread, process-wide ones by the leader (whose
+ * tid is the pid).  All signals are blocked now, so nothing is delivered.
+ */
+static int queue_pending(struct restore_ctx *ctx, struct thread *t, SiginfoEntry *e)
+{
+	int ret = infect_write(t->inf, ctx->inf.scratch, e->info.data, SIGINFO_SIZE);
+	long r;
+
+	if (ret)
+		return ret;
+	if (e->shared)
+		r = infect_call(&ctx->inf, SYS_rt_sigqueueinfo, ctx->pid, e->signo, ctx->inf.scratch,
+				0, 0, 0);
+	else
+		r = infect_call(t->inf, SYS_rt_tgsigqueueinfo, ctx->pid, t->tid, e->signo,
+				ctx->inf.scratch, 0, 0);
+	if (r)
+		pr_err("tid %d: cannot queue pending signal %u: %s", t->tid, e->signo,
+		       strerror((int)-r));
+	return (int)r;
+}
+
+/* The alternate stack and the thread-directed pending signals are the thread's. */
+static int signals_restore_thread(struct restore_ctx *ctx, struct thread *t)
+{
+	TaskCore *c = t->core;
+	int ret;
+	long r;
+
 	if (c->has_altstack_sp) {
 		struct kstack ss = { c->altstack_sp, (int32_t)(c->altstack_flags & ~SS_ONSTACK), 0,
 				     c->altstack_size };
 
-		ret = infect_write(&ctx->inf, ctx->inf.scratch, &ss, sizeof(ss));
+		ret = infect_write(t->inf, ctx->inf.scratch, &ss, sizeof(ss));
 		if (ret)
 			return ret;
-		r = infect_call(&ctx->inf, SYS_sigaltstack, ctx->inf.scratch, 0, 0, 0, 0, 0);
+		r = infect_call(t->inf, SYS_sigaltstack, ctx->inf.scratch, 0, 0, 0, 0, 0);
 		if (r) {
-			pr_err("pid %d: cannot set the alternate signal stack: %s", ctx->pid,
+			pr_err("tid %d: cannot set the alternate signal stack: %s", t->tid,
 			       strerror((int)-r));
 			return (int)r;
 		}
 	}
-	/* Queued by the task to itself (all blocked now), so any si_code is allowed. */
 	for (size_t i = 0; i < c->n_pending; i++) {
-		SiginfoEntry *e = c->pending[i];
-
-		ret = infect_write(&ctx->inf, ctx->inf.scratch, e->info.data, SIGINFO_SIZE);
+		ret = queue_pending(ctx, t, c->pending[i]);
 		if (ret)
 			return ret;
-		if (e->shared)
-			r = infect_call(&ctx->inf, SYS_rt_sigqueueinfo, ctx->pid, e->signo,
-					ctx->inf.scratch, 0, 0, 0);
-		else
-			r = infect_call(&ctx->inf, SYS_rt_tgsigqueueinfo, ctx->pid, ctx->pid,
-					e->signo, ctx->inf.scratch, 0, 0);
-		if (r) {
-			pr_err("pid %d: cannot queue pending signal %u: %s", ctx->pid, e->signo,
-			       strerror((int)-r));
-			return (int)r;
-		}
 	}
 	return 0;
 }
@@ -275,4 +297,6 @@ const struct resource_ops signals_ops = {
 	.dump = signals_dump,
 	.restore_read = signals_restore_read,
 	.restore_inject = signals_restore_inject,
+	.dump_thread = signals_dump_thread,
+	.restore_thread = signals_restore_thread,
 };

@@ -56,7 +56,6 @@ static int task_dump(struct dump_ctx *ctx)
 	c->comm = strdup(ps.comm);
 	c->nice = (int32_t)ps.nice;
 	c->umask = st.umask;
-	c->no_new_privs = st.no_new_privs;
 	if (!read_proc_ulong(ctx->pid, "personality", &v, 16))
 		c->personality = (uint32_t)v;
 	if (!read_proc_ulong(ctx->pid, "timerslack_ns", &v, 10))
@@ -79,9 +78,6 @@ static int task_dump(struct dump_ctx *ctx)
 	c->dumpable = r >= 0 ? (uint32_t)r : 1;
 	r = infect_call(&ctx->inf, SYS_prctl, PR_GET_THP_DISABLE, 0, 0, 0, 0, 0);
 	c->thp_disable = r > 0 ? 1 : 0;
-	r = infect_call(&ctx->inf, SYS_prctl, PR_GET_PDEATHSIG, ctx->inf.scratch, 0, 0, 0, 0);
-	if (!r && !infect_read(&ctx->inf, ctx->inf.scratch, &i32, sizeof(i32)))
-		c->pdeath_sig = i32;
 	r = infect_call(&ctx->inf, SYS_prctl, PR_GET_CHILD_SUBREAPER, ctx->inf.scratch, 0, 0, 0, 0);
 	if (!r && !infect_read(&ctx->inf, ctx->inf.scratch, &i32, sizeof(i32)))
 		c->child_subreaper = i32 != 0;

@@ -290,27 +290,56 @@ static int restore_posix_timers(struct restore_ctx *ctx)
 	return ret;
 }
 
+static int set_itimer(struct restore_ctx *ctx, unsigned which, uint64_t interval_us,
+		      uint64_t value_us)
+{
+	struct itimerval v = {
+		{ interval_us / 1000000, interval_us % 1000000 },
+		{ value_us / 1000000, value_us % 1000000 },
+	};
+	int ret = infect_write(&ctx->inf, ctx->inf.scratch, &v, sizeof(v));
+	long r;
+
+	if (ret)
+		return ret;
+	r = infect_call(&ctx->inf, SYS_setitimer, which, ctx->inf.scratch, 0, 0, 0, 0);
+	if (r)
+		pr_err("pid %d: setitimer(%u) failed: %s", ctx->pid, which, strerror((int)-r));
+	return (int)r;
+}
+
+/*
+ * The kernel adds a tick to a CPU-time itimer when it is set (so it never
+ * fires early); measure that tick and take it off, so the restored timer has
+ * no more time left than at the dump.
+ */
+static int trim_cpu_itimer(struct restore_ctx *ctx, ItimerEntry *e)
+{
+	struct itimerval got;
+	uint64_t got_us;
+	long r = infect_call(&ctx->inf, SYS_getitimer, e->which, ctx->inf.scratch, 0, 0, 0, 0);
+
+	if (r || infect_read(&ctx->inf, ctx->inf.scratch, &got, sizeof(got)))
+		return 0;
+	got_us = got.it_value.tv_sec * 1000000ULL + got.it_value.tv_usec;
+	if (got_us <= e->value_us || got_us - e->value_us > 20000 ||
+	    e->value_us <= got_us - e->value_us)
+		return 0;
+	return set_itimer(ctx, e->which, e->interval_us, e->value_us - (got_us - e->value_us));
+}
+
 static int timers_restore_inject(struct restore_ctx *ctx)
 {
 	TaskCore *c = ctx->core;
 
 	for (size_t i = 0; i < c->n_itimers; i++) {
 		ItimerEntry *e = c->itimers[i];
-		struct itimerval v = {
-			{ e->interval_us / 1000000, e->interval_us % 1000000 },
-			{ e->value_us / 1000000, e->value_us % 1000000 },
-		};
-		long r;
-		int ret = infect_write(&ctx->inf, ctx->inf.scratch, &v, sizeof(v));
+		int ret = set_itimer(ctx, e->which, e->interval_us, e->value_us);
 
+		if (!ret && e->which != ITIMER_REAL)
+			ret = trim_cpu_itimer(ctx, e);
 		if (ret)
 			return ret;
-		r = infect_call(&ctx->inf, SYS_setitimer, e->which, ctx->inf.scratch, 0, 0, 0, 0);
-		if (r) {
-			pr_err("pid %d: setitimer(%u) failed: %s", ctx->pid, e->which,
-			       strerror((int)-r));
-			return (int)r;
-		}
 	}
 	return restore_posix_timers(ctx);
 }

@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Threads.  Each thread other than the leader has its own core-TID.img
+ * (registers, mask, altstack, thread-directed signals, credentials, comm).
+ * On restore the leader clones each thread with its old TID (clone3
+ * set_tid) once the address space is back; ptrace's auto-attach stops the
+ * new thread before it runs a single instruction, and its registers are
+ * loaded with everyone else's at the end.
+ */
+#include <errno.h>
+#include <linux/sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "amber.h"
+#include "log.h"
+#include "sys.h"
+
+#define MAX_THREADS 32768
+
+static int threads_dump_thread(struct dump_ctx *ctx, struct thread *t)
+{
+	char path[96], *buf;
+	int ret;
+
+	if (t->tid == ctx->pid)
+		return 0; /* the leader's comm is the task's */
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", ctx->pid, t->tid);
+	ret = sys_read_file(path, &buf, NULL);
+	if (ret) {
+		pr_err("cannot read %s: %s", path, strerror(-ret));
+		return ret;
+	}
+	buf[strcspn(buf, "\n")] = 0;
+	t->core->comm = buf;
+	return 0;
+}
+
+static int threads_restore_read(struct restore_ctx *ctx)
+{
+	size_t n = ctx->core->n_threads;
+
+	if (n >= MAX_THREADS) {
+		pr_err("core-%d.img lists %zu threads; the image is corrupt", ctx->pid, n);
+		return -EBADMSG;
+	}
+	ctx->threads = calloc(n + 1, sizeof(*ctx->threads));
+	if (!ctx->threads)
+		return -ENOMEM;
+	ctx->threads[0] = (struct thread){ ctx->pid, &ctx->inf, ctx->core };
+	ctx->nr_threads = 1;
+	for (size_t i = 0; i < n; i++) {
+		struct thread *t = &ctx->threads[ctx->nr_threads];
+		int ret;
+
+		t->tid = ctx->core->threads[i];
+		ret = img_read_one(ctx->dirfd, IMG_CORE, &task_core__descriptor,
+				   (ProtobufCMessage **)&t->core, "core-%d.img", t->tid);
+		if (ret)
+			return ret;
+		if (t->core->pid != (uint32_t)t->tid || t->tid <= 0 || !t->core->comm) {
+			pr_err("core-%d.img does not describe thread %d; the image is corrupt",
+			       t->tid, t->tid);
+			return -EBADMSG;
+		}
+		t->inf = calloc(1, sizeof(*t->inf));
+		if (!t->inf)
+			return -ENOMEM;
+		ctx->nr_threads++;
+	}
+	return 0;
+}
+
+static int clone_thread(struct restore_ctx *ctx, struct thread *t)
+{
+	unsigned long args_at = ctx->inf.scratch + 8192, tid_at = args_at + 256;
+	struct clone_args a = {
+		.flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD |
+			 CLONE_SYSVSEM,
+		/* never runs on it: its registers are loaded before it is let go */
+		.stack = ctx->inf.scratch + 65536,
+		.stack_size = 65536,
+		.set_tid = tid_at,
+		.set_tid_size = 1,
+	};
+	int64_t tid = t->tid;
+	int status, ret;
+	long r;
+
+	ret = infect_write(&ctx->inf, args_at, &a, sizeof(a));
+	if (!ret)
+		ret = infect_write(&ctx->inf, tid_at, &tid, sizeof(int32_t));
+	if (ret)
+		return ret;
+	r = infect_call(&ctx->inf, SYS_clone3, args_at, sizeof(a), 0, 0, 0, 0);
+	if (r != t->tid) {
+		pr_err("pid %d: cannot recreate thread %d: %s", ctx->pid, t->tid,
+		       r < 0 ? strerror((int)-r) : "got another tid");
+		return r < 0 ? (int)r : -EEXIST;
+	}
+	/* auto-attached (PTRACE_O_TRACECLONE): stopped before its first instruction */
+	r = sys_waitpid(t->tid, &status, __WALL);
+	if (r < 0 || !WIFSTOPPED(status)) {
+		pr_err("thread %d did not stop after its creation", t->tid);
+		return -ESRCH;
+	}
+	ret = infect_attach_stopped(t->tid, t->inf);
+	if (ret)
+		return ret;
+	t->inf->syscall_ip = ctx->inf.syscall_ip;
+	t->inf->scratch = ctx->inf.scratch;
+	ret = infect_write(t->inf, ctx->inf.scratch, t->core->comm, strlen(t->core->comm) + 1);
+	if (ret)
+		return ret;
+	r = infect_call(t->inf, SYS_prctl, PR_SET_NAME, ctx->inf.scratch, 0, 0, 0, 0);
+	if (r)
+		pr_warn("thread %d: cannot set its name: %s", t->tid, strerror((int)-r));
+	return 0;
+}
+
+static int threads_restore_inject(struct restore_ctx *ctx)
+{
+	long r;
+
+	if (ctx->nr_threads == 1)
+		return 0;
+	r = sys_ptrace(PTRACE_SETOPTIONS, ctx->pid, NULL,
+		       (void *)(long)(PTRACE_O_EXITKILL | PTRACE_O_TRACECLONE));
+	if (r) {
+		pr_err("pid %d: cannot trace its new threads: %s", ctx->pid, strerror((int)-r));
+		return (int)r;
+	}
+	for (size_t i = 1; i < ctx->nr_threads; i++) {
+		int ret = clone_thread(ctx, &ctx->threads[i]);
+
+		if (ret)
+			return ret;
+	}
+	r = sys_ptrace(PTRACE_SETOPTIONS, ctx->pid, NULL, (void *)(long)PTRACE_O_EXITKILL);
+	return r ? (int)r : 0;
+}
+
+const struct resource_ops threads_ops = {
+	.name = "threads",
+	.restore_read = threads_restore_read,
+	.restore_inject = threads_restore_inject,
+	.dump_thread = threads_dump_thread,
+};
