@@ -67,11 +67,41 @@ struct thread {
 	TaskCore *core;
 };
 
+struct dump_ctx;
+struct restore_ctx;
+
+/*
+ * What a dump or restore shares across the processes of a tree: the image
+ * directory, the open file descriptions (one table, so that descriptions
+ * shared between processes are one entry), and the processes themselves.
+ */
+struct tree {
+	struct opts *o;
+	int dirfd;
+	/* dump */
+	struct img_set imgs;
+	struct file_table files;
+	int ghosts; /* ghost files written so far */
+	struct dump_ctx **dprocs;
+	/* restore */
+	Inventory *inv;
+	RegFile **rfiles;
+	size_t nr_rfiles;
+	int *desc_fd; /* per file id: amber's fd on it, inherited by every process */
+	int fd_base;  /* fds >= this in a restored process are amber's */
+	struct restore_ctx **rprocs;
+	/* both */
+	PstreeEntry **pstree;
+	size_t nr_procs; /* live processes (dprocs/rprocs), in pstree order */
+	size_t nr_pstree;
+};
+
 struct dump_ctx {
 	struct opts *o;
+	struct tree *tree;
 	pid_t pid;
 	int pidfd;
-	struct img_set imgs;
+	struct img_set *imgs;
 	struct infect inf;
 	TaskCore *core;
 	struct thread *threads;
@@ -79,12 +109,13 @@ struct dump_ctx {
 	MmEntry *mm;
 	struct vma *vmas;
 	size_t nr_vmas;
-	struct file_table files;
-	int ghosts; /* ghost files written so far */
+	struct file_table *files;
+	int *ghosts;
 };
 
 struct restore_ctx {
 	struct opts *o;
+	struct tree *tree;
 	int dirfd;
 	Inventory *inv;
 	pid_t pid;
@@ -109,6 +140,13 @@ struct restore_ctx {
 
 struct resource_ops {
 	const char *name;
+	/* Once per dump, every process frozen, before their own dumps (kcmp sharing). */
+	int (*dump_tree)(struct tree *t);
+	/* Once per dump, after every process's dump (tables shared by all). */
+	int (*dump_tree_late)(struct tree *t);
+	/* Once per restore, in amber before any process exists: tree-wide objects
+	 * (file descriptions, pipes) that every restored process inherits. */
+	int (*restore_tree)(struct tree *t);
 	/* Task frozen, signals blocked, injection usable (inf, scratch page). */
 	int (*dump)(struct dump_ctx *ctx);
 	/* Task frozen with its own registers and mask back: bulk work (pages). */

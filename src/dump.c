@@ -114,11 +114,10 @@ static int open_image_dir(const char *dir)
 }
 
 /* What amber cannot dump yet is refused before anything is touched. */
-static int check_supported(pid_t pid)
+static int check_supported(pid_t pid, bool root)
 {
 	struct proc_status st;
-	pid_t kids[8];
-	int ret, n;
+	int ret;
 
 	ret = proc_parse_status(pid, &st);
 	if (ret) {
@@ -128,7 +127,7 @@ static int check_supported(pid_t pid)
 			pr_err("cannot read /proc/%d/status: %s", pid, strerror(-ret));
 		return ret;
 	}
-	if (pid == getpid() || pid == getppid()) {
+	if (root && (pid == getpid() || pid == getppid())) {
 		pr_err("pid %d is amber itself or its parent; dump another process", pid);
 		return -EINVAL;
 	}
@@ -137,26 +136,13 @@ static int check_supported(pid_t pid)
 		       st.seccomp);
 		return -EOPNOTSUPP;
 	}
-	n = proc_children(pid, kids, 8);
-	if (n > 0) {
-		pr_err("pid %d has child processes (first: %d); process trees are not supported "
-		       "yet (see README, Limits)",
-		       pid, kids[0]);
-		return -EOPNOTSUPP;
-	}
-	if (n < 0) {
-		pr_err("cannot read /proc/%d/task/%d/children: %s%s", pid, pid, strerror(-n),
-		       n == -ENOENT ? " (kernel without CONFIG_PROC_CHILDREN? see amber check)"
-				    : "");
-		return n;
-	}
 	return 0;
 }
 
 static int write_core(struct dump_ctx *ctx, TaskCore *core)
 {
 	struct img *img;
-	int ret = img_create(&ctx->imgs, IMG_CORE, &img, "core-%u.img", core->pid);
+	int ret = img_create(ctx->imgs, IMG_CORE, &img, "core-%u.img", core->pid);
 
 	if (ret)
 		return ret;
@@ -270,6 +256,9 @@ static void for_threads_release(struct dump_ctx *ctx)
 		infect_detach(ctx->threads[i].inf);
 }
 
+static int dump_resources(struct dump_ctx *ctx);
+static int dump_late(struct dump_ctx *ctx);
+
 static uint64_t xgetbv0(void)
 {
 	uint32_t lo, hi;
@@ -278,7 +267,7 @@ static uint64_t xgetbv0(void)
 	return ((uint64_t)hi << 32) | lo;
 }
 
-static int commit_image(struct dump_ctx *ctx)
+static int commit_image(struct tree *t)
 {
 	Inventory inv = INVENTORY__INIT;
 	struct utsname uts;
@@ -287,17 +276,333 @@ static int commit_image(struct dump_ctx *ctx)
 	uname(&uts);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	inv.image_version = IMG_VERSION;
-	inv.root_pid = ctx->pid;
+	inv.root_pid = t->o->pid;
 	inv.kernel = uts.release;
 	inv.dump_time_ns = (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
-	inv.shell_job = ctx->o->shell_job;
-	inv.xsave_size = (uint32_t)ctx->core->xsave.len;
+	inv.shell_job = t->o->shell_job;
+	inv.xsave_size = (uint32_t)t->dprocs[0]->core->xsave.len;
 	inv.xfeatures = xgetbv0();
 	inv.tool_version = AMBER_VERSION;
-	return img_set_commit(&ctx->imgs, &inv);
+	return img_set_commit(&t->imgs, &inv);
 }
 
-/* Run the injection-window part of every resource's dump. */
+static bool known_pid(struct tree *t, pid_t pid)
+{
+	for (size_t i = 0; i < t->nr_pstree; i++)
+		if (t->pstree[i]->pid == (uint32_t)pid)
+			return true;
+	return false;
+}
+
+static PstreeEntry *add_pstree(struct tree *t, const struct proc_stat *st, pid_t pid)
+{
+	PstreeEntry *e = malloc(sizeof(*e)), **np;
+
+	np = realloc(t->pstree, (t->nr_pstree + 1) * sizeof(*np));
+	if (!e || !np) {
+		free(e);
+		if (np)
+			t->pstree = np;
+		return NULL;
+	}
+	t->pstree = np;
+	pstree_entry__init(e);
+	e->pid = pid;
+	e->ppid = st->ppid;
+	e->pgid = st->pgrp;
+	e->sid = st->session;
+	t->pstree[t->nr_pstree++] = e;
+	return e;
+}
+
+/* Freeze one process (all its threads) and give it a context. */
+static int add_process(struct tree *t, pid_t pid, int *stopsig)
+{
+	struct dump_ctx *ctx, **np;
+	struct proc_stat st;
+	int ret;
+
+	ret = check_supported(pid, t->nr_procs == 0);
+	if (ret)
+		return ret;
+	ctx = calloc(1, sizeof(*ctx));
+	np = realloc(t->dprocs, (t->nr_procs + 1) * sizeof(*np));
+	if (!ctx || !np) {
+		free(ctx);
+		if (np)
+			t->dprocs = np;
+		return -ENOMEM;
+	}
+	t->dprocs = np;
+	ctx->o = t->o;
+	ctx->tree = t;
+	ctx->pid = pid;
+	ctx->pidfd = -1;
+	ctx->imgs = &t->imgs;
+	ctx->files = &t->files;
+	ctx->ghosts = &t->ghosts;
+	ctx->core = calloc(1, sizeof(*ctx->core));
+	ctx->mm = calloc(1, sizeof(*ctx->mm));
+	if (!ctx->core || !ctx->mm) {
+		free(ctx->core);
+		free(ctx->mm);
+		free(ctx);
+		return -ENOMEM;
+	}
+	task_core__init(ctx->core);
+	mm_entry__init(ctx->mm);
+	ret = infect_seize(pid, &ctx->inf, stopsig);
+	if (ret) {
+		free(ctx->core);
+		free(ctx->mm);
+		free(ctx);
+		return ret;
+	}
+	t->dprocs[t->nr_procs++] = ctx;
+	ctx->core->has_stop_signal = *stopsig != 0;
+	ctx->core->stop_signal = *stopsig;
+	ret = seize_threads(ctx);
+	if (!ret)
+		ret = proc_parse_stat(pid, &st);
+	if (!ret && !add_pstree(t, &st, pid))
+		ret = -ENOMEM;
+	return ret;
+}
+
+/* A dead child nobody reaped yet: its wait status is the C/R exit_code field. */
+static int add_zombie(struct tree *t, pid_t pid)
+{
+	struct proc_stat st;
+	PstreeEntry *e;
+	int ret = proc_parse_stat(pid, &st);
+
+	if (ret)
+		return ret;
+	e = add_pstree(t, &st, pid);
+	if (!e)
+		return -ENOMEM;
+	e->has_zombie = e->has_exit_status = 1;
+	e->zombie = true;
+	e->exit_status = (uint32_t)st.exit_code;
+	return 0;
+}
+
+/*
+ * Walk the tree through the children files of every thread, freezing each
+ * process found.  A process may fork while we go, so the walk is repeated
+ * until a pass finds nothing new (each frozen process can no longer fork).
+ */
+static int collect_tree(struct tree *t)
+{
+	bool found;
+	int stopsig, ret;
+
+	ret = add_process(t, t->o->pid, &stopsig);
+	if (ret)
+		return ret;
+	do {
+		found = false;
+		for (size_t p = 0; p < t->nr_procs; p++) {
+			struct dump_ctx *ctx = t->dprocs[p];
+
+			for (size_t i = 0; i < ctx->nr_threads; i++) {
+				pid_t kids[1024];
+				int n = proc_children(ctx->threads[i].tid, kids, 1024);
+
+				if (n < 0) {
+					pr_err("cannot read /proc/%d/task/%d/children: %s%s", ctx->pid,
+					       ctx->threads[i].tid, strerror(-n),
+					       n == -ENOENT ? " (kernel without CONFIG_PROC_CHILDREN? "
+							      "see amber check)"
+							    : "");
+					return n;
+				}
+				for (int k = 0; k < n; k++) {
+					struct proc_stat st;
+
+					if (known_pid(t, kids[k]))
+						continue;
+					found = true;
+					if (!proc_parse_stat(kids[k], &st) && st.state == 'Z')
+						ret = add_zombie(t, kids[k]);
+					else
+						ret = add_process(t, kids[k], &stopsig);
+					if (ret)
+						return ret;
+				}
+			}
+		}
+	} while (found);
+	return 0;
+}
+
+/*
+ * A session or process group must be recreatable from inside the tree: a
+ * process leads its own, or has its parent's session, and a group of its
+ * session that some process of the tree leads.
+ */
+static int check_tree_layout(struct tree *t)
+{
+	for (size_t i = 1; i < t->nr_pstree; i++) {
+		PstreeEntry *e = t->pstree[i], *parent = NULL;
+		bool group_ok = e->pgid == e->pid;
+
+		for (size_t k = 0; k < t->nr_pstree; k++) {
+			if (t->pstree[k]->pid == e->ppid)
+				parent = t->pstree[k];
+			if (t->pstree[k]->pid == e->pgid && t->pstree[k]->sid == e->sid)
+				group_ok = true;
+		}
+		if (parent && e->pgid == parent->pgid)
+			group_ok = true;
+		if (!parent || (e->sid != e->pid && e->sid != parent->sid) || !group_ok) {
+			pr_err("pid %u (session %u, group %u) cannot be recreated from inside the "
+			       "tree of pid %d (its session or group leader is outside it); dump "
+			       "from an ancestor that holds them",
+			       e->pid, e->sid, e->pgid, t->o->pid);
+			return -EOPNOTSUPP;
+		}
+	}
+	return 0;
+}
+
+static int write_pstree(struct tree *t)
+{
+	struct img *img;
+	int ret = img_create(&t->imgs, IMG_PSTREE, &img, "pstree.img");
+
+	for (size_t i = 0; !ret && i < t->nr_pstree; i++)
+		ret = img_put(img, &t->pstree[i]->base);
+	if (ret) {
+		if (img)
+			img_abort(img);
+		return ret;
+	}
+	return img_finish(img);
+}
+
+static int run_tree_hooks(struct tree *t, bool late)
+{
+	for (const struct resource_ops *const *r = resources; *r; r++) {
+		int (*fn)(struct tree *) = late ? (*r)->dump_tree_late : (*r)->dump_tree;
+		int ret;
+
+		if (!fn)
+			continue;
+		ret = dump_check_interrupted();
+		if (!ret)
+			ret = fn(t);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static void kill_tree(struct tree *t)
+{
+	int status;
+
+	for (size_t p = 0; p < t->nr_procs; p++)
+		kill(t->dprocs[p]->pid, SIGKILL);
+	/* As tracer we are told when each is dead (their parents reap them). */
+	for (size_t p = 0; p < t->nr_procs; p++) {
+		struct dump_ctx *ctx = t->dprocs[p];
+
+		for (size_t i = 1; i < ctx->nr_threads; i++)
+			sys_waitpid(ctx->threads[i].tid, &status, __WALL);
+		while (sys_waitpid(ctx->pid, &status, __WALL) > 0)
+			if (WIFEXITED(status) || WIFSIGNALED(status))
+				break;
+	}
+}
+
+static void release_tree(struct tree *t)
+{
+	for (size_t p = 0; p < t->nr_procs; p++) {
+		for_threads_release(t->dprocs[p]);
+		infect_detach(&t->dprocs[p]->inf);
+	}
+}
+
+static void free_tree(struct tree *t)
+{
+	for (size_t p = 0; p < t->nr_procs; p++) {
+		struct dump_ctx *ctx = t->dprocs[p];
+
+		if (ctx->pidfd >= 0)
+			close(ctx->pidfd);
+		proc_free_vmas(ctx->vmas, ctx->nr_vmas);
+	}
+	img_set_free(&t->imgs);
+}
+
+static int dump_processes(struct tree *t)
+{
+	int ret = run_tree_hooks(t, false);
+
+	for (size_t p = 0; !ret && p < t->nr_procs; p++) {
+		ret = dump_resources(t->dprocs[p]);
+		if (!ret)
+			ret = dump_late(t->dprocs[p]);
+		if (!ret)
+			ret = write_cores(t->dprocs[p]);
+	}
+	if (!ret)
+		ret = run_tree_hooks(t, true);
+	if (!ret)
+		ret = write_pstree(t);
+	if (!ret)
+		ret = dump_check_interrupted();
+	return ret;
+}
+
+static int do_dump(struct opts *o)
+{
+	struct tree t = { .o = o };
+	int ret;
+
+	ret = check_supported(o->pid, true);
+	if (ret)
+		return ret;
+	t.dirfd = open_image_dir(o->dir);
+	if (t.dirfd < 0)
+		return t.dirfd;
+	t.imgs.dirfd = t.dirfd;
+	catch_signals();
+
+	ret = collect_tree(&t);
+	if (!ret)
+		ret = check_tree_layout(&t);
+	for (size_t p = 0; !ret && p < t.nr_procs; p++) {
+		struct dump_ctx *ctx = t.dprocs[p];
+
+		ctx->pidfd = sys_pidfd_open(ctx->pid);
+		ret = proc_parse_vmas(ctx->pid, &ctx->vmas, &ctx->nr_vmas);
+	}
+	if (!ret)
+		ret = dump_processes(&t);
+	if (!ret)
+		ret = commit_image(&t);
+	if (ret) {
+		/* Registers and masks are back (dump_resources); let them run on. */
+		release_tree(&t);
+		pr_err("dump of pid %d failed; the processes were left running, %s holds no "
+		       "complete image",
+		       o->pid, o->dir);
+		goto free_tree;
+	}
+	pr_info("image of %zu process(es) from pid %d complete in %s", t.nr_procs, o->pid,
+		o->dir);
+	if (o->leave_running)
+		release_tree(&t);
+	else
+		kill_tree(&t);
+free_tree:
+	free_tree(&t);
+	close(t.dirfd);
+	return ret;
+}
+
 static int dump_hooks(struct dump_ctx *ctx)
 {
 	for (const struct resource_ops *const *r = resources; *r; r++) {
@@ -369,98 +674,6 @@ static int dump_late(struct dump_ctx *ctx)
 			return ret;
 	}
 	return 0;
-}
-
-static void kill_target(struct dump_ctx *ctx)
-{
-	int status;
-
-	kill(ctx->pid, SIGKILL);
-	/* As tracer we are told when it is dead (its parent reaps it). */
-	for (size_t i = 1; i < ctx->nr_threads; i++)
-		sys_waitpid(ctx->threads[i].tid, &status, __WALL);
-	while (sys_waitpid(ctx->pid, &status, __WALL) > 0)
-		if (WIFEXITED(status) || WIFSIGNALED(status))
-			break;
-}
-
-static int do_dump(struct opts *o)
-{
-	struct dump_ctx ctx = { .o = o, .pid = o->pid, .pidfd = -1 };
-	int stopsig, ret, dirfd;
-
-	ret = check_supported(o->pid);
-	if (ret)
-		return ret;
-	dirfd = open_image_dir(o->dir);
-	if (dirfd < 0)
-		return dirfd;
-	ctx.imgs.dirfd = dirfd;
-	ctx.core = calloc(1, sizeof(*ctx.core));
-	ctx.mm = calloc(1, sizeof(*ctx.mm));
-	if (!ctx.core || !ctx.mm) {
-		ret = -ENOMEM;
-		goto free_ctx;
-	}
-	task_core__init(ctx.core);
-	mm_entry__init(ctx.mm);
-	catch_signals();
-
-	ret = infect_seize(o->pid, &ctx.inf, &stopsig);
-	if (ret)
-		goto free_ctx;
-	ctx.core->has_stop_signal = stopsig != 0;
-	ctx.core->stop_signal = stopsig;
-	/* It may have forked or spawned threads before it stopped. */
-	ret = check_supported(o->pid);
-	if (ret)
-		goto release;
-	ret = seize_threads(&ctx);
-	if (ret)
-		goto release;
-	ctx.pidfd = sys_pidfd_open(o->pid);
-	ret = proc_parse_vmas(o->pid, &ctx.vmas, &ctx.nr_vmas);
-	if (ret)
-		goto release;
-	ret = dump_resources(&ctx);
-	if (ret)
-		goto release;
-	ret = dump_late(&ctx);
-	if (ret)
-		goto release;
-	ret = write_cores(&ctx);
-	if (ret)
-		goto release;
-	ret = dump_check_interrupted();
-	if (ret)
-		goto release;
-	ret = commit_image(&ctx);
-	if (ret)
-		goto release;
-	pr_info("image of pid %d complete in %s (%ld injected syscalls)", o->pid, o->dir,
-		ctx.inf.nr_syscalls);
-	if (o->leave_running) {
-		for_threads_release(&ctx);
-		infect_detach(&ctx.inf);
-	} else {
-		kill_target(&ctx);
-	}
-	goto free_ctx;
-
-release:
-	/* Registers and mask are back (dump_resources); let it run on. */
-	for_threads_release(&ctx);
-	infect_detach(&ctx.inf);
-	pr_err("dump of pid %d failed; the process was left running, %s holds no complete "
-	       "image",
-	       o->pid, o->dir);
-free_ctx:
-	if (ctx.pidfd >= 0)
-		close(ctx.pidfd);
-	proc_free_vmas(ctx.vmas, ctx.nr_vmas);
-	img_set_free(&ctx.imgs);
-	close(dirfd);
-	return ret;
 }
 
 int cmd_dump(int argc, char **argv)

@@ -34,7 +34,7 @@ static int fs_dump(struct dump_ctx *ctx)
 	}
 	fs.cwd = cwd;
 	fs.root = root;
-	ret = img_create(&ctx->imgs, IMG_FS, &img, "fs-%d.img", ctx->pid);
+	ret = img_create(ctx->imgs, IMG_FS, &img, "fs-%d.img", ctx->pid);
 	if (ret)
 		return ret;
 	ret = img_put(img, &fs.base);

@@ -19,6 +19,7 @@ static const char *const kind_names[IMG__COUNT] = {
 	[IMG_INVENTORY] = "inventory", [IMG_CORE] = "core",   [IMG_MM] = "mm",
 	[IMG_PAGEMAP] = "pagemap",     [IMG_PAGES] = "pages", [IMG_FILES] = "files",
 	[IMG_FDS] = "fds",	       [IMG_FS] = "fs",	      [IMG_GHOST] = "ghost",
+	[IMG_PSTREE] = "pstree",
 };
 
 uint32_t img_magic(enum img_kind kind)

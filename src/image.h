@@ -28,6 +28,7 @@ enum img_kind {
 	IMG_FDS,
 	IMG_FS,
 	IMG_GHOST,
+	IMG_PSTREE,
 	IMG__COUNT,
 };
 

@@ -217,7 +217,7 @@ static int mem_dump(struct dump_ctx *ctx)
 			mm->exe_file_id = id;
 		}
 	}
-	ret = img_create(&ctx->imgs, IMG_MM, &img, "mm-%d.img", ctx->pid);
+	ret = img_create(ctx->imgs, IMG_MM, &img, "mm-%d.img", ctx->pid);
 	if (ret)
 		return ret;
 	ret = img_put(img, &mm->base);
@@ -353,10 +353,10 @@ static int mem_dump_pages(struct dump_ctx *ctx)
 		ret = w.memfd < 0 ? w.memfd : -ENOMEM;
 		goto close_fds;
 	}
-	ret = img_create(&ctx->imgs, IMG_PAGEMAP, &w.pagemap, "pagemap-%d.img", ctx->pid);
+	ret = img_create(ctx->imgs, IMG_PAGEMAP, &w.pagemap, "pagemap-%d.img", ctx->pid);
 	if (ret)
 		goto close_fds;
-	ret = img_create(&ctx->imgs, IMG_PAGES, &w.pages, "pages-%d.img", ctx->pid);
+	ret = img_create(ctx->imgs, IMG_PAGES, &w.pages, "pages-%d.img", ctx->pid);
 	if (ret)
 		goto abort_pagemap;
 	for (size_t i = 0; i < ctx->mm->n_vmas && !ret; i++) {
