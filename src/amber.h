@@ -130,10 +130,9 @@ struct restore_ctx {
 	FdEntry **fds;
 	size_t nr_fds;
 	FsEntry *fs;
-	/* Set up in the child before it stops; inherited values seen by amber. */
-	int pages_fd;	  /* child's fd on pages-PID.img */
-	int *map_fd;	  /* per file id: child's fd used for mmap, or -1 */
-	int fd_base;	  /* child fds >= this are amber's, closed before resume */
+	/* Opened by amber before the processes exist: the same fds in every one. */
+	int pages_fd; /* on pages-PID.img */
+	int *map_fd;  /* per file id (tree->desc_fd) */
 	struct infect inf;
 	unsigned long vdso_new; /* our vDSO's address when the old one is proxied */
 };
@@ -183,8 +182,6 @@ int cmd_show(int argc, char **argv);
 
 /* file table helpers (files.c), used by mem.c for mapped files */
 int files_add(struct dump_ctx *ctx, RegFile *f);
-/* In the restore child: open a saved file (ghosts recreated) at an fd >= fd_base. */
-int files_open_restore(struct restore_ctx *ctx, RegFile *f, int flags);
 int files_dump_path(struct dump_ctx *ctx, const char *procpath, const char *path, int flags,
 		    uint64_t pos, int *id);
 

@@ -441,19 +441,19 @@ static int files_dump_tree_late(struct tree *t)
 
 /* ---- restore ---- */
 
-static int files_restore_read(struct restore_ctx *ctx)
+static int read_files_img(struct restore_ctx *ctx)
 {
-	struct img *img;
+	struct tree *t = ctx->tree;
 	ProtobufCMessage *m;
-	int ret;
+	struct img *img;
+	int ret = img_open(ctx->dirfd, IMG_FILES, &img, "files.img");
 
-	ret = img_open(ctx->dirfd, IMG_FILES, &img, "files.img");
 	if (ret)
 		return ret;
 	while ((ret = img_get(img, &reg_file__descriptor, &m)) == 1) {
 		RegFile *f = (RegFile *)m, **nf;
 
-		if (f->id != ctx->nr_files || (f->ghost && strchr(f->ghost, '/'))) {
+		if (f->id != t->nr_rfiles || (f->ghost && strchr(f->ghost, '/'))) {
 			pr_err("files.img: bad entry %u; the image is corrupt", f->id);
 			ret = -EBADMSG;
 			break;
@@ -465,17 +465,32 @@ static int files_restore_read(struct restore_ctx *ctx)
 			ret = -EINVAL;
 			break;
 		}
-		nf = realloc(ctx->files, (ctx->nr_files + 1) * sizeof(*nf));
+		nf = realloc(t->rfiles, (t->nr_rfiles + 1) * sizeof(*nf));
 		if (!nf) {
 			ret = -ENOMEM;
 			break;
 		}
-		ctx->files = nf;
-		ctx->files[ctx->nr_files++] = f;
+		t->rfiles = nf;
+		t->rfiles[t->nr_rfiles++] = f;
 	}
 	img_close(img);
-	if (ret < 0)
-		return ret;
+	return ret < 0 ? ret : 0;
+}
+
+/* files.img is the tree's (read with the first process); fds-PID.img each one's. */
+static int files_restore_read(struct restore_ctx *ctx)
+{
+	struct img *img;
+	ProtobufCMessage *m;
+	int ret;
+
+	if (!ctx->tree->rfiles) {
+		ret = read_files_img(ctx);
+		if (ret)
+			return ret;
+	}
+	ctx->files = ctx->tree->rfiles;
+	ctx->nr_files = ctx->tree->nr_rfiles;
 	ret = img_open(ctx->dirfd, IMG_FDS, &img, "fds-%d.img", ctx->pid);
 	if (ret)
 		return ret;
@@ -500,9 +515,13 @@ static int files_restore_read(struct restore_ctx *ctx)
 	return ret < 0 ? ret : 0;
 }
 
-/* Child-side state: one fd per description / pipe / ghost, all >= fd_base. */
-static int *desc_fd;	 /* per file id */
-static int tty_fd = -1;	 /* amber's terminal, for --shell-job */
+/*
+ * Every open file description of the tree is opened once, by amber, before
+ * the first process is created, at fds >= fd_base.  Each restored process
+ * inherits them all and dup3()s its own into place, so descriptions shared
+ * by several fds or processes stay shared (one offset, one pipe).
+ */
+static int tty_fd = -1; /* amber's terminal, for --shell-job */
 static struct {
 	uint64_t id;
 	int rd, wr;
@@ -514,30 +533,30 @@ static struct {
 } *ghosts;
 static size_t nr_ghosts;
 
-static int up(struct restore_ctx *ctx, int fd)
+static int up(struct tree *t, int fd)
 {
 	int nfd;
 
-	if (fd < 0 || fd >= ctx->fd_base)
+	if (fd < 0 || fd >= t->fd_base)
 		return fd;
-	nfd = fcntl(fd, F_DUPFD_CLOEXEC, ctx->fd_base);
+	nfd = fcntl(fd, F_DUPFD_CLOEXEC, t->fd_base);
 	close(fd);
 	return nfd < 0 ? -errno : nfd;
 }
 
 /* Recreate a deleted file under its old name (so /proc shows "name (deleted)"). */
-static int ghost_fd(struct restore_ctx *ctx, RegFile *f)
+static int ghost_fd(struct tree *t, RegFile *f)
 {
+	static char buf[1 << 16];
 	char tmp[PATH_MAX];
 	struct img *img;
 	int fd, ret;
-	static char buf[1 << 16];
 	ssize_t r;
 
 	for (size_t i = 0; i < nr_ghosts; i++)
 		if (!strcmp(ghosts[i].name, f->ghost))
 			return ghosts[i].fd;
-	ret = img_open(ctx->dirfd, IMG_GHOST, &img, "%s", f->ghost);
+	ret = img_open(t->dirfd, IMG_GHOST, &img, "%s", f->ghost);
 	if (ret)
 		return ret;
 	fd = open(f->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, f->mode & 07777);
@@ -552,17 +571,17 @@ static int ghost_fd(struct restore_ctx *ctx, RegFile *f)
 	}
 	if (fd < 0) {
 		ret = -errno;
-		pr_err("pid %d: cannot recreate deleted file %s: %m", ctx->pid, f->path);
+		pr_err("cannot recreate deleted file %s: %m", f->path);
 		goto close_img;
 	}
 	while ((r = read(img->fd, buf, sizeof(buf))) > 0)
 		if (sys_write_full(fd, buf, r) != r) {
 			ret = -EIO;
-			pr_err("pid %d: cannot refill deleted file %s", ctx->pid, f->path);
+			pr_err("cannot refill deleted file %s", f->path);
 			close(fd);
 			goto close_img;
 		}
-	fd = up(ctx, fd);
+	fd = up(t, fd);
 	ghosts = realloc(ghosts, (nr_ghosts + 1) * sizeof(*ghosts));
 	ghosts[nr_ghosts].name = f->ghost;
 	ghosts[nr_ghosts++].fd = fd;
@@ -581,7 +600,7 @@ static int reopen_self(int fd, int flags)
 	return fd < 0 ? -errno : fd;
 }
 
-static int pipe_end(struct restore_ctx *ctx, RegFile *f)
+static int pipe_end(struct tree *t, RegFile *f)
 {
 	size_t i;
 	int p[2];
@@ -593,15 +612,15 @@ static int pipe_end(struct restore_ctx *ctx, RegFile *f)
 		/* O_RDWR never blocks on a FIFO and keeps it open for the real ends. */
 		p[0] = open(f->path, O_RDWR | O_CLOEXEC);
 		if (p[0] < 0) {
-			pr_err("pid %d: cannot open FIFO %s: %m", ctx->pid, f->path);
+			pr_err("cannot open FIFO %s: %m", f->path);
 			return -errno;
 		}
 		p[1] = dup(p[0]);
 	} else if (pipe2(p, O_CLOEXEC)) {
 		return -errno;
 	}
-	p[0] = up(ctx, p[0]);
-	p[1] = up(ctx, p[1]);
+	p[0] = up(t, p[0]);
+	p[1] = up(t, p[1]);
 	pipes = realloc(pipes, (nr_pipes + 1) * sizeof(*pipes));
 	pipes[i].id = f->pipe_id;
 	pipes[i].rd = p[0];
@@ -609,11 +628,11 @@ static int pipe_end(struct restore_ctx *ctx, RegFile *f)
 	nr_pipes++;
 found:
 	if (f->has_pipe_size && fcntl(pipes[i].wr, F_SETPIPE_SZ, f->pipe_size) < 0)
-		pr_warn("pid %d: cannot resize pipe to %u bytes: %m", ctx->pid, f->pipe_size);
+		pr_warn("cannot resize pipe %s to %u bytes: %m", f->path, f->pipe_size);
 	if (f->has_pipe_data && f->pipe_data.len &&
 	    sys_write_full(pipes[i].wr, f->pipe_data.data, f->pipe_data.len) !=
 		    (ssize_t)f->pipe_data.len) {
-		pr_err("pid %d: cannot refill pipe %s", ctx->pid, f->path);
+		pr_err("cannot refill pipe %s", f->path);
 		return -EIO;
 	}
 	/* A new description of the same pipe, with this one's own flags. */
@@ -621,37 +640,30 @@ found:
 			   f->flags);
 }
 
-static int open_reg(struct restore_ctx *ctx, RegFile *f, int flags)
+static int open_reg(struct tree *t, RegFile *f, int flags)
 {
 	struct stat st;
 	int fd;
 
 	if (f->ghost) {
-		int g = ghost_fd(ctx, f);
+		int g = ghost_fd(t, f);
 
 		return g < 0 ? g : reopen_self(g, flags & ~(O_CREAT | O_EXCL | O_TRUNC));
 	}
 	fd = open(f->path, (flags & ~(O_CREAT | O_EXCL | O_TRUNC)) | O_CLOEXEC);
 	if (fd < 0) {
 		fd = -errno;
-		pr_err("pid %d: cannot open %s: %s (the process had it open; is it still there?)",
-		       ctx->pid, f->path, strerror(-fd));
+		pr_err("cannot open %s: %s (the process had it open; is it still there?)", f->path,
+		       strerror(-fd));
 		return fd;
 	}
 	if (S_ISREG(f->mode) && !fstat(fd, &st) && (uint64_t)st.st_size != f->size)
-		pr_warn("pid %d: %s changed size since the dump (%llu -> %llu bytes)", ctx->pid,
-			f->path, (unsigned long long)f->size, (unsigned long long)st.st_size);
+		pr_warn("%s changed size since the dump (%llu -> %llu bytes)", f->path,
+			(unsigned long long)f->size, (unsigned long long)st.st_size);
 	return fd;
 }
 
-int files_open_restore(struct restore_ctx *ctx, RegFile *f, int flags)
-{
-	int fd = open_reg(ctx, f, flags);
-
-	return fd < 0 ? fd : up(ctx, fd);
-}
-
-static int open_desc(struct restore_ctx *ctx, RegFile *f)
+static int open_desc(struct tree *t, RegFile *f)
 {
 	int fd;
 
@@ -659,69 +671,66 @@ static int open_desc(struct restore_ctx *ctx, RegFile *f)
 	case FILE_KIND__FILE_REG:
 	case FILE_KIND__FILE_DIR:
 	case FILE_KIND__FILE_CHR:
-		fd = open_reg(ctx, f, f->flags);
+		fd = open_reg(t, f, f->flags);
 		if (fd >= 0 && f->kind == FILE_KIND__FILE_REG &&
 		    lseek(fd, (off_t)f->pos, SEEK_SET) < 0) {
-			pr_err("pid %d: cannot seek %s to %llu: %m", ctx->pid, f->path,
-			       (unsigned long long)f->pos);
+			pr_err("cannot seek %s to %llu: %m", f->path, (unsigned long long)f->pos);
 			close(fd);
 			return -errno;
 		}
 		return fd;
 	case FILE_KIND__FILE_TTY:
 		if (tty_fd < 0) {
-			pr_err("pid %d: it used the terminal %s, but amber restore has no "
+			pr_err("the process used the terminal %s, but amber restore has no "
 			       "terminal on stdin/stdout/stderr",
-			       ctx->pid, f->path);
+			       f->path);
 			return -ENOTTY;
 		}
-		fd = fcntl(tty_fd, F_DUPFD_CLOEXEC, ctx->fd_base);
-		if (fd >= 0)
-			fd = reopen_self(fd, f->flags & ~O_NOCTTY);
-		return fd;
+		return reopen_self(tty_fd, f->flags & ~O_NOCTTY);
 	case FILE_KIND__FILE_PIPE:
 	case FILE_KIND__FILE_FIFO:
-		return pipe_end(ctx, f);
+		return pipe_end(t, f);
 	default:
 		return -EINVAL;
 	}
 }
 
+static int files_restore_tree(struct tree *t)
+{
+	for (int i = 0; i < 3 && tty_fd < 0 && t->o->shell_job; i++)
+		if (isatty(i))
+			tty_fd = fcntl(i, F_DUPFD_CLOEXEC, t->fd_base);
+	t->desc_fd = malloc((t->nr_rfiles + 1) * sizeof(int));
+	if (!t->desc_fd)
+		return -ENOMEM;
+	for (size_t i = 0; i < t->nr_rfiles; i++) {
+		RegFile *f = t->rfiles[i];
+		int fd = up(t, open_desc(t, f));
+
+		if (fd < 0) {
+			pr_err("cannot reopen %s: %s", f->path, strerror(-fd));
+			return fd;
+		}
+		t->desc_fd[i] = fd;
+	}
+	return 0;
+}
+
+/* In each process: its fds, from the descriptions it inherited. */
 static int files_restore_child(struct restore_ctx *ctx)
 {
-	int ret;
-
-	if (ctx->o->shell_job) {
-		for (int i = 0; i < 3 && tty_fd < 0; i++)
-			if (isatty(i))
-				tty_fd = fcntl(i, F_DUPFD_CLOEXEC, ctx->fd_base);
-	}
 	/* Everything below fd_base is amber's and goes; the target's fds go there. */
-	if (close_range(0, ctx->fd_base - 1, 0)) {
+	if (close_range(0, ctx->tree->fd_base - 1, 0)) {
 		pr_err("close_range failed: %m");
 		return -errno;
 	}
-	desc_fd = malloc((ctx->nr_files + 1) * sizeof(int));
-	if (!desc_fd)
-		return -ENOMEM;
-	for (size_t i = 0; i < ctx->nr_files; i++)
-		desc_fd[i] = -1;
 	for (size_t i = 0; i < ctx->nr_fds; i++) {
 		FdEntry *e = ctx->fds[i];
-		int fd = desc_fd[e->file_id];
 
-		if (fd < 0) {
-			fd = up(ctx, open_desc(ctx, ctx->files[e->file_id]));
-			if (fd < 0) {
-				pr_err("pid %d: cannot recreate fd %u (%s): %s", ctx->pid, e->fd,
-				       ctx->files[e->file_id]->path, strerror(-fd));
-				return fd;
-			}
-			desc_fd[e->file_id] = fd;
-		}
-		ret = dup3(fd, (int)e->fd, e->cloexec ? O_CLOEXEC : 0);
-		if (ret < 0) {
-			pr_err("pid %d: cannot place fd %u: %m", ctx->pid, e->fd);
+		if (dup3(ctx->tree->desc_fd[e->file_id], (int)e->fd, e->cloexec ? O_CLOEXEC : 0) <
+		    0) {
+			pr_err("pid %d: cannot place fd %u (%s): %m", ctx->pid, e->fd,
+			       ctx->files[e->file_id]->path);
 			return -errno;
 		}
 	}
@@ -733,5 +742,6 @@ const struct resource_ops files_ops = {
 	.dump_tree = files_dump_tree,
 	.dump_tree_late = files_dump_tree_late,
 	.restore_read = files_restore_read,
+	.restore_tree = files_restore_tree,
 	.restore_child = files_restore_child,
 };

@@ -475,42 +475,26 @@ static int open_pages(struct restore_ctx *ctx)
 	return fd;
 }
 
-/* In the child: the files behind the mappings and the pages, at fds >= fd_base. */
-static int mem_restore_child(struct restore_ctx *ctx)
+/*
+ * Before any process exists: the files behind mappings are the tree's open
+ * descriptions (files.c opened them all); each process's pages file is
+ * opened here, at an fd every process inherits.
+ */
+static int mem_restore_tree(struct tree *t)
 {
-	MmEntry *mm = ctx->mm;
-	int fd;
+	for (size_t p = 0; p < t->nr_procs; p++) {
+		struct restore_ctx *ctx = t->rprocs[p];
+		int fd = open_pages(ctx);
 
-	ctx->map_fd = malloc((ctx->nr_files + 1) * sizeof(int));
-	if (!ctx->map_fd)
-		return -ENOMEM;
-	for (size_t i = 0; i < ctx->nr_files; i++)
-		ctx->map_fd[i] = -1;
-	for (size_t i = 0; i <= mm->n_vmas; i++) {
-		uint32_t id;
-
-		if (i < mm->n_vmas && mm->vmas[i]->has_file_id)
-			id = mm->vmas[i]->file_id;
-		else if (i == mm->n_vmas && mm->has_exe_file_id)
-			id = mm->exe_file_id;
-		else
-			continue;
-		if (ctx->map_fd[id] >= 0)
-			continue;
-		fd = files_open_restore(ctx, ctx->files[id], (int)ctx->files[id]->flags);
-		if (fd < 0) {
-			pr_err("pid %d: cannot open %s, which it had mapped", ctx->pid,
-			       ctx->files[id]->path);
+		if (fd < 0)
 			return fd;
-		}
-		ctx->map_fd[id] = fd;
+		ctx->pages_fd = fcntl(fd, F_DUPFD_CLOEXEC, t->fd_base);
+		close(fd);
+		if (ctx->pages_fd < 0)
+			return -errno;
+		ctx->map_fd = t->desc_fd;
 	}
-	fd = open_pages(ctx);
-	if (fd < 0)
-		return fd;
-	ctx->pages_fd = fcntl(fd, F_DUPFD_CLOEXEC, ctx->fd_base);
-	close(fd);
-	return ctx->pages_fd < 0 ? -EBADF : 0;
+	return 0;
 }
 
 struct vdso_block {
@@ -941,6 +925,6 @@ const struct resource_ops mem_ops = {
 	.dump = mem_dump,
 	.dump_late = mem_dump_pages,
 	.restore_read = mem_restore_read,
-	.restore_child = mem_restore_child,
+	.restore_tree = mem_restore_tree,
 	.restore_inject = mem_restore_inject,
 };

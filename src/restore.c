@@ -100,147 +100,11 @@ static int wait_pid_free(pid_t pid)
 	return -EBUSY;
 }
 
-static int read_images(struct restore_ctx *ctx)
-{
-	int ret = img_read_one(ctx->dirfd, IMG_CORE, &task_core__descriptor,
-			       (ProtobufCMessage **)&ctx->core, "core-%d.img", ctx->pid);
-
-	if (ret)
-		return ret;
-	if (ctx->core->pid != (uint32_t)ctx->pid) {
-		pr_err("core-%d.img describes pid %u; the image is inconsistent", ctx->pid,
-		       ctx->core->pid);
-		return -EBADMSG;
-	}
-	for (const struct resource_ops *const *r = resources; *r; r++) {
-		if (!(*r)->restore_read)
-			continue;
-		ret = (*r)->restore_read(ctx);
-		if (ret)
-			return ret;
-	}
-	return 0;
-}
-
-/*
- * What the child tells amber once set up: success or what failed, and the
- * fds it holds for amber's injected syscalls (pages image, mapped files).
- */
-struct child_report {
-	int ok;
-	int pages_fd;
-	char msg[120];
-};
-
-static void child_report(int fd, struct restore_ctx *ctx, const char *msg)
-{
-	struct child_report rep = { .ok = !msg, .pages_fd = ctx->pages_fd };
-	size_t len = ctx->nr_files * sizeof(int);
-
-	snprintf(rep.msg, sizeof(rep.msg), "%s", msg ? msg : "");
-	if (write(fd, &rep, sizeof(rep)) != sizeof(rep) ||
-	    (!msg && len && write(fd, ctx->map_fd, len) != (ssize_t)len))
-		_exit(1);
-}
-
-static int read_child_report(struct restore_ctx *ctx, int fd)
-{
-	struct child_report rep;
-	size_t len = ctx->nr_files * sizeof(int);
-
-	if (read(fd, &rep, sizeof(rep)) != sizeof(rep)) {
-		pr_err("pid %d: the restore child died while setting up", ctx->pid);
-		return -EIO;
-	}
-	if (!rep.ok) {
-		rep.msg[sizeof(rep.msg) - 1] = 0;
-		pr_err("pid %d: %s", ctx->pid, rep.msg);
-		return -EIO;
-	}
-	ctx->pages_fd = rep.pages_fd;
-	ctx->map_fd = malloc(len + sizeof(int));
-	if (!ctx->map_fd)
-		return -ENOMEM;
-	if (len && sys_read_full(fd, ctx->map_fd, len) != (ssize_t)len)
-		return -EIO;
-	return 0;
-}
-
-static int move_fd_up(int fd, int base)
-{
-	int nfd = fcntl(fd, F_DUPFD_CLOEXEC, base);
-
-	if (nfd < 0)
-		return -errno;
-	close(fd);
-	return nfd;
-}
-
-static void __attribute__((noreturn)) child_main(struct restore_ctx *ctx, int go_fd,
-						   int report_fd)
-{
-	struct rlimit rl;
-	sigset_t all;
-	char c;
-	int ret;
-
-	sigfillset(&all);
-	sigprocmask(SIG_SETMASK, &all, NULL);
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	/* Wait until amber has seized us. */
-	if (read(go_fd, &c, 1) != 1)
-		_exit(1);
-	close(go_fd);
-	/* Room for the target's highest fd and amber's above it (rlimits.c sets the
-	 * real limit at the end). */
-	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < (rlim_t)ctx->fd_base + 64) {
-		rl.rlim_cur = ctx->fd_base + 64;
-		if (rl.rlim_max < rl.rlim_cur)
-			rl.rlim_max = rl.rlim_cur;
-		if (setrlimit(RLIMIT_NOFILE, &rl))
-			pr_warn("pid %d: cannot raise RLIMIT_NOFILE to %d for its fds: %m", ctx->pid,
-				ctx->fd_base + 64);
-	}
-	log_fd = fcntl(2, F_DUPFD_CLOEXEC, ctx->fd_base);
-	if (log_fd < 0)
-		log_fd = 2;
-	report_fd = move_fd_up(report_fd, ctx->fd_base);
-	ctx->dirfd = move_fd_up(ctx->dirfd, ctx->fd_base);
-	if (report_fd < 0 || ctx->dirfd < 0)
-		_exit(1);
-	for (const struct resource_ops *const *r = resources; *r; r++) {
-		if (!(*r)->restore_child)
-			continue;
-		ret = (*r)->restore_child(ctx);
-		if (ret) {
-			char msg[64];
-
-			snprintf(msg, sizeof(msg), "restore of %s failed", (*r)->name);
-			child_report(report_fd, ctx, msg);
-			_exit(1);
-		}
-	}
-	child_report(report_fd, ctx, NULL);
-	/* amber takes over from this stop. */
-	raise(SIGSTOP);
-	_exit(1);
-}
-
-static int child_fd_base(struct restore_ctx *ctx)
-{
-	int base = 3;
-
-	for (size_t i = 0; i < ctx->nr_fds; i++)
-		if ((int)ctx->fds[i]->fd >= base)
-			base = ctx->fds[i]->fd + 1;
-	return base;
-}
-
 /* Every fd >= fd_base in the child is amber's own (images, sync pipe), and so
  * is the scratch page: drop them before the registers are loaded. */
 static int drop_internal(struct restore_ctx *ctx)
 {
-	long r = infect_call(&ctx->inf, SYS_close_range, ctx->fd_base, ~0U, 0, 0, 0, 0);
+	long r = infect_call(&ctx->inf, SYS_close_range, ctx->tree->fd_base, ~0U, 0, 0, 0, 0);
 
 	if (r) {
 		pr_err("pid %d: cannot close amber's fds: %s", ctx->pid, strerror((int)-r));
@@ -337,124 +201,494 @@ static void reclaim_terminal(void)
 	sigprocmask(SIG_SETMASK, &old, NULL);
 }
 
+static int read_images(struct restore_ctx *ctx)
+{
+	int ret = img_read_one(ctx->dirfd, IMG_CORE, &task_core__descriptor,
+			       (ProtobufCMessage **)&ctx->core, "core-%d.img", ctx->pid);
+
+	if (ret)
+		return ret;
+	if (ctx->core->pid != (uint32_t)ctx->pid) {
+		pr_err("core-%d.img describes pid %u; the image is inconsistent", ctx->pid,
+		       ctx->core->pid);
+		return -EBADMSG;
+	}
+	for (const struct resource_ops *const *r = resources; *r; r++) {
+		if (!(*r)->restore_read)
+			continue;
+		ret = (*r)->restore_read(ctx);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static PstreeEntry *find_entry(struct tree *t, uint32_t pid, size_t before)
+{
+	for (size_t i = 0; i < before; i++)
+		if (t->pstree[i]->pid == pid)
+			return t->pstree[i];
+	return NULL;
+}
+
+/* pstree.img: the root first, every parent before its children, pids unique. */
+static int read_pstree(struct tree *t)
+{
+	ProtobufCMessage *m;
+	struct img *img;
+	int ret = img_open(t->dirfd, IMG_PSTREE, &img, "pstree.img");
+
+	if (ret)
+		return ret;
+	while ((ret = img_get(img, &pstree_entry__descriptor, &m)) == 1) {
+		PstreeEntry *e = (PstreeEntry *)m, **np;
+		size_t n = t->nr_pstree;
+
+		if (!e->pid || e->pid > (1U << 22) || find_entry(t, e->pid, n) ||
+		    (n == 0 && (e->pid != t->inv->root_pid || e->zombie)) ||
+		    (n > 0 && !find_entry(t, e->ppid, n))) {
+			pr_err("pstree.img: bad entry for pid %u; the image is corrupt", e->pid);
+			ret = -EBADMSG;
+			break;
+		}
+		np = realloc(t->pstree, (n + 1) * sizeof(*np));
+		if (!np) {
+			ret = -ENOMEM;
+			break;
+		}
+		t->pstree = np;
+		t->pstree[t->nr_pstree++] = e;
+	}
+	img_close(img);
+	if (!ret && !t->nr_pstree) {
+		pr_err("pstree.img is empty; the image is corrupt");
+		ret = -EBADMSG;
+	}
+	return ret < 0 ? ret : 0;
+}
+
+static struct restore_ctx *proc_of(struct tree *t, uint32_t pid)
+{
+	for (size_t p = 0; p < t->nr_procs; p++)
+		if (t->rprocs[p]->pid == (pid_t)pid)
+			return t->rprocs[p];
+	return NULL;
+}
+
+static int read_processes(struct tree *t)
+{
+	t->rprocs = calloc(t->nr_pstree, sizeof(*t->rprocs));
+	if (!t->rprocs)
+		return -ENOMEM;
+	for (size_t i = 0; i < t->nr_pstree; i++) {
+		struct restore_ctx *ctx;
+		int ret;
+
+		if (t->pstree[i]->zombie)
+			continue;
+		ctx = calloc(1, sizeof(*ctx));
+		if (!ctx)
+			return -ENOMEM;
+		ctx->o = t->o;
+		ctx->tree = t;
+		ctx->dirfd = t->dirfd;
+		ctx->inv = t->inv;
+		ctx->pid = t->pstree[i]->pid;
+		ctx->pages_fd = -1;
+		t->rprocs[t->nr_procs++] = ctx;
+		ret = read_images(ctx);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* Every fd at or above the highest fd of any process is free for amber's own. */
+static void compute_fd_base(struct tree *t)
+{
+	t->fd_base = 3;
+	for (size_t p = 0; p < t->nr_procs; p++)
+		for (size_t i = 0; i < t->rprocs[p]->nr_fds; i++)
+			if ((int)t->rprocs[p]->fds[i]->fd >= t->fd_base)
+				t->fd_base = t->rprocs[p]->fds[i]->fd + 1;
+}
+
+/* Room for the processes' fds and amber's above them (rlimits.c sets the real limits). */
+static void raise_nofile(struct tree *t)
+{
+	rlim_t want = t->fd_base + 4 * t->nr_pstree + t->nr_rfiles + 64;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = want;
+	if (rl.rlim_max < want)
+		rl.rlim_max = want;
+	if (setrlimit(RLIMIT_NOFILE, &rl))
+		pr_warn("cannot raise RLIMIT_NOFILE to %lu for the restored fds: %m",
+			(unsigned long)want);
+}
+
+static int run_restore_tree(struct tree *t)
+{
+	for (const struct resource_ops *const *r = resources; *r; r++) {
+		int ret;
+
+		if (!(*r)->restore_tree)
+			continue;
+		ret = (*r)->restore_tree(t);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* Per process: amber -> child "go" (seized), child -> amber report. */
+struct sync {
+	int go[2];
+	int report[2];
+};
+
+static struct sync *syncs;
+
+struct child_report {
+	int ok;
+	char msg[124];
+};
+
+static void child_report(int fd, const char *msg)
+{
+	struct child_report rep = { .ok = !msg };
+
+	snprintf(rep.msg, sizeof(rep.msg), "%s", msg ? msg : "");
+	if (write(fd, &rep, sizeof(rep)) != sizeof(rep))
+		_exit(1);
+}
+
+static int read_child_report(struct restore_ctx *ctx, int fd)
+{
+	struct child_report rep;
+
+	if (read(fd, &rep, sizeof(rep)) != sizeof(rep)) {
+		pr_err("pid %d: the restore child died while setting up", ctx->pid);
+		return -EIO;
+	}
+	if (!rep.ok) {
+		rep.msg[sizeof(rep.msg) - 1] = 0;
+		pr_err("pid %d: %s", ctx->pid, rep.msg);
+		return -EIO;
+	}
+	return 0;
+}
+
+/* A zombie comes back by dying the same way once everything else is in place. */
+static void __attribute__((noreturn)) become_zombie(PstreeEntry *e)
+{
+	int sig = e->exit_status & 0x7f;
+	sigset_t set;
+
+	if (sig) {
+		signal(sig, SIG_DFL);
+		sigemptyset(&set);
+		sigaddset(&set, sig);
+		sigprocmask(SIG_UNBLOCK, &set, NULL);
+		raise(sig);
+	}
+	_exit((e->exit_status >> 8) & 0xff);
+}
+
+static void __attribute__((noreturn)) child_main(struct tree *t, size_t idx);
+
+/* In a restored process: create its children, each with its old pid. */
+static int fork_children(struct tree *t, PstreeEntry *e)
+{
+	for (size_t i = 0; i < t->nr_pstree; i++) {
+		long pid;
+
+		if (t->pstree[i]->ppid != e->pid || i == 0)
+			continue;
+		pid = sys_clone3_set_tid(t->pstree[i]->pid, SIGCHLD);
+		if (pid == 0)
+			child_main(t, i);
+		if (pid < 0) {
+			pr_err("pid %u: cannot create its child %u: %s", e->pid, t->pstree[i]->pid,
+			       strerror((int)-pid));
+			return (int)pid;
+		}
+	}
+	return 0;
+}
+
+static void __attribute__((noreturn)) child_main(struct tree *t, size_t idx)
+{
+	PstreeEntry *e = t->pstree[idx];
+	struct restore_ctx *ctx = proc_of(t, e->pid);
+	int report_fd = syncs[idx].report[1];
+	sigset_t all;
+	char c;
+
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, NULL);
+	/* Dies with its parent if the restore fails midway. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (read(syncs[idx].go[0], &c, 1) != 1)
+		_exit(1);
+	if (e->zombie)
+		become_zombie(e);
+	log_fd = fcntl(2, F_DUPFD_CLOEXEC, t->fd_base);
+	if (log_fd < 0)
+		log_fd = 2;
+	/* Sessions first: children are created in their parent's session. */
+	if (e->sid == e->pid && setsid() < 0) {
+		pr_err("pid %u: setsid failed: %m", e->pid);
+		child_report(report_fd, "setsid failed");
+		_exit(1);
+	}
+	/* so are groups; joining another group waits until all exist (task.c) */
+	if (e->pgid == e->pid && e->sid != e->pid && setpgid(0, 0)) {
+		pr_err("pid %u: setpgid failed: %m", e->pid);
+		child_report(report_fd, "setpgid failed");
+		_exit(1);
+	}
+	if (fork_children(t, e)) {
+		child_report(report_fd, "cannot create its children");
+		_exit(1);
+	}
+	for (const struct resource_ops *const *r = resources; *r; r++) {
+		if (!(*r)->restore_child)
+			continue;
+		if ((*r)->restore_child(ctx)) {
+			char msg[64];
+
+			snprintf(msg, sizeof(msg), "restore of %s failed", (*r)->name);
+			child_report(report_fd, msg);
+			_exit(1);
+		}
+	}
+	child_report(report_fd, NULL);
+	/* amber takes over from this stop. */
+	raise(SIGSTOP);
+	_exit(1);
+}
+
+static int make_syncs(struct tree *t)
+{
+	syncs = calloc(t->nr_pstree, sizeof(*syncs));
+	if (!syncs)
+		return -ENOMEM;
+	for (size_t i = 0; i < t->nr_pstree; i++) {
+		int *fds[2] = { syncs[i].go, syncs[i].report };
+
+		for (int k = 0; k < 2; k++) {
+			if (pipe2(fds[k], O_CLOEXEC))
+				return -errno;
+			/* above every fd a process will get, so that none clobbers them */
+			for (int e = 0; e < 2; e++) {
+				int nfd = fcntl(fds[k][e], F_DUPFD_CLOEXEC, t->fd_base);
+
+				close(fds[k][e]);
+				if (nfd < 0)
+					return -errno;
+				fds[k][e] = nfd;
+			}
+		}
+	}
+	return 0;
+}
+
+static int seize_and_go(struct tree *t, size_t idx)
+{
+	pid_t pid = t->pstree[idx]->pid;
+	long r = sys_ptrace(PTRACE_SEIZE, pid, NULL, (void *)(long)PTRACE_O_EXITKILL);
+
+	if (r) {
+		pr_err("cannot trace the restored process %d: %s", pid, strerror((int)-r));
+		return (int)r;
+	}
+	return write(syncs[idx].go[1], "g", 1) == 1 ? 0 : -EPIPE;
+}
+
+/*
+ * Create the tree.  Each process, once seized and told to go, creates its
+ * children, sets up what needs libc and stops; amber follows in pstree
+ * order (parents first), seizing each child as soon as its parent made it.
+ */
+static int create_tree(struct tree *t)
+{
+	long pid = sys_clone3_set_tid(t->pstree[0]->pid, SIGCHLD);
+	int ret;
+
+	if (pid == 0)
+		child_main(t, 0);
+	if (pid < 0) {
+		ret = (int)pid;
+		if (ret == -EEXIST)
+			pr_err("pid %u was taken by another process just now; try again",
+			       t->pstree[0]->pid);
+		else if (ret == -EPERM)
+			pr_err("cannot create a process with pid %u: need root (CAP_SYS_ADMIN or "
+			       "CAP_CHECKPOINT_RESTORE)",
+			       t->pstree[0]->pid);
+		else
+			pr_err("clone3 with pid %u failed: %s", t->pstree[0]->pid, strerror(-ret));
+		return ret;
+	}
+	ret = seize_and_go(t, 0);
+	for (size_t i = 0; !ret && i < t->nr_pstree; i++) {
+		PstreeEntry *e = t->pstree[i];
+		struct restore_ctx *ctx = proc_of(t, e->pid);
+
+		if (e->zombie)
+			continue;
+		ret = read_child_report(ctx, syncs[i].report[0]);
+		if (!ret)
+			ret = wait_child_stop(e->pid);
+		for (size_t k = i + 1; !ret && k < t->nr_pstree; k++)
+			if (t->pstree[k]->ppid == e->pid && !t->pstree[k]->zombie)
+				ret = seize_and_go(t, k);
+	}
+	return ret;
+}
+
+static int restore_process(struct restore_ctx *ctx)
+{
+	int ret = infect_attach_stopped(ctx->pid, &ctx->inf);
+
+	if (!ret)
+		ret = infect_find_syscall(&ctx->inf);
+	if (!ret)
+		ret = regs_forget_rseq(ctx);
+	if (!ret)
+		ret = inject_all(ctx);
+	if (!ret)
+		ret = drop_internal(ctx);
+	if (!ret)
+		ret = restore_finish(ctx);
+	return ret;
+}
+
+/* Zombies die now; their parents are still stopped, so nobody reaps them yet. */
+static int make_zombies(struct tree *t)
+{
+	for (size_t i = 0; i < t->nr_pstree; i++) {
+		PstreeEntry *e = t->pstree[i];
+		char path[64], *buf;
+		bool dead = false;
+
+		if (!e->zombie)
+			continue;
+		if (write(syncs[i].go[1], "g", 1) != 1)
+			return -EPIPE;
+		snprintf(path, sizeof(path), "/proc/%u/stat", e->pid);
+		for (int n = 0; n < 500 && !dead; n++) {
+			if (!sys_read_file(path, &buf, NULL)) {
+				char *p = strrchr(buf, ')');
+
+				dead = p && p[1] && p[2] == 'Z';
+				free(buf);
+			}
+			if (!dead)
+				usleep(10 * 1000);
+		}
+		if (!dead) {
+			pr_err("pid %u did not become a zombie again", e->pid);
+			return -ETIMEDOUT;
+		}
+	}
+	return 0;
+}
+
+static void close_tree_fds(struct tree *t)
+{
+	/* amber keeps no end of the restored pipes and files open */
+	for (size_t i = 0; t->desc_fd && i < t->nr_rfiles; i++)
+		close(t->desc_fd[i]);
+	for (size_t p = 0; p < t->nr_procs; p++)
+		if (t->rprocs[p]->pages_fd >= 0)
+			close(t->rprocs[p]->pages_fd);
+}
+
+static void kill_tree(struct tree *t)
+{
+	for (size_t i = 0; i < t->nr_pstree; i++) {
+		char comm[64];
+
+		/* only what we created: a pid of ours is traced or our descendant */
+		if (pid_in_use(t->pstree[i]->pid, comm, sizeof(comm)))
+			kill(t->pstree[i]->pid, SIGKILL);
+	}
+	while (sys_waitpid(-1, NULL, __WALL) > 0)
+		;
+}
+
 static int do_restore(struct opts *o)
 {
-	struct restore_ctx ctx = { .o = o, .pages_fd = -1 };
-	int go[2] = { -1, -1 }, report[2] = { -1, -1 }, ret;
-	long pid;
+	struct tree t = { .o = o };
+	int ret;
 
-	ctx.dirfd = sys_open(o->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
-	if (ctx.dirfd < 0) {
-		pr_err("cannot open image directory %s: %s", o->dir, strerror(-ctx.dirfd));
-		return ctx.dirfd;
+	t.dirfd = sys_open(o->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+	if (t.dirfd < 0) {
+		pr_err("cannot open image directory %s: %s", o->dir, strerror(-t.dirfd));
+		return t.dirfd;
 	}
-	ret = img_verify_dir(ctx.dirfd, o->dir, &ctx.inv);
+	ret = img_verify_dir(t.dirfd, o->dir, &t.inv);
 	if (ret)
 		goto close_dir;
-	if (ctx.inv->shell_job && !o->shell_job) {
+	if (t.inv->shell_job && !o->shell_job) {
 		pr_err("%s was dumped with --shell-job; restore it with -j from a terminal", o->dir);
 		ret = -EINVAL;
 		goto close_dir;
 	}
-	ctx.pid = ctx.inv->root_pid;
-	ret = read_images(&ctx);
+	ret = read_pstree(&t);
+	if (!ret)
+		ret = read_processes(&t);
+	for (size_t i = 0; !ret && i < t.nr_pstree; i++)
+		ret = wait_pid_free(t.pstree[i]->pid);
 	if (ret)
 		goto close_dir;
-	ret = wait_pid_free(ctx.pid);
+	compute_fd_base(&t);
+	raise_nofile(&t);
+	ret = make_syncs(&t);
+	if (!ret)
+		ret = run_restore_tree(&t);
 	if (ret)
 		goto close_dir;
-	ctx.fd_base = child_fd_base(&ctx);
-	if (pipe2(go, O_CLOEXEC) || pipe2(report, O_CLOEXEC)) {
-		ret = -errno;
-		goto close_pipes;
-	}
 
-	pid = sys_clone3_set_tid(ctx.pid, SIGCHLD);
-	if (pid == 0) {
-		close(go[1]);
-		close(report[0]);
-		child_main(&ctx, go[0], report[1]);
+	ret = create_tree(&t);
+	close_tree_fds(&t);
+	for (size_t p = 0; !ret && p < t.nr_procs; p++)
+		ret = restore_process(t.rprocs[p]);
+	if (!ret)
+		ret = make_zombies(&t);
+	if (ret)
+		goto kill_tree;
+	for (size_t p = 0; p < t.nr_procs; p++) {
+		struct restore_ctx *ctx = t.rprocs[p];
+
+		if (ctx->core->has_stop_signal && ctx->core->stop_signal)
+			kill(ctx->pid, ctx->core->stop_signal);
+		for (size_t i = 1; i < ctx->nr_threads; i++)
+			infect_detach(ctx->threads[i].inf);
+		ret = infect_detach(&ctx->inf);
+		if (ret)
+			goto kill_tree;
 	}
-	if (pid < 0) {
-		ret = (int)pid;
-		if (ret == -EEXIST)
-			pr_err("pid %d was taken by another process just now; try again", ctx.pid);
-		else if (ret == -EPERM)
-			pr_err("cannot create a process with pid %d: need root (CAP_SYS_ADMIN or "
-			       "CAP_CHECKPOINT_RESTORE)",
-			       ctx.pid);
-		else
-			pr_err("clone3 with pid %d failed: %s", ctx.pid, strerror(-ret));
-		goto close_pipes;
-	}
-	close(go[0]);
-	close(report[1]);
-	go[0] = report[1] = -1;
-	ret = (int)sys_ptrace(PTRACE_SEIZE, ctx.pid, NULL, (void *)(long)PTRACE_O_EXITKILL);
-	if (ret) {
-		pr_err("cannot trace the restore child %d: %s", ctx.pid, strerror(-ret));
-		goto kill_child;
-	}
-	if (write(go[1], "g", 1) != 1) {
-		ret = -EPIPE;
-		goto kill_child;
-	}
-	ret = read_child_report(&ctx, report[0]);
-	if (ret)
-		goto kill_child;
-	ret = wait_child_stop(ctx.pid);
-	if (ret)
-		goto kill_child;
-	ret = infect_attach_stopped(ctx.pid, &ctx.inf);
-	if (ret)
-		goto kill_child;
-	ret = infect_find_syscall(&ctx.inf);
-	if (ret)
-		goto kill_child;
-	ret = regs_forget_rseq(&ctx);
-	if (ret)
-		goto kill_child;
-	ret = inject_all(&ctx);
-	if (ret)
-		goto kill_child;
-	ret = drop_internal(&ctx);
-	if (ret)
-		goto kill_child;
-	ret = restore_finish(&ctx);
-	if (ret)
-		goto kill_child;
-	if (ctx.core->has_stop_signal && ctx.core->stop_signal)
-		kill(ctx.pid, ctx.core->stop_signal);
-	for (size_t i = 1; i < ctx.nr_threads; i++)
-		infect_detach(ctx.threads[i].inf);
-	ret = infect_detach(&ctx.inf);
-	if (ret)
-		goto kill_child;
-	pr_info("pid %d restored (%ld injected syscalls)", ctx.pid, ctx.inf.nr_syscalls);
-	if (o->pidfile && write_pidfile(o->pidfile, ctx.pid))
-		pr_warn("pid %d runs, but the pidfile was not written", ctx.pid);
+	pr_info("%zu process(es) restored from %s", t.nr_procs, o->dir);
+	if (o->pidfile && write_pidfile(o->pidfile, t.pstree[0]->pid))
+		pr_warn("pid %u runs, but the pidfile was not written", t.pstree[0]->pid);
 	if (!o->detached)
-		ret = wait_restored(&ctx) | RESTORE_WAITED;
-	goto close_pipes;
+		ret = wait_restored(t.rprocs[0]) | RESTORE_WAITED;
+	goto close_dir;
 
-kill_child:
-	kill(ctx.pid, SIGKILL);
-	while (sys_waitpid(ctx.pid, NULL, __WALL) > 0)
-		;
-	pr_err("restore of pid %d from %s failed; nothing was left running", ctx.pid, o->dir);
+kill_tree:
+	kill_tree(&t);
+	pr_err("restore from %s failed; nothing was left running", o->dir);
 	if (!ret)
 		ret = -EIO;
-close_pipes:
+close_dir:
 	if (o->shell_job && !o->detached)
 		reclaim_terminal();
-	for (int i = 0; i < 2; i++) {
-		if (go[i] >= 0)
-			close(go[i]);
-		if (report[i] >= 0)
-			close(report[i]);
-	}
-close_dir:
-	close(ctx.dirfd);
+	close(t.dirfd);
 	return ret;
 }
 

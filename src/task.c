@@ -117,15 +117,8 @@ static int task_restore_child(struct restore_ctx *ctx)
 	char buf[32];
 	int ret;
 
-	if (c->sid == c->pid && setsid() < 0) {
-		pr_err("pid %d: setsid failed: %m", ctx->pid);
-		return -errno;
-	}
-	if (c->sid != c->pid && c->pgid == c->pid) {
-		if (setpgid(0, 0)) {
-			pr_err("pid %d: setpgid failed: %m", ctx->pid);
-			return -errno;
-		}
+	/* session and own group were made in restore.c, before the children */
+	if (c->sid != c->pid && c->pgid == c->pid && (uint32_t)ctx->pid == ctx->tree->pstree[0]->pid) {
 		/* A shell job leading its group was the terminal's foreground job. */
 		for (int fd = 0; ctx->o->shell_job && fd < 3; fd++)
 			if (isatty(fd) && !tcsetpgrp(fd, getpid()))
@@ -158,9 +151,32 @@ static int task_restore_child(struct restore_ctx *ctx)
 	return 0;
 }
 
+/* Every process exists now: join a group some other process of the tree leads. */
+static int task_restore_inject(struct restore_ctx *ctx)
+{
+	pid_t pgid = (pid_t)ctx->core->pgid;
+	long r;
+
+	if (pgid == ctx->pid || getpgid(ctx->pid) == pgid)
+		return 0;
+	for (size_t i = 0; i < ctx->tree->nr_pstree; i++) {
+		if (ctx->tree->pstree[i]->pid != (uint32_t)pgid)
+			continue;
+		r = infect_call(&ctx->inf, SYS_setpgid, 0, pgid, 0, 0, 0, 0);
+		if (r) {
+			pr_err("pid %d: cannot join process group %d: %s", ctx->pid, pgid,
+			       strerror((int)-r));
+			return (int)r;
+		}
+		return 0;
+	}
+	return 0; /* a group outside the tree: it stays in amber's (shell job) */
+}
+
 const struct resource_ops task_ops = {
 	.name = "task",
 	.dump = task_dump,
 	.restore_read = task_restore_read,
 	.restore_child = task_restore_child,
+	.restore_inject = task_restore_inject,
 };
