@@ -421,7 +421,8 @@ static int mem_restore_read(struct restore_ctx *ctx)
 		    e->end > TASK_SIZE_MAX || e->pgoff % PAGE_SIZE || e->kind > VMA_KIND__VMA_VVAR_VCLOCK ||
 		    (e->has_file_id && e->file_id >= ctx->nr_files) ||
 		    ((e->kind == VMA_KIND__VMA_FILE_PRIVATE || e->kind == VMA_KIND__VMA_FILE_SHARED) &&
-		     !e->has_file_id))
+		     !e->has_file_id) ||
+		    (e->kind == VMA_KIND__VMA_ANON_SHARED && !e->has_shmem_id))
 			goto corrupt;
 		prev_end = e->end;
 	}
@@ -480,8 +481,93 @@ static int open_pages(struct restore_ctx *ctx)
  * descriptions (files.c opened them all); each process's pages file is
  * opened here, at an fd every process inherits.
  */
+/*
+ * MAP_SHARED|MAP_ANONYMOUS memory is one shmem object, whoever maps it: amber
+ * makes one per object of the dump and every process maps it through the
+ * same fd, so a store in one is seen by the others, as before.
+ */
+static struct {
+	uint64_t id;
+	uint64_t size;
+	int fd;
+} *shm;
+static size_t nr_shm;
+
+static int shm_index(uint64_t id)
+{
+	for (size_t i = 0; i < nr_shm; i++)
+		if (shm[i].id == id)
+			return (int)i;
+	return -1;
+}
+
+static int make_shm(struct tree *t, size_t i)
+{
+	char path[64];
+	void *p = mmap(NULL, shm[i].size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	int fd;
+
+	if (p == MAP_FAILED) {
+		pr_err("cannot create shared memory of %llu bytes: %m",
+		       (unsigned long long)shm[i].size);
+		return -errno;
+	}
+	/* The mapping's own file ("/dev/zero (deleted)"), as an fd to hand on. */
+	snprintf(path, sizeof(path), "/proc/self/map_files/%lx-%lx", (unsigned long)p,
+		 (unsigned long)p + (unsigned long)shm[i].size);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	munmap(p, shm[i].size);
+	if (fd < 0) {
+		pr_err("cannot open %s: %m (amber needs CAP_SYS_ADMIN for it)", path);
+		return -errno;
+	}
+	shm[i].fd = fcntl(fd, F_DUPFD_CLOEXEC, t->fd_base);
+	close(fd);
+	return shm[i].fd < 0 ? -errno : 0;
+}
+
+static int collect_shm(struct tree *t)
+{
+	for (size_t p = 0; p < t->nr_procs; p++) {
+		MmEntry *mm = t->rprocs[p]->mm;
+
+		for (size_t v = 0; v < mm->n_vmas; v++) {
+			VmaEntry *e = mm->vmas[v];
+			uint64_t end = e->pgoff + (e->end - e->start);
+			int i;
+
+			if (e->kind != VMA_KIND__VMA_ANON_SHARED)
+				continue;
+			i = shm_index(e->shmem_id);
+			if (i < 0) {
+				void *n = realloc(shm, (nr_shm + 1) * sizeof(*shm));
+
+				if (!n)
+					return -ENOMEM;
+				shm = n;
+				i = (int)nr_shm++;
+				shm[i].id = e->shmem_id;
+				shm[i].size = 0;
+			}
+			if (end > shm[i].size)
+				shm[i].size = end;
+		}
+	}
+	for (size_t i = 0; i < nr_shm; i++) {
+		int ret = make_shm(t, i);
+
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
 static int mem_restore_tree(struct tree *t)
 {
+	int ret = collect_shm(t);
+
+	if (ret)
+		return ret;
 	for (size_t p = 0; p < t->nr_procs; p++) {
 		struct restore_ctx *ctx = t->rprocs[p];
 		int fd = open_pages(ctx);
@@ -797,23 +883,26 @@ static int fill_vma(struct restore_ctx *ctx, const VmaEntry *e, size_t *pm)
 
 static int map_vma(struct restore_ctx *ctx, const VmaEntry *e, size_t *pm)
 {
-	bool anon = e->kind == VMA_KIND__VMA_ANON_PRIVATE || e->kind == VMA_KIND__VMA_ANON_SHARED ||
-		    e->kind == VMA_KIND__VMA_VDSO;
+	bool anon = e->kind == VMA_KIND__VMA_ANON_PRIVATE || e->kind == VMA_KIND__VMA_VDSO;
 	bool shared = e->kind == VMA_KIND__VMA_ANON_SHARED || e->kind == VMA_KIND__VMA_FILE_SHARED;
 	bool filled = *pm < ctx->nr_pm && ctx->pm[*pm]->vaddr < e->end;
 	long prot = e->prot | (filled ? PROT_WRITE : 0);
 	long flags = MAP_FIXED | (shared ? MAP_SHARED : MAP_PRIVATE) | (anon ? MAP_ANONYMOUS : 0) |
 		     (e->growsdown ? MAP_GROWSDOWN : 0);
-	long fd = anon ? -1 : ctx->map_fd[e->file_id];
+	long fd = anon ? -1
+		  : e->kind == VMA_KIND__VMA_ANON_SHARED ? shm[shm_index(e->shmem_id)].fd
+							: ctx->map_fd[e->file_id];
 	long r;
 	int ret;
 
 	r = infect_call(&ctx->inf, SYS_mmap, e->start, e->end - e->start, prot, flags, fd,
 			anon ? 0 : e->pgoff);
 	if (r != (long)e->start) {
+		bool named = e->has_file_id;
+
 		pr_err("pid %d: cannot map %llx-%llx%s%s: %s", ctx->pid,
-		       (unsigned long long)e->start, (unsigned long long)e->end, anon ? "" : " of ",
-		       anon ? "" : ctx->files[e->file_id]->path,
+		       (unsigned long long)e->start, (unsigned long long)e->end,
+		       named ? " of " : "", named ? ctx->files[e->file_id]->path : "",
 		       strerror(r < 0 && r > -4096 ? (int)-r : EFAULT));
 		return r < 0 && r > -4096 ? (int)r : -EFAULT;
 	}

@@ -5,13 +5,16 @@
  *      written before the dump, and sharing a file description (offset) with
  *      the root; A forks a grandchild G that sleeps in the same group;
  *   S: a child that made its own session (setsid);
- *   Z: a child that exited with status 7 and was not reaped (a zombie).
+ *   Z: a child that exited with status 7 and was not reaped (a zombie);
+ * and the root and A share MAP_SHARED|MAP_ANONYMOUS memory.
  * After go: pids, parents, groups and sessions must be those of before, the
- * pipe data arrives, a write by A moves the offset the root sees, the root's
+ * pipe data arrives, a write by A moves the offset the root sees and a store
+ * by A in the shared memory is seen by the root, the root's
  * waitpid() on Z returns exit status 7, and every child exits 0 (its own
  * checks passed).
  */
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 
 #include "prog.h"
@@ -26,10 +29,16 @@ int main(int argc, char **argv)
 	pid_t root = getpid(), a, s, z, g = 0;
 	int p[2], gp[2], fd, st;
 	pid_t r;
+	volatile long *shared = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+				     -1, 0);
 	off_t before, after;
 	long gbuf;
 
 	prog_init(argc, argv);
+	if (shared == MAP_FAILED)
+		prog_die("mmap");
+	shared[0] = 1111;
+	shared[1000] = 2222;
 	fd = open(prog_path("shared.dat"), O_RDWR | O_CREAT | O_TRUNC, 0644);
 	if (fd < 0 || write(fd, "root", 4) != 4 || pipe(p) || pipe(gp))
 		prog_die("setup");
@@ -58,6 +67,8 @@ int main(int argc, char **argv)
 		ok = read(p[0], buf, 5) == 5 && !memcmp(buf, "hello", 5);
 		ok &= child_checks(root, getpid(), getsid(root));
 		ok &= write(fd, "A", 1) == 1; /* moves the shared offset */
+		ok &= shared[0] == 1111 && shared[1000] == 2222;
+		shared[1] = 3333;
 		ok &= waitpid(g, &st, 0) == g && WIFEXITED(st) && WEXITSTATUS(st) == 0;
 		_exit(ok ? 0 : 1);
 	}
@@ -106,6 +117,8 @@ int main(int argc, char **argv)
 	r = waitpid(s, &st, 0);
 	CHECK(r == s && WIFEXITED(st) && WEXITSTATUS(st) == 0,
 	      "child S (own session) wait status 0x%x", st);
+	CHECK(shared[1] == 3333 && shared[0] == 1111, "shared memory: A's store seen (%ld)",
+	      shared[1]);
 	after = lseek(fd, 0, SEEK_CUR);
 	CHECK(after == before + 1, "shared offset moved by A: %ld -> %ld", (long)before,
 	      (long)after);
