@@ -7,7 +7,9 @@ LDLIBS  += -lprotobuf-c -lxxhash
 
 B       := build
 SRCS    := $(wildcard src/*.c)
-OBJS    := $(SRCS:src/%.c=$(B)/obj/%.o) $(B)/obj/amber.pb-c.o
+PROTOS  := $(wildcard images/*.proto)
+PB_C    := $(PROTOS:images/%.proto=$(B)/gen/%.pb-c.c)
+OBJS    := $(SRCS:src/%.c=$(B)/obj/%.o) $(PROTOS:images/%.proto=$(B)/obj/%.pb-c.o)
 LIBOBJS := $(filter-out $(B)/obj/main.o,$(OBJS))
 
 PROGS_SRC := $(wildcard tests/e2e/progs/*.c)
@@ -17,15 +19,19 @@ UNITS     := $(UNIT_SRC:tests/unit/%.c=$(B)/unit/%)
 
 all: $(B)/amber
 
-$(B)/gen/amber.pb-c.c $(B)/gen/amber.pb-c.h: images/amber.proto
+# protoc-c writes every generated file at once; the stamp stands for them all.
+$(B)/gen/.stamp: $(PROTOS)
 	@mkdir -p $(B)/gen
-	protoc-c --proto_path=images --c_out=$(B)/gen images/amber.proto
+	protoc-c --proto_path=images --c_out=$(B)/gen $(PROTOS)
+	@touch $@
 
-$(B)/obj/amber.pb-c.o: $(B)/gen/amber.pb-c.c
+$(PB_C) $(PB_C:.c=.h): $(B)/gen/.stamp
+
+$(B)/obj/%.pb-c.o: $(B)/gen/%.pb-c.c $(B)/gen/.stamp
 	@mkdir -p $(B)/obj
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-$(B)/obj/%.o: src/%.c $(B)/gen/amber.pb-c.h
+$(B)/obj/%.o: src/%.c $(B)/gen/.stamp
 	@mkdir -p $(B)/obj
 	$(CC) $(CFLAGS) -c -o $@ $<
 

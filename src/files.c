@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "amber.h"
+#include "files.h"
 #include "log.h"
 #include "proc.h"
 #include "sys.h"
@@ -214,6 +215,31 @@ close_src:
 	return ret;
 }
 
+/* A kind from fd_types[]: it gets amber's own dup of the description. */
+static int dump_other(struct dump_ctx *ctx, int fd, const char *link, const struct stat *st,
+		      RegFile *f)
+{
+	for (const struct fd_type *const *t = fd_types; *t; t++) {
+		int dup, ret;
+
+		if (!(*t)->match(link, st))
+			continue;
+		dup = sys_pidfd_getfd(ctx->pidfd, fd);
+		if (dup < 0) {
+			pr_err("pid %d: cannot get a copy of fd %d (%s): %s", ctx->pid, fd, link,
+			       strerror(-dup));
+			return dup;
+		}
+		f->kind = (*t)->kind;
+		ret = (*t)->dump(ctx, fd, dup, f);
+		close(dup);
+		return ret;
+	}
+	pr_err("pid %d: fd %d is %s, a kind of file amber cannot dump yet (see README, Limits)",
+	       ctx->pid, fd, link);
+	return -EOPNOTSUPP;
+}
+
 static bool pipe_seen(struct dump_ctx *ctx, uint64_t ino)
 {
 	for (size_t i = 0; i < ctx->files->n; i++)
@@ -279,10 +305,9 @@ static int describe_fd(struct dump_ctx *ctx, int fd, unsigned flags, uint64_t po
 				return ret;
 		}
 	} else {
-		pr_err("pid %d: fd %d is %s, a kind of file amber cannot dump yet (sockets, "
-		       "eventfd, epoll... come with process trees; see README, Limits)",
-		       ctx->pid, fd, path);
-		return -EOPNOTSUPP;
+		ret = dump_other(ctx, fd, path, &st, f);
+		if (ret)
+			return ret;
 	}
 	ret = files_add(ctx, f);
 	if (ret < 0)
@@ -691,8 +716,34 @@ static int open_desc(struct tree *t, RegFile *f)
 	case FILE_KIND__FILE_FIFO:
 		return pipe_end(t, f);
 	default:
+		for (const struct fd_type *const *ft = fd_types; *ft; ft++)
+			if ((*ft)->kind == f->kind)
+				return (*ft)->open(t, f);
+		pr_err("%s: a kind of file this amber cannot restore (%d)", f->path, f->kind);
 		return -EINVAL;
 	}
+}
+
+static const struct fd_type *type_of(RegFile *f)
+{
+	for (const struct fd_type *const *ft = fd_types; *ft; ft++)
+		if ((*ft)->kind == f->kind)
+			return *ft;
+	return NULL;
+}
+
+int files_id_of(struct tree *t, pid_t pid, int fd)
+{
+	for (size_t p = 0; p < t->nr_procs; p++) {
+		struct restore_ctx *ctx = t->rprocs[p];
+
+		if (ctx->pid != pid)
+			continue;
+		for (size_t i = 0; i < ctx->nr_fds; i++)
+			if ((int)ctx->fds[i]->fd == fd)
+				return (int)ctx->fds[i]->file_id;
+	}
+	return -1;
 }
 
 static int files_restore_tree(struct tree *t)
@@ -712,6 +763,16 @@ static int files_restore_tree(struct tree *t)
 			return fd;
 		}
 		t->desc_fd[i] = fd;
+	}
+	for (size_t i = 0; i < t->nr_rfiles; i++) {
+		const struct fd_type *ft = type_of(t->rfiles[i]);
+		int ret;
+
+		if (!ft || !ft->post_open)
+			continue;
+		ret = ft->post_open(t, t->rfiles[i], t->desc_fd[i]);
+		if (ret)
+			return ret;
 	}
 	return 0;
 }

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Kinds of open files beyond regular files, directories, devices, terminals
+ * and pipes (which files.c handles itself).  Each kind lives in its own file
+ * (eventfd.c, epoll.c, sk-unix.c, ...) and is listed in fd_types[]
+ * (fd-types.c).  Its state goes into its own message of RegFile
+ * (images/anonfd.proto, images/sk.proto).
+ */
+#ifndef AMBER_FILES_H
+#define AMBER_FILES_H
+
+#include <stdbool.h>
+#include <sys/stat.h>
+
+#include "amber.h"
+
+struct fd_type {
+	const char *name;
+	FileKind kind;
+	/* Is this open file of this kind?  link: readlink of /proc/PID/fd/N. */
+	bool (*match)(const char *link, const struct stat *st);
+	/*
+	 * Fill f's message for fd of ctx's process (f->kind is set already).
+	 * dup is amber's own fd on the same open file description (pidfd_getfd),
+	 * valid during the call; the task is frozen.
+	 */
+	int (*dump)(struct dump_ctx *ctx, int fd, int dup, RegFile *f);
+	/*
+	 * In amber, before any restored process exists: create the open file
+	 * description and return an fd on it (any number; files.c moves it).
+	 * Every restored process that had it gets it from there.
+	 */
+	int (*open)(struct tree *t, RegFile *f);
+	/* Optional: once every description is open (epoll adds its targets). */
+	int (*post_open)(struct tree *t, RegFile *f, int fd);
+};
+
+extern const struct fd_type *const fd_types[]; /* NULL-terminated */
+
+/* Find which process's fd table an (pid, fd) pair refers to: its file id, or -1. */
+int files_id_of(struct tree *t, pid_t pid, int fd);
+
+#endif
