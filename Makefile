@@ -44,7 +44,7 @@ $(B)/amber: $(B)/obj/main.o $(B)/libamber.a
 # Test programs (targets of checkpoint/restore).  *-static.c build static.
 $(B)/progs/%: tests/e2e/progs/%.c tests/e2e/progs/prog.h
 	@mkdir -p $(B)/progs
-	$(CC) -O1 -g -Wall -D_GNU_SOURCE $(if $(findstring static,$*),-static,) -o $@ $< $(if $(findstring avx512,$*),-mavx512f,-mavx2) -lrt -pthread
+	$(CC) -MMD -MP -O1 -g -Wall -D_GNU_SOURCE $(if $(findstring static,$*),-static,) -o $@ $< $(if $(findstring avx512,$*),-mavx512f,-mavx2) -lrt -pthread
 
 $(B)/unit/%: tests/unit/%.c $(B)/libamber.a
 	@mkdir -p $(B)/unit
@@ -72,4 +72,4 @@ clean:
 	rm -rf $(B)
 
 .PHONY: all setup progs units test bench demo format clean
--include $(OBJS:.o=.d)
+-include $(OBJS:.o=.d) $(PROGS:=.d)

@@ -52,6 +52,7 @@ enum {
 	VMF_SEQ_READ = 1 << 8,
 	VMF_RAND_READ = 1 << 9,
 	VMF_MAYWRITE = 1 << 10,
+	VMF_NORESERVE = 1 << 11,
 };
 
 /* Open file descriptions found while dumping; ids index this table. */

@@ -46,13 +46,15 @@ static int creds_dump_thread(struct dump_ctx *ctx, struct thread *t)
 	memcpy(cr->groups, st->groups, sizeof(uint32_t) * st->nr_groups);
 	cr->cap_inh = st->cap_inh, cr->cap_prm = st->cap_prm, cr->cap_eff = st->cap_eff;
 	cr->cap_bnd = st->cap_bnd, cr->cap_amb = st->cap_amb;
-	r = infect_call(t->inf, SYS_prctl, PR_GET_SECUREBITS, 0, 0, 0, 0, 0);
-	cr->securebits = r > 0 ? (uint32_t)r : 0;
 	t->core->creds = cr;
 	t->core->no_new_privs = st->no_new_privs;
+	ret = infect_ask(t->inf, &r, SYS_prctl, PR_GET_SECUREBITS, 0, 0);
+	if (ret)
+		return ret;
+	cr->securebits = r > 0 ? (uint32_t)r : 0;
 	/* reset by credential changes, so restored with them */
-	r = infect_call(t->inf, SYS_prctl, PR_GET_PDEATHSIG, t->inf->scratch, 0, 0, 0, 0);
-	if (!r)
+	ret = infect_ask(t->inf, &r, SYS_prctl, PR_GET_PDEATHSIG, t->inf->scratch, 0);
+	if (!ret && !r)
 		ret = infect_read(t->inf, t->inf->scratch, &t->core->pdeath_sig, sizeof(uint32_t));
 	return ret;
 }
@@ -157,8 +159,9 @@ static int restore_creds(struct thread *t)
 		return ret;
 	if (inj(t, "capabilities", SYS_capset, s, s + 64, 0) < 0)
 		return -EPERM;
+	/* KEEP_CAPS off again needs no capability (securebits would: CAP_SETPCAP) */
 	if (!(cr->securebits & 0x10) &&
-	    inj(t, "securebits", SYS_prctl, PR_SET_SECUREBITS, cr->securebits, 0) < 0)
+	    inj(t, "keep-caps", SYS_prctl, PR_SET_KEEPCAPS, 0, 0) < 0)
 		return -EPERM;
 	for (int cap = 0; cap < 64; cap++)
 		if ((cr->cap_amb & (1ULL << cap)) &&

@@ -258,6 +258,15 @@ long infect_call(struct infect *inf, long nr, long a1, long a2, long a3, long a4
 	return err ? err : ret;
 }
 
+int infect_ask(struct infect *inf, long *ret, long nr, long a1, long a2, long a3)
+{
+	int err = infect_syscall(inf, ret, nr, a1, a2, a3, 0, 0, 0);
+
+	if (err)
+		pr_err("pid %d: cannot make it run syscall %ld: %s", inf->pid, nr, strerror(-err));
+	return err;
+}
+
 int infect_scratch_map(struct infect *inf, unsigned long hint, size_t size)
 {
 	long flags = MAP_PRIVATE | MAP_ANONYMOUS | (hint ? MAP_FIXED_NOREPLACE : 0);

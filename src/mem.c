@@ -166,6 +166,8 @@ static int mem_dump(struct dump_ctx *ctx)
 		e->kind = v->kind;
 		e->pgoff = v->pgoff;
 		e->growsdown = !!(v->vmflags & VMF_GROWSDOWN);
+		if (v->vmflags & VMF_NORESERVE)
+			e->has_noreserve = e->noreserve = 1;
 		for (size_t m = 0; m < sizeof(madv_map) / sizeof(madv_map[0]); m++)
 			if (v->vmflags & madv_map[m].vmf)
 				e->madv |= 1u << m;
@@ -189,7 +191,9 @@ static int mem_dump(struct dump_ctx *ctx)
 	mm->arg_start = st.arg_start, mm->arg_end = st.arg_end;
 	mm->env_start = st.env_start, mm->env_end = st.env_end;
 	/* the current brk is in no /proc file: brk(0) asks the task */
-	r = infect_call(&ctx->inf, SYS_brk, 0, 0, 0, 0, 0, 0);
+	ret = infect_ask(&ctx->inf, &r, SYS_brk, 0, 0, 0);
+	if (ret)
+		return ret;
 	mm->brk = r > 0 ? (uint64_t)r : st.start_brk;
 	if (!mm->arg_start || !mm->env_end) {
 		pr_err("/proc/%d/stat shows no arg/env bounds; amber needs a kernel with the "
@@ -888,7 +892,7 @@ static int map_vma(struct restore_ctx *ctx, const VmaEntry *e, size_t *pm)
 	bool filled = *pm < ctx->nr_pm && ctx->pm[*pm]->vaddr < e->end;
 	long prot = e->prot | (filled ? PROT_WRITE : 0);
 	long flags = MAP_FIXED | (shared ? MAP_SHARED : MAP_PRIVATE) | (anon ? MAP_ANONYMOUS : 0) |
-		     (e->growsdown ? MAP_GROWSDOWN : 0);
+		     (e->growsdown ? MAP_GROWSDOWN : 0) | (e->noreserve ? MAP_NORESERVE : 0);
 	long fd = anon ? -1
 		  : e->kind == VMA_KIND__VMA_ANON_SHARED ? shm[shm_index(e->shmem_id)].fd
 							: ctx->map_fd[e->file_id];

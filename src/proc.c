@@ -128,7 +128,7 @@ static unsigned parse_vmflags(const char *s)
 		{ "gd", VMF_GROWSDOWN }, { "dc", VMF_DONTFORK },   { "wf", VMF_WIPEONFORK },
 		{ "dd", VMF_DONTDUMP },	 { "hg", VMF_HUGEPAGE },   { "nh", VMF_NOHUGEPAGE },
 		{ "mg", VMF_MERGEABLE }, { "lo", VMF_LOCKED },	   { "sr", VMF_SEQ_READ },
-		{ "rr", VMF_RAND_READ }, { "mw", VMF_MAYWRITE },
+		{ "rr", VMF_RAND_READ }, { "mw", VMF_MAYWRITE },   { "nr", VMF_NORESERVE },
 	};
 	unsigned flags = 0;
 

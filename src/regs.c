@@ -143,15 +143,22 @@ static int regs_dump_thread(struct dump_ctx *ctx, struct thread *t)
 		}
 	}
 	/* PR_GET_TID_ADDRESS writes the pointer into the task's memory */
-	ret = infect_call(t->inf, SYS_prctl, 40 /* PR_GET_TID_ADDRESS */, t->inf->scratch, 0,
-			  0, 0, 0);
-	if (ret == 0)
-		ret = infect_read(t->inf, t->inf->scratch, &core->clear_child_tid,
-				  sizeof(uint64_t));
-	else
-		pr_warn("pid %d: PR_GET_TID_ADDRESS failed (%s); clear_child_tid not saved",
-			tid, strerror((int)-ret));
-	return ret < 0 ? (int)ret : 0;
+	{
+		long r;
+		int err = infect_ask(t->inf, &r, SYS_prctl, 40 /* PR_GET_TID_ADDRESS */,
+				     t->inf->scratch, 0);
+
+		if (err)
+			return err;
+		if (r) {
+			pr_err("tid %d: PR_GET_TID_ADDRESS failed (%s); amber needs a kernel with "
+			       "CONFIG_CHECKPOINT_RESTORE",
+			       tid, strerror((int)-r));
+			return (int)r;
+		}
+		return infect_read(t->inf, t->inf->scratch, &core->clear_child_tid,
+				   sizeof(uint64_t));
+	}
 }
 
 static int regs_restore_read(struct restore_ctx *ctx)

@@ -74,14 +74,19 @@ static int task_dump(struct dump_ctx *ctx)
 		}
 	}
 	/* What only the task can tell: ask it. */
-	r = infect_call(&ctx->inf, SYS_prctl, PR_GET_DUMPABLE, 0, 0, 0, 0, 0);
+	ret = infect_ask(&ctx->inf, &r, SYS_prctl, PR_GET_DUMPABLE, 0, 0);
+	if (ret)
+		return ret;
 	c->dumpable = r >= 0 ? (uint32_t)r : 1;
-	r = infect_call(&ctx->inf, SYS_prctl, PR_GET_THP_DISABLE, 0, 0, 0, 0, 0);
+	ret = infect_ask(&ctx->inf, &r, SYS_prctl, PR_GET_THP_DISABLE, 0, 0);
+	if (ret)
+		return ret;
 	c->thp_disable = r > 0 ? 1 : 0;
-	r = infect_call(&ctx->inf, SYS_prctl, PR_GET_CHILD_SUBREAPER, ctx->inf.scratch, 0, 0, 0, 0);
-	if (!r && !infect_read(&ctx->inf, ctx->inf.scratch, &i32, sizeof(i32)))
-		c->child_subreaper = i32 != 0;
-	return 0;
+	ret = infect_ask(&ctx->inf, &r, SYS_prctl, PR_GET_CHILD_SUBREAPER, ctx->inf.scratch, 0);
+	if (!ret && !r)
+		ret = infect_read(&ctx->inf, ctx->inf.scratch, &i32, sizeof(i32));
+	c->child_subreaper = !ret && !r && i32 != 0;
+	return ret;
 }
 
 static int task_restore_read(struct restore_ctx *ctx)

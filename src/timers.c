@@ -72,24 +72,26 @@ static int dump_itimers(struct dump_ctx *ctx)
 	return 0;
 }
 
+/* "notify: signal/pid.N" or "none|signal|thread/tid.N" (SIGEV_THREAD_ID) */
 static int parse_notify(const char *s, PosixTimerEntry *e)
 {
-	char kind[16];
-	int tid = 0;
+	char kind[16], target[8];
+	int id = 0;
 
-	if (sscanf(s, "%15[a-z]/%*[a-z].%d", kind, &tid) < 1)
+	if (sscanf(s, "%15[a-z]/%7[a-z].%d", kind, target, &id) < 2)
 		return -EINVAL;
 	if (!strcmp(kind, "none"))
 		e->notify = SIGEV_NONE;
 	else if (!strcmp(kind, "signal"))
 		e->notify = SIGEV_SIGNAL;
 	else if (!strcmp(kind, "thread"))
-		e->notify = SIGEV_SIGNAL | SIGEV_THREAD_ID;
+		e->notify = SIGEV_THREAD;
 	else
 		return -EINVAL;
-	if (e->notify & SIGEV_THREAD_ID) {
+	if (!strcmp(target, "tid")) {
+		e->notify |= SIGEV_THREAD_ID;
 		e->has_notify_tid = 1;
-		e->notify_tid = tid;
+		e->notify_tid = id;
 	}
 	return 0;
 }
@@ -220,7 +222,7 @@ static int create_timer(struct restore_ctx *ctx, PosixTimerEntry *e, bool restor
 	int ret;
 
 	if (e->notify & SIGEV_THREAD_ID)
-		sev.tid = ctx->pid; /* single task: the thread is the process */
+		sev.tid = e->notify_tid; /* threads exist by now, with their tids */
 	ret = infect_write(&ctx->inf, sev_addr, &sev, sizeof(sev));
 	if (!ret)
 		ret = infect_write(&ctx->inf, id_addr, &id, sizeof(id));

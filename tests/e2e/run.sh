@@ -890,6 +890,13 @@ t_fault_restore_open_3_EACCES() { fault_restore counter 'open:3:EACCES'; }
 t_fault_restore_ptrace_5_EPERM() { fault_restore counter 'ptrace:5:EPERM'; }
 t_fault_restore_pread_EIO() { fault_restore counter 'pread:*:EIO'; }
 
+# ---------------------------------------------------------------- more tests
+# One file per area in tests.d/: each defines t_NAME functions and appends NAME to TESTS.
+for f in "$ROOT"/tests/e2e/tests.d/*.sh; do
+	# shellcheck source=/dev/null
+	. "$f"
+done
+
 # ---------------------------------------------------------------- runner
 
 usage() { sed -n '4,17p' "$0" | sed 's/^# \{0,1\}//'; }
