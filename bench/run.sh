@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# make bench: time amber dump and restore on the workloads of bench/workload.c,
+# and the same with CRIU where an upstream CRIU 4.x is installed (`criu` in
+# PATH, or CRIU=path), printed side by side as ratios (amber / CRIU; < 1 means
+# amber is faster).  Images go to a tmpfs (BENCH_DIR, default /dev/shm) so the
+# disk does not dominate.  Each row is the median of BENCH_RUNS runs (3).
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+AMBER=$ROOT/build/amber
+W=$ROOT/build/bench-workload
+DIR=${BENCH_DIR:-/dev/shm}/amber-bench.$$
+RUNS=${BENCH_RUNS:-3}
+CRIU=${CRIU:-$(command -v criu || true)}
+
+mkdir -p "$DIR"
+trap 'rm -rf "$DIR"' EXIT
+gcc -O2 -pthread -o "$W" "$ROOT/bench/workload.c" || exit 1
+
+if [ -n "$CRIU" ] && ! "$CRIU" --version 2>/dev/null | grep -qE 'Version: ([4-9]|[1-9][0-9])\.'; then
+	echo "# $CRIU is not CRIU 4.x (Debian's 3.17 does not work on this kernel): amber only"
+	CRIU=
+fi
+[ -n "$CRIU" ] || echo "# no upstream CRIU 4.x installed: amber only (set CRIU=path to compare)"
+
+now() { date +%s.%N; }
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+wait_gone() { # PIDS...
+	for p in "$@"; do
+		for _ in $(seq 400); do [ -e /proc/$p ] || break; sleep 0.025; done
+	done
+}
+
+start() { # ARGS -> sets WPID (the workload, in its own session)
+	local out=$DIR/w.out
+	rm -f "$out"
+	setsid "$W" "$@" >"$out" 2>/dev/null </dev/null &
+	WPID=$! # setsid execs in place: not a group leader in a script
+	for _ in $(seq 600); do grep -q ready "$out" 2>/dev/null && break; sleep 0.05; done
+	# a tree is ready when all its processes exist
+	[ "$1" = tree ] && for _ in $(seq 600); do
+		[ "$(tree_pids "$WPID" | wc -l)" -ge "$2" ] && break
+		sleep 0.05
+	done
+}
+
+tree_pids() { # PID: the pid and its descendants
+	local p=$1 c
+	echo "$p"
+	for c in $(cat /proc/$p/task/*/children 2>/dev/null); do tree_pids "$c"; done
+}
+
+# one run: prints "dump_seconds restore_seconds" or "fail fail"
+run_amber() {
+	local img=$DIR/img t0 t1 t2 pids
+	rm -rf "$img"
+	pids=$(tree_pids "$WPID")
+	t0=$(now)
+	"$AMBER" dump -t "$WPID" -D "$img" >/dev/null 2>&1 || { echo "fail fail"; return; }
+	t1=$(now)
+	wait_gone $pids
+	t2=$(now)
+	"$AMBER" restore -D "$img" -d >/dev/null 2>&1 || { echo "fail fail"; return; }
+	printf '%.3f %.3f\n' "$(echo "$t1 - $t0" | bc)" "$(echo "$(now) - $t2" | bc)"
+}
+
+run_criu() {
+	local img=$DIR/cimg t0 t1 t2 pids
+	rm -rf "$img"; mkdir -p "$img"
+	pids=$(tree_pids "$WPID")
+	t0=$(now)
+	"$CRIU" dump -t "$WPID" -D "$img" --shell-job >/dev/null 2>&1 || { echo "fail fail"; return; }
+	t1=$(now)
+	wait_gone $pids
+	t2=$(now)
+	"$CRIU" restore -D "$img" -d --shell-job >/dev/null 2>&1 || { echo "fail fail"; return; }
+	printf '%.3f %.3f\n' "$(echo "$t1 - $t0" | bc)" "$(echo "$(now) - $t2" | bc)"
+}
+
+bench_row() { # NAME TOOL ARGS...
+	local name=$1 tool=$2 d=() r=() i res
+	shift 2
+	for i in $(seq "$RUNS"); do
+		start "$@"
+		res=$("run_$tool")
+		d+=("${res% *}")
+		r+=("${res#* }")
+		pkill -KILL -s "$WPID" 2>/dev/null
+		wait_gone $(tree_pids "$WPID") "$WPID"
+	done
+	echo "$(printf '%s\n' "${d[@]}" | median) $(printf '%s\n' "${r[@]}" | median)"
+}
+
+ratio() { [[ $1 == fail || $2 == fail || $2 == - ]] && echo "-" || echo "scale=2; $1 / $2" | bc; }
+
+printf '%-22s %10s %10s %10s %10s %8s %8s\n' workload "amber dump" restore "criu dump" restore "d ratio" "r ratio"
+for row in "1 GiB memory:mem 1024" "4 GiB memory:mem 4096" "tree of 50:tree 50" \
+	   "tree of 500:tree 500" "100 threads:threads 100"; do
+	name=${row%%:*}
+	args=${row#*:}
+	read -r ad ar <<<"$(bench_row "$name" amber $args)"
+	cd=- cr=-
+	[ -n "$CRIU" ] && read -r cd cr <<<"$(bench_row "$name" criu $args)"
+	printf '%-22s %10s %10s %10s %10s %8s %8s\n' "$name" "$ad" "$ar" "$cd" "$cr" \
+		"$(ratio "$ad" "$cd")" "$(ratio "$ar" "$cr")"
+done
