@@ -483,7 +483,7 @@ static void probe_clone3_set_tid(struct feature *f)
 
 		if (!want)
 			break;
-		got = sys_clone3_set_tid(want, SIGCHLD);
+		got = sys_clone3_set_tid(want, SIGCHLD, 0);
 		if (got == 0)
 			_exit(0);
 		if (got == -EEXIST)

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "amber.h"
+#include "uapi/amber_kernel.h"
 #include "dump.h"
 #include "log.h"
 #include "proc.h"
@@ -466,6 +467,111 @@ static int check_tree_layout(struct tree *t)
 	return 0;
 }
 
+static PstreeEntry *entry_of(struct tree *t, uint32_t pid)
+{
+	for (size_t i = 0; i < t->nr_pstree; i++)
+		if (t->pstree[i]->pid == pid)
+			return t->pstree[i];
+	return NULL;
+}
+
+static int kcmp_type;
+static int kcmp_err;
+
+static int kcmp_procs(const void *a, const void *b)
+{
+	const struct dump_ctx *x = *(struct dump_ctx *const *)a, *y = *(struct dump_ctx *const *)b;
+	int r = sys_kcmp(x->pid, y->pid, kcmp_type, 0, 0);
+
+	if (r < 0) {
+		kcmp_err = r;
+		return x->pid - y->pid;
+	}
+	return r == 0 ? 0 : r == 1 ? -1 : 1;
+}
+
+/*
+ * What processes (not threads) share through clone() flags: sorted by kcmp
+ * order, sharers are adjacent.  An fd table or fs shared with the parent is
+ * recreated with the same flag; sharing the address space or the signal
+ * handlers without being threads is refused.
+ */
+static int check_sharing(struct tree *t)
+{
+	static const struct {
+		int type;
+		const char *what;
+	} kinds[] = { { KCMP_FILES, "fd table" },
+		      { KCMP_FS, "cwd/root/umask" },
+		      { KCMP_VM, "address space" },
+		      { KCMP_SIGHAND, "signal handlers" } };
+	struct dump_ctx **v = malloc(t->nr_procs * sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		memcpy(v, t->dprocs, t->nr_procs * sizeof(*v));
+		kcmp_type = kinds[k].type;
+		kcmp_err = 0;
+		qsort(v, t->nr_procs, sizeof(*v), kcmp_procs);
+		for (size_t i = 0; !kcmp_err && i < t->nr_procs; i++) {
+			bool with_prev = i > 0 && !sys_kcmp(v[i - 1]->pid, v[i]->pid, kcmp_type, 0, 0);
+			bool with_next = i + 1 < t->nr_procs &&
+					 !sys_kcmp(v[i]->pid, v[i + 1]->pid, kcmp_type, 0, 0);
+			PstreeEntry *e = entry_of(t, v[i]->pid);
+			struct dump_ctx *parent = NULL;
+
+			if (!with_prev && !with_next)
+				continue;
+			if (kcmp_type == KCMP_VM || kcmp_type == KCMP_SIGHAND) {
+				pr_err("pid %d shares its %s with another process without being its "
+				       "thread (clone without CLONE_THREAD); amber cannot restore that",
+				       v[i]->pid, kinds[k].what);
+				free(v);
+				return -EOPNOTSUPP;
+			}
+			for (size_t p = 0; p < t->nr_procs; p++)
+				if ((uint32_t)t->dprocs[p]->pid == e->ppid)
+					parent = t->dprocs[p];
+			if (parent && !sys_kcmp(parent->pid, v[i]->pid, kcmp_type, 0, 0)) {
+				if (kcmp_type == KCMP_FILES)
+					e->has_clone_files = e->clone_files = 1;
+				else
+					e->has_clone_fs = e->clone_fs = 1;
+			}
+		}
+		if (kcmp_err) {
+			pr_err("kcmp(%s) failed: %s (see amber check)", kinds[k].what,
+			       strerror(-kcmp_err));
+			free(v);
+			return kcmp_err;
+		}
+		/* every sharer but the topmost must share with its parent */
+		for (size_t i = 0; i + 1 < t->nr_procs; i++) {
+			size_t j = i;
+			int tops = 0;
+
+			while (j + 1 < t->nr_procs && !sys_kcmp(v[j]->pid, v[j + 1]->pid, kcmp_type, 0, 0))
+				j++;
+			for (size_t m = i; j > i && m <= j; m++) {
+				PstreeEntry *e = entry_of(t, v[m]->pid);
+
+				tops += !(kcmp_type == KCMP_FILES ? e->clone_files : e->clone_fs);
+			}
+			if (tops > 1) {
+				pr_err("pid %d and others share their %s, but not through their parents; "
+				       "amber cannot recreate that",
+				       v[i]->pid, kinds[k].what);
+				free(v);
+				return -EOPNOTSUPP;
+			}
+			i = j;
+		}
+	}
+	free(v);
+	return 0;
+}
+
 static int write_pstree(struct tree *t)
 {
 	struct img *img;
@@ -573,6 +679,8 @@ static int do_dump(struct opts *o)
 	ret = collect_tree(&t);
 	if (!ret)
 		ret = check_tree_layout(&t);
+	if (!ret)
+		ret = check_sharing(&t);
 	for (size_t p = 0; !ret && p < t.nr_procs; p++) {
 		struct dump_ctx *ctx = t.dprocs[p];
 

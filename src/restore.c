@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -407,7 +408,10 @@ static int fork_children(struct tree *t, PstreeEntry *e)
 
 		if (t->pstree[i]->ppid != e->pid || i == 0)
 			continue;
-		pid = sys_clone3_set_tid(t->pstree[i]->pid, SIGCHLD);
+		/* what it shared with its parent (kcmp at dump), it shares again */
+		pid = sys_clone3_set_tid(t->pstree[i]->pid, SIGCHLD,
+					 (t->pstree[i]->clone_files ? CLONE_FILES : 0) |
+						 (t->pstree[i]->clone_fs ? CLONE_FS : 0));
 		if (pid == 0)
 			child_main(t, i);
 		if (pid < 0) {
@@ -515,7 +519,7 @@ static int seize_and_go(struct tree *t, size_t idx)
  */
 static int create_tree(struct tree *t)
 {
-	long pid = sys_clone3_set_tid(t->pstree[0]->pid, SIGCHLD);
+	long pid = sys_clone3_set_tid(t->pstree[0]->pid, SIGCHLD, 0);
 	int ret;
 
 	if (pid == 0)
@@ -560,11 +564,15 @@ static int restore_process(struct restore_ctx *ctx)
 		ret = regs_forget_rseq(ctx);
 	if (!ret)
 		ret = inject_all(ctx);
-	if (!ret)
-		ret = drop_internal(ctx);
-	if (!ret)
-		ret = restore_finish(ctx);
 	return ret;
+}
+
+/* Second pass: an fd table may be shared, so amber's fds go only once all are done. */
+static int finish_process(struct restore_ctx *ctx)
+{
+	int ret = drop_internal(ctx);
+
+	return ret ? ret : restore_finish(ctx);
 }
 
 /* Zombies die now; their parents are still stopped, so nobody reaps them yet. */
@@ -658,6 +666,8 @@ static int do_restore(struct opts *o)
 	close_tree_fds(&t);
 	for (size_t p = 0; !ret && p < t.nr_procs; p++)
 		ret = restore_process(t.rprocs[p]);
+	for (size_t p = 0; !ret && p < t.nr_procs; p++)
+		ret = finish_process(t.rprocs[p]);
 	if (!ret)
 		ret = make_zombies(&t);
 	if (ret)

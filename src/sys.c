@@ -249,7 +249,7 @@ int sys_kcmp(pid_t pid1, pid_t pid2, int type, unsigned long idx1, unsigned long
 	return r < 0 ? -errno : (int)r;
 }
 
-long sys_clone3_set_tid(pid_t tid, int exit_signal)
+long sys_clone3_set_tid(pid_t tid, int exit_signal, uint64_t flags)
 {
 	struct clone_args args;
 	pid_t set_tid = tid;
@@ -259,6 +259,7 @@ long sys_clone3_set_tid(pid_t tid, int exit_signal)
 	if (f)
 		return -f;
 	memset(&args, 0, sizeof(args));
+	args.flags = flags;
 	args.exit_signal = exit_signal;
 	args.set_tid = (uintptr_t)&set_tid;
 	args.set_tid_size = 1;

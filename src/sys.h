@@ -53,7 +53,7 @@ ssize_t sys_vm_readv(pid_t pid, const struct iovec *local, unsigned long nlocal,
 ssize_t sys_vm_writev(pid_t pid, const struct iovec *local, unsigned long nlocal,
 		      const struct iovec *remote, unsigned long nremote);
 int sys_kcmp(pid_t pid1, pid_t pid2, int type, unsigned long idx1, unsigned long idx2);
-long sys_clone3_set_tid(pid_t tid, int exit_signal);
+long sys_clone3_set_tid(pid_t tid, int exit_signal, uint64_t flags);
 int sys_pidfd_open(pid_t pid);
 int sys_pidfd_getfd(int pidfd, int targetfd);
 /* Read a whole small file (proc files) into a malloc'd NUL-terminated buffer. */
