@@ -559,11 +559,11 @@ t_shell_job() {
 		fi
 	fi
 	touch "$T/go"
-	if ! wait_for 15 eval 'tm capture-pane -p -t e2e -S -2000 | grep -q "RESTORE-RC="'; then
+	if ! wait_for 15 eval 'tm capture-pane -p -t e2e -S -2000 | grep -q "^RESTORE-RC=[0-9]"'; then
 		fail "amber restore -j did not finish after go"
 		rc=1
-	elif ! tm capture-pane -p -t e2e -S -2000 | grep -q "RESTORE-RC=0"; then
-		fail "amber restore -j: $(tm capture-pane -p -t e2e -S -2000 | grep RESTORE-RC)"
+	elif ! tm capture-pane -p -t e2e -S -2000 | grep -q "^RESTORE-RC=0"; then
+		fail "amber restore -j: $(tm capture-pane -p -t e2e -S -2000 | grep "^RESTORE-RC")"
 		rc=1
 	fi
 	if [ $rc != 0 ]; then
