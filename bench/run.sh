@@ -40,7 +40,7 @@ start() { # ARGS -> sets WPID (the workload, in its own session)
 	WPID=$! # setsid execs in place: not a group leader in a script
 	for _ in $(seq 600); do grep -q ready "$out" 2>/dev/null && break; sleep 0.05; done
 	# a tree is ready when all its processes exist
-	[ "$1" = tree ] && for _ in $(seq 600); do
+	[ "$1" = tree ] || [ "$1" = fds ] && for _ in $(seq 600); do
 		[ "$(tree_pids "$WPID" | wc -l)" -ge "$2" ] && break
 		sleep 0.05
 	done
@@ -97,7 +97,7 @@ ratio() { [[ $1 == fail || $2 == fail || $2 == - ]] && echo "-" || echo "scale=2
 
 printf '%-22s %10s %10s %10s %10s %8s %8s\n' workload "amber dump" restore "criu dump" restore "d ratio" "r ratio"
 for row in "1 GiB memory:mem 1024" "4 GiB memory:mem 4096" "tree of 50:tree 50" \
-	   "tree of 500:tree 500" "100 threads:threads 100"; do
+	   "tree of 500:tree 500" "200 procs x 50 fds:fds 200" "100 threads:threads 100"; do
 	name=${row%%:*}
 	args=${row#*:}
 	read -r ad ar <<<"$(bench_row "$name" amber $args)"

@@ -4,12 +4,14 @@
  *   workload mem MIB        one process with MIB of touched anonymous memory
  *   workload tree N         a tree of N sleeping processes (root + N-1 children)
  *   workload threads N      one process with N threads (sleeping)
+ *   workload fds N          a tree of N processes with 50 open files each
  * Prints "ready" on stdout once set up, then sleeps until killed.
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -39,6 +41,16 @@ int main(int argc, char **argv)
 			if (fork() == 0)
 				for (;;)
 					pause();
+	} else if (!strcmp(argv[1], "fds")) {
+		for (long i = 1; i < n; i++)
+			if (fork() == 0)
+				break;
+		for (int k = 0; k < 50; k++)
+			if (open(k % 2 ? "/dev/null" : "/proc/self/exe", O_RDONLY) < 0)
+				return 1;
+		if (getpid() != getpgrp() && getppid() != 1)
+			for (;;)
+				pause();
 	} else if (!strcmp(argv[1], "threads")) {
 		for (long i = 1; i < n; i++) {
 			pthread_t t;
