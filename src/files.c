@@ -469,44 +469,29 @@ static int files_dump_tree_late(struct tree *t)
 static int read_files_img(struct restore_ctx *ctx)
 {
 	struct tree *t = ctx->tree;
-	ProtobufCMessage *m;
-	struct img *img;
-	int ret = img_open(ctx->dirfd, IMG_FILES, &img, "files.img");
+	int ret = img_read_all(ctx->dirfd, IMG_FILES, &reg_file__descriptor, &t->rfiles,
+			       &t->nr_rfiles, "files.img");
 
-	if (ret)
-		return ret;
-	while ((ret = img_get(img, &reg_file__descriptor, &m)) == 1) {
-		RegFile *f = (RegFile *)m, **nf;
+	for (size_t i = 0; !ret && i < t->nr_rfiles; i++) {
+		RegFile *f = t->rfiles[i];
 
-		if (f->id != t->nr_rfiles || (f->ghost && strchr(f->ghost, '/'))) {
+		if (f->id != i || (f->ghost && strchr(f->ghost, '/'))) {
 			pr_err("files.img: bad entry %u; the image is corrupt", f->id);
-			ret = -EBADMSG;
-			break;
+			return -EBADMSG;
 		}
 		if (f->kind == FILE_KIND__FILE_TTY && !ctx->o->shell_job) {
 			pr_err("the process used the terminal %s; restore it with -j (--shell-job) "
 			       "from a terminal",
 			       f->path);
-			ret = -EINVAL;
-			break;
+			return -EINVAL;
 		}
-		nf = realloc(t->rfiles, (t->nr_rfiles + 1) * sizeof(*nf));
-		if (!nf) {
-			ret = -ENOMEM;
-			break;
-		}
-		t->rfiles = nf;
-		t->rfiles[t->nr_rfiles++] = f;
 	}
-	img_close(img);
-	return ret < 0 ? ret : 0;
+	return ret;
 }
 
 /* files.img is the tree's (read with the first process); fds-PID.img each one's. */
 static int files_restore_read(struct restore_ctx *ctx)
 {
-	struct img *img;
-	ProtobufCMessage *m;
 	int ret;
 
 	if (!ctx->tree->rfiles) {
@@ -516,28 +501,18 @@ static int files_restore_read(struct restore_ctx *ctx)
 	}
 	ctx->files = ctx->tree->rfiles;
 	ctx->nr_files = ctx->tree->nr_rfiles;
-	ret = img_open(ctx->dirfd, IMG_FDS, &img, "fds-%d.img", ctx->pid);
-	if (ret)
-		return ret;
-	while ((ret = img_get(img, &fd_entry__descriptor, &m)) == 1) {
-		FdEntry *e = (FdEntry *)m, **ne;
+	ret = img_read_all(ctx->dirfd, IMG_FDS, &fd_entry__descriptor, &ctx->fds, &ctx->nr_fds,
+			   "fds-%d.img", ctx->pid);
+	for (size_t i = 0; !ret && i < ctx->nr_fds; i++) {
+		FdEntry *e = ctx->fds[i];
 
 		if (e->file_id >= ctx->nr_files || e->fd >= MAX_FD) {
 			pr_err("fds-%d.img: bad entry for fd %u; the image is corrupt", ctx->pid,
 			       e->fd);
-			ret = -EBADMSG;
-			break;
+			return -EBADMSG;
 		}
-		ne = realloc(ctx->fds, (ctx->nr_fds + 1) * sizeof(*ne));
-		if (!ne) {
-			ret = -ENOMEM;
-			break;
-		}
-		ctx->fds = ne;
-		ctx->fds[ctx->nr_fds++] = e;
 	}
-	img_close(img);
-	return ret < 0 ? ret : 0;
+	return ret;
 }
 
 /*

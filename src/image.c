@@ -317,6 +317,48 @@ int img_read_one(int dirfd, enum img_kind kind, const ProtobufCMessageDescriptor
 	return ret < 0 ? ret : 0;
 }
 
+int img_read_all(int dirfd, enum img_kind kind, const ProtobufCMessageDescriptor *desc, void *out,
+		 size_t *n, const char *fmt, ...)
+{
+	ProtobufCMessage **arr = NULL, *m;
+	size_t nr = 0, cap = 0;
+	struct img *img;
+	char name[64];
+	va_list ap;
+	int ret;
+
+	va_start(ap, fmt);
+	vsnprintf(name, sizeof(name), fmt, ap);
+	va_end(ap);
+	ret = img_open(dirfd, kind, &img, "%s", name);
+	if (ret)
+		return ret;
+	while ((ret = img_get(img, desc, &m)) == 1) {
+		if (nr == cap) {
+			ProtobufCMessage **na;
+
+			cap = cap ? cap * 2 : 16;
+			na = realloc(arr, cap * sizeof(*na));
+			if (!na) {
+				ret = -ENOMEM;
+				break;
+			}
+			arr = na;
+		}
+		arr[nr++] = m;
+	}
+	img_close(img);
+	if (ret < 0) {
+		for (size_t i = 0; i < nr; i++)
+			protobuf_c_message_free_unpacked(arr[i], NULL);
+		free(arr);
+		return ret;
+	}
+	*(ProtobufCMessage ***)out = arr;
+	*n = nr;
+	return 0;
+}
+
 static int hash_file(int dirfd, const char *name, uint64_t *size, uint64_t *hash)
 {
 	static char buf[1 << 20];

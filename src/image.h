@@ -68,6 +68,9 @@ int img_open(int dirfd, enum img_kind kind, struct img **out, const char *fmt, .
 /* 1: a message read; 0: end of file; <0: -errno (corrupt records are -EBADMSG). */
 int img_get(struct img *img, const ProtobufCMessageDescriptor *desc, ProtobufCMessage **msg);
 void img_close(struct img *img);
+/* Read every record of a file into a malloc'd array (out: address of a T **). */
+int img_read_all(int dirfd, enum img_kind kind, const ProtobufCMessageDescriptor *desc, void *out,
+		 size_t *n, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 /* Read the single message of a file that holds one. */
 int img_read_one(int dirfd, enum img_kind kind, const ProtobufCMessageDescriptor *desc,
 		 ProtobufCMessage **msg, const char *fmt, ...) __attribute__((format(printf, 5, 6)));

@@ -407,8 +407,6 @@ static uint64_t pages_size(struct restore_ctx *ctx)
 static int mem_restore_read(struct restore_ctx *ctx)
 {
 	MmEntry *mm;
-	struct img *img;
-	ProtobufCMessage *m;
 	uint64_t psize, prev_end = 0;
 	size_t v = 0;
 	int ret;
@@ -434,11 +432,10 @@ static int mem_restore_read(struct restore_ctx *ctx)
 		goto corrupt;
 
 	psize = pages_size(ctx);
-	ret = img_open(ctx->dirfd, IMG_PAGEMAP, &img, "pagemap-%d.img", ctx->pid);
-	if (ret)
-		return ret;
-	while ((ret = img_get(img, &pagemap_entry__descriptor, &m)) == 1) {
-		PagemapEntry *pe = (PagemapEntry *)m, **np;
+	ret = img_read_all(ctx->dirfd, IMG_PAGEMAP, &pagemap_entry__descriptor, &ctx->pm,
+			   &ctx->nr_pm, "pagemap-%d.img", ctx->pid);
+	for (size_t i = 0; !ret && i < ctx->nr_pm; i++) {
+		PagemapEntry *pe = ctx->pm[i];
 		uint64_t len = pe->nr_pages * PAGE_SIZE;
 
 		/* Runs are in VMA order and each lies inside one page-holding VMA. */
@@ -450,19 +447,10 @@ static int mem_restore_read(struct restore_ctx *ctx)
 		    pe->offset + len + IMG_HDR_SIZE > psize) {
 			pr_err("pagemap-%d.img: run at %llx does not fit the image; it is corrupt",
 			       ctx->pid, (unsigned long long)pe->vaddr);
-			ret = -EBADMSG;
-			break;
+			return -EBADMSG;
 		}
-		np = realloc(ctx->pm, (ctx->nr_pm + 1) * sizeof(*np));
-		if (!np) {
-			ret = -ENOMEM;
-			break;
-		}
-		ctx->pm = np;
-		ctx->pm[ctx->nr_pm++] = pe;
 	}
-	img_close(img);
-	return ret < 0 ? ret : 0;
+	return ret;
 corrupt:
 	pr_err("mm-%d.img: bad mapping table; the image is corrupt", ctx->pid);
 	return -EBADMSG;

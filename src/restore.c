@@ -235,37 +235,24 @@ static PstreeEntry *find_entry(struct tree *t, uint32_t pid, size_t before)
 /* pstree.img: the root first, every parent before its children, pids unique. */
 static int read_pstree(struct tree *t)
 {
-	ProtobufCMessage *m;
-	struct img *img;
-	int ret = img_open(t->dirfd, IMG_PSTREE, &img, "pstree.img");
+	int ret = img_read_all(t->dirfd, IMG_PSTREE, &pstree_entry__descriptor, &t->pstree,
+			       &t->nr_pstree, "pstree.img");
 
-	if (ret)
-		return ret;
-	while ((ret = img_get(img, &pstree_entry__descriptor, &m)) == 1) {
-		PstreeEntry *e = (PstreeEntry *)m, **np;
-		size_t n = t->nr_pstree;
+	if (!ret && !t->nr_pstree) {
+		pr_err("pstree.img is empty; the image is corrupt");
+		return -EBADMSG;
+	}
+	for (size_t n = 0; !ret && n < t->nr_pstree; n++) {
+		PstreeEntry *e = t->pstree[n];
 
 		if (!e->pid || e->pid > (1U << 22) || find_entry(t, e->pid, n) ||
 		    (n == 0 && (e->pid != t->inv->root_pid || e->zombie)) ||
 		    (n > 0 && !find_entry(t, e->ppid, n))) {
 			pr_err("pstree.img: bad entry for pid %u; the image is corrupt", e->pid);
-			ret = -EBADMSG;
-			break;
+			return -EBADMSG;
 		}
-		np = realloc(t->pstree, (n + 1) * sizeof(*np));
-		if (!np) {
-			ret = -ENOMEM;
-			break;
-		}
-		t->pstree = np;
-		t->pstree[t->nr_pstree++] = e;
 	}
-	img_close(img);
-	if (!ret && !t->nr_pstree) {
-		pr_err("pstree.img is empty; the image is corrupt");
-		ret = -EBADMSG;
-	}
-	return ret < 0 ? ret : 0;
+	return ret;
 }
 
 static struct restore_ctx *proc_of(struct tree *t, uint32_t pid)
