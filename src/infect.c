@@ -162,9 +162,14 @@ free_buf:
 	return ret;
 }
 
+/*
+ * Every signal but SIGTRAP: our single-step and breakpoint traps are forced
+ * SIGTRAPs, and the kernel resets the handler of a forced signal that is
+ * blocked to SIG_DFL.  Unblocked, the trap just stops the task for us.
+ */
 int infect_block_signals(struct infect *inf)
 {
-	uint64_t all = ~0ULL;
+	uint64_t all = ~(1ULL << (SIGTRAP - 1));
 	long r = sys_ptrace(PTRACE_SETSIGMASK, inf->pid, (void *)sizeof(all), &all);
 
 	if (r) {

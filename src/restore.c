@@ -36,6 +36,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "shell-job", no_argument, NULL, 'j' },
 		{ "pidfile", required_argument, NULL, 'p' },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "tcp-established", no_argument, NULL, 'E' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -56,6 +57,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'v':
 			log_level++;
+			break;
+		case 'E':
+			o->tcp_established = true;
 			break;
 		default:
 			return -EINVAL;
@@ -418,7 +422,9 @@ static void __attribute__((noreturn)) child_main(struct tree *t, size_t idx)
 	sigset_t all;
 	char c;
 
+	/* all but SIGTRAP, whose handler a blocked trap would reset (infect.c) */
 	sigfillset(&all);
+	sigdelset(&all, SIGTRAP);
 	sigprocmask(SIG_SETMASK, &all, NULL);
 	/* Dies with its parent if the restore fails midway. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
