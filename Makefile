@@ -31,6 +31,16 @@ $(B)/obj/%.pb-c.o: $(B)/gen/%.pb-c.c $(B)/gen/.stamp
 	@mkdir -p $(B)/obj
 	$(CC) $(CFLAGS) -c -o $@ $<
 
+# pie/: code that runs inside the target, embedded as bytes (position independent).
+$(B)/gen/pie-%.h: pie/%.S
+	@mkdir -p $(B)/gen
+	$(CC) -c -o $(B)/gen/pie-$*.o $<
+	objcopy -O binary -j .text $(B)/gen/pie-$*.o $(B)/gen/pie-$*.bin
+	{ echo "/* generated from $< */"; echo "static const unsigned char pie_$*[] = {"; \
+	  od -An -v -tx1 $(B)/gen/pie-$*.bin | sed 's/\([0-9a-f][0-9a-f]\)/0x\1,/g'; echo "};"; } > $@
+
+$(B)/obj/infect.o: $(B)/gen/pie-batch.h
+
 $(B)/obj/%.o: src/%.c $(B)/gen/.stamp
 	@mkdir -p $(B)/obj
 	$(CC) $(CFLAGS) -c -o $@ $<

@@ -745,7 +745,7 @@ static int dump_resources(struct dump_ctx *ctx)
 		if (ret)
 			goto unblock;
 	}
-	ret = infect_scratch_map(&ctx->inf, 0, 4 * 4096);
+	ret = infect_scratch_map(&ctx->inf, 0, 64 * 4096);
 	if (ret)
 		goto unblock;
 	/* One address space: every thread uses the leader's syscall and scratch. */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "infect.h"
+#include "pie-batch.h"
 #include "log.h"
 #include "sys.h"
 
@@ -275,7 +276,9 @@ int infect_ask(struct infect *inf, long *ret, long nr, long a1, long a2, long a3
 int infect_scratch_map(struct infect *inf, unsigned long hint, size_t size)
 {
 	long flags = MAP_PRIVATE | MAP_ANONYMOUS | (hint ? MAP_FIXED_NOREPLACE : 0);
-	long addr = infect_call(inf, __NR_mmap, hint, size, PROT_READ | PROT_WRITE, flags, -1, 0);
+	/* executable for the batch executor; gone before the task runs again */
+	long addr = infect_call(inf, __NR_mmap, hint, size, PROT_READ | PROT_WRITE | PROT_EXEC,
+				flags, -1, 0);
 
 	if (addr < 0 && addr > -4096) {
 		pr_err("pid %d: cannot map a scratch area: %s", inf->pid, strerror((int)-addr));
@@ -283,7 +286,90 @@ int infect_scratch_map(struct infect *inf, unsigned long hint, size_t size)
 	}
 	inf->scratch = addr;
 	inf->scratch_size = size;
+	inf->batch_loaded = false;
 	return 0;
+}
+
+#define BATCH_ENTRY 64
+
+static int run_batch(struct infect *inf, unsigned long code, unsigned long table)
+{
+	struct user_regs_struct regs = inf->regs;
+	int status;
+	long r;
+
+	regs.rip = code;
+	regs.r15 = table;
+	regs.orig_rax = -1;
+	r = sys_ptrace(PTRACE_SETREGS, inf->pid, NULL, &regs);
+	if (!r)
+		r = sys_ptrace(PTRACE_CONT, inf->pid, NULL, NULL);
+	while (!r) {
+		r = sys_waitpid(inf->pid, &status, __WALL);
+		if (r < 0)
+			break;
+		r = 0;
+		if (!WIFSTOPPED(status)) {
+			pr_err("pid %d died while running a batch of syscalls (status 0x%x)", inf->pid,
+			       status);
+			return -ESRCH;
+		}
+		if (WSTOPSIG(status) == SIGTRAP && !(status >> 16)) {
+			r = sys_ptrace(PTRACE_GETREGS, inf->pid, NULL, &regs);
+			if (!r && regs.rip != code + sizeof(pie_batch)) {
+				pr_err("pid %d: the syscall batch trapped at 0x%llx", inf->pid, regs.rip);
+				return -EFAULT;
+			}
+			return (int)r;
+		}
+		/* a ptrace event inside a syscall (a thread's clone): go on */
+		r = sys_ptrace(PTRACE_CONT, inf->pid, NULL, NULL);
+	}
+	pr_debug("pid %d: cannot run a syscall batch: %s", inf->pid, strerror((int)-r));
+	return (int)r;
+}
+
+int infect_batch(struct infect *inf, struct infect_sc *sc, size_t n)
+{
+	unsigned long code = inf->scratch + inf->scratch_size / 2;
+	unsigned long table = code + BATCH_ENTRY;
+	size_t cap = (inf->scratch_size / 2) / BATCH_ENTRY - 2;
+	int64_t *buf;
+	int ret = 0;
+
+	if (!inf->scratch || cap < 1)
+		return -EINVAL;
+	if (!inf->batch_loaded) {
+		ret = infect_write(inf, code, pie_batch, sizeof(pie_batch));
+		if (ret)
+			return ret;
+		inf->batch_loaded = true;
+	}
+	buf = malloc((cap + 1) * BATCH_ENTRY);
+	if (!buf)
+		return -ENOMEM;
+	for (size_t off = 0; off < n && !ret; off += cap) {
+		size_t k = n - off < cap ? n - off : cap;
+
+		for (size_t i = 0; i < k; i++) {
+			int64_t *e = buf + i * 8;
+
+			e[0] = sc[off + i].nr;
+			memcpy(e + 1, sc[off + i].a, sizeof(sc->a));
+			e[7] = -ENOEXEC; /* not run */
+		}
+		buf[k * 8] = -1;
+		ret = infect_write(inf, table, buf, (k + 1) * BATCH_ENTRY);
+		if (!ret)
+			ret = run_batch(inf, code, table);
+		if (!ret)
+			ret = infect_read(inf, table, buf, k * BATCH_ENTRY);
+		for (size_t i = 0; !ret && i < k; i++)
+			sc[off + i].ret = buf[i * 8 + 7];
+		inf->nr_syscalls += k;
+	}
+	free(buf);
+	return ret;
 }
 
 int infect_scratch_unmap(struct infect *inf)

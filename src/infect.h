@@ -21,7 +21,8 @@ struct infect {
 	uint64_t sigmask;	      /* blocked mask when stopped */
 	bool mask_blocked;	      /* all signals blocked by us */
 	unsigned long scratch;	      /* scratch mapping made by infect_scratch_map() */
-	size_t scratch_size;
+	size_t scratch_size;	      /* upper half: the batch executor and its table */
+	bool batch_loaded;
 	long nr_syscalls;
 };
 
@@ -44,6 +45,20 @@ long infect_call(struct infect *inf, long nr, long a1, long a2, long a3, long a4
 /* Ask the task something: the syscall's own result (maybe -errno) goes to *ret;
  * what is returned is a failure to inject at all (logged), which ends a dump. */
 int infect_ask(struct infect *inf, long *ret, long nr, long a1, long a2, long a3);
+/* One syscall of a batch: ret is filled in by infect_batch(). */
+struct infect_sc {
+	long nr;
+	long a[6];
+	long ret;
+};
+
+/*
+ * Run n syscalls with one stop instead of n: pie/batch.S runs them in turn
+ * in the task (from the upper half of the scratch area) and every one runs,
+ * whatever the others returned; look at each ->ret.  Returns 0, or -errno
+ * if the task could not be made to run them.
+ */
+int infect_batch(struct infect *inf, struct infect_sc *sc, size_t n);
 int infect_scratch_map(struct infect *inf, unsigned long hint, size_t size);
 int infect_scratch_unmap(struct infect *inf);
 int infect_read(struct infect *inf, unsigned long addr, void *buf, size_t len);

@@ -851,29 +851,41 @@ out:
 	return ret;
 }
 
-static int fill_vma(struct restore_ctx *ctx, const VmaEntry *e, size_t *pm)
+/* The syscalls that rebuild the address space, run as one batch (pie/batch.S). */
+enum step_kind { STEP_MMAP, STEP_PREAD, STEP_MPROTECT, STEP_MADVISE };
+
+struct plan {
+	struct infect_sc *sc;
+	struct step {
+		enum step_kind kind;
+		const VmaEntry *vma;
+		const PagemapEntry *run;
+	} *steps;
+	size_t n, cap;
+};
+
+static int plan_add(struct plan *p, enum step_kind kind, const VmaEntry *vma,
+		    const PagemapEntry *run, long nr, long a1, long a2, long a3, long a4, long a5,
+		    long a6)
 {
-	for (; *pm < ctx->nr_pm && ctx->pm[*pm]->vaddr < e->end; (*pm)++) {
-		const PagemapEntry *pe = ctx->pm[*pm];
-		uint64_t done = 0, len = pe->nr_pages * PAGE_SIZE;
+	if (p->n == p->cap) {
+		size_t cap = p->cap ? p->cap * 2 : 256;
+		void *sc = realloc(p->sc, cap * sizeof(*p->sc));
+		void *st = sc ? realloc(p->steps, cap * sizeof(*p->steps)) : NULL;
 
-		while (done < len) {
-			long r = infect_call(&ctx->inf, SYS_pread64, ctx->pages_fd, pe->vaddr + done,
-					     len - done, IMG_HDR_SIZE + pe->offset + done, 0, 0);
-
-			if (r <= 0) {
-				pr_err("pid %d: cannot load pages at %llx: %s", ctx->pid,
-				       (unsigned long long)(pe->vaddr + done),
-				       r ? strerror((int)-r) : "image ends early");
-				return r ? (int)r : -EIO;
-			}
-			done += r;
-		}
+		if (sc)
+			p->sc = sc;
+		if (!st)
+			return -ENOMEM;
+		p->steps = st;
+		p->cap = cap;
 	}
+	p->sc[p->n] = (struct infect_sc){ nr, { a1, a2, a3, a4, a5, a6 }, 0 };
+	p->steps[p->n++] = (struct step){ kind, vma, run };
 	return 0;
 }
 
-static int map_vma(struct restore_ctx *ctx, const VmaEntry *e, size_t *pm)
+static int plan_vma(struct restore_ctx *ctx, struct plan *p, const VmaEntry *e, size_t *pm)
 {
 	bool anon = e->kind == VMA_KIND__VMA_ANON_PRIVATE || e->kind == VMA_KIND__VMA_VDSO;
 	bool shared = e->kind == VMA_KIND__VMA_ANON_SHARED || e->kind == VMA_KIND__VMA_FILE_SHARED;
@@ -884,43 +896,111 @@ static int map_vma(struct restore_ctx *ctx, const VmaEntry *e, size_t *pm)
 	long fd = anon ? -1
 		  : e->kind == VMA_KIND__VMA_ANON_SHARED ? shm[shm_index(e->shmem_id)].fd
 							: ctx->map_fd[e->file_id];
-	long r;
+	long len = (long)(e->end - e->start);
 	int ret;
 
-	r = infect_call(&ctx->inf, SYS_mmap, e->start, e->end - e->start, prot, flags, fd,
-			anon ? 0 : e->pgoff);
-	if (r != (long)e->start) {
-		bool named = e->has_file_id;
+	ret = plan_add(p, STEP_MMAP, e, NULL, SYS_mmap, e->start, len, prot, flags, fd,
+		       anon ? 0 : e->pgoff);
+	/* the pages straight from the image into place */
+	for (; !ret && *pm < ctx->nr_pm && ctx->pm[*pm]->vaddr < e->end; (*pm)++) {
+		const PagemapEntry *pe = ctx->pm[*pm];
 
-		pr_err("pid %d: cannot map %llx-%llx%s%s: %s", ctx->pid,
-		       (unsigned long long)e->start, (unsigned long long)e->end,
-		       named ? " of " : "", named ? ctx->files[e->file_id]->path : "",
-		       strerror(r < 0 && r > -4096 ? (int)-r : EFAULT));
-		return r < 0 && r > -4096 ? (int)r : -EFAULT;
+		ret = plan_add(p, STEP_PREAD, e, pe, SYS_pread64, ctx->pages_fd, pe->vaddr,
+			       pe->nr_pages * PAGE_SIZE, IMG_HDR_SIZE + pe->offset, 0, 0);
 	}
-	ret = fill_vma(ctx, e, pm);
-	if (ret)
-		return ret;
-	if (prot != (long)e->prot) {
-		r = infect_call(&ctx->inf, SYS_mprotect, e->start, e->end - e->start, e->prot, 0, 0,
-				0);
-		if (r) {
-			pr_err("pid %d: cannot protect %llx-%llx: %s", ctx->pid,
-			       (unsigned long long)e->start, (unsigned long long)e->end,
-			       strerror((int)-r));
-			return (int)r;
+	if (!ret && prot != (long)e->prot)
+		ret = plan_add(p, STEP_MPROTECT, e, NULL, SYS_mprotect, e->start, len, e->prot, 0,
+			       0, 0);
+	for (size_t m = 0; !ret && m < sizeof(madv_map) / sizeof(madv_map[0]); m++)
+		if (e->madv & (1u << m))
+			ret = plan_add(p, STEP_MADVISE, e, NULL, SYS_madvise, e->start, len,
+				       madv_map[m].advice, 0, 0, 0);
+	return ret;
+}
+
+/* A pread may be short; finish it one syscall at a time. */
+static int finish_pread(struct restore_ctx *ctx, const PagemapEntry *pe, uint64_t done)
+{
+	uint64_t len = pe->nr_pages * PAGE_SIZE;
+
+	while (done < len) {
+		long r = infect_call(&ctx->inf, SYS_pread64, ctx->pages_fd, pe->vaddr + done,
+				     len - done, IMG_HDR_SIZE + pe->offset + done, 0, 0);
+
+		if (r <= 0) {
+			pr_err("pid %d: cannot load pages at %llx: %s", ctx->pid,
+			       (unsigned long long)(pe->vaddr + done),
+			       r ? strerror((int)-r) : "image ends early");
+			return r ? (int)r : -EIO;
 		}
-	}
-	for (size_t m = 0; m < sizeof(madv_map) / sizeof(madv_map[0]); m++) {
-		if (!(e->madv & (1u << m)))
-			continue;
-		r = infect_call(&ctx->inf, SYS_madvise, e->start, e->end - e->start,
-				madv_map[m].advice, 0, 0, 0);
-		if (r)
-			pr_warn("pid %d: madvise(%d) on %llx failed: %s", ctx->pid,
-				madv_map[m].advice, (unsigned long long)e->start, strerror((int)-r));
+		done += r;
 	}
 	return 0;
+}
+
+static int check_step(struct restore_ctx *ctx, const struct step *st, long r)
+{
+	const VmaEntry *e = st->vma;
+	const char *path = e->has_file_id ? ctx->files[e->file_id]->path : "";
+	int err = r < 0 && r > -4096 ? (int)-r : 0;
+
+	switch (st->kind) {
+	case STEP_MMAP:
+		if (r == (long)e->start)
+			return 0;
+		pr_err("pid %d: cannot map %llx-%llx%s%s: %s", ctx->pid,
+		       (unsigned long long)e->start, (unsigned long long)e->end, *path ? " of " : "",
+		       path, strerror(err ? err : EFAULT));
+		return err ? -err : -EFAULT;
+	case STEP_PREAD:
+		if (r > 0)
+			return finish_pread(ctx, st->run, (uint64_t)r);
+		pr_err("pid %d: cannot load pages at %llx: %s", ctx->pid,
+		       (unsigned long long)st->run->vaddr, r ? strerror(err) : "image ends early");
+		return r ? (int)r : -EIO;
+	case STEP_MPROTECT:
+		if (!r)
+			return 0;
+		pr_err("pid %d: cannot protect %llx-%llx: %s", ctx->pid,
+		       (unsigned long long)e->start, (unsigned long long)e->end, strerror(err));
+		return (int)r;
+	case STEP_MADVISE:
+		if (r)
+			pr_warn("pid %d: madvise on %llx failed: %s", ctx->pid,
+				(unsigned long long)e->start, strerror(err));
+		return 0;
+	}
+	return -EINVAL;
+}
+
+/* Every VMA with its pages, protection and advice: one batch, checked in order. */
+static int map_vmas(struct restore_ctx *ctx, bool proxy)
+{
+	struct plan p = { 0 };
+	size_t pm = 0;
+	int ret = 0;
+
+	for (size_t i = 0; !ret && i < ctx->mm->n_vmas; i++) {
+		VmaEntry *e = ctx->mm->vmas[i];
+
+		/* runs of VMAs not mapped here (the vDSO when moved) are skipped */
+		while (pm < ctx->nr_pm && ctx->pm[pm]->vaddr < e->start)
+			pm++;
+		if (is_vdso_part(e->kind) && !(proxy && e->kind == VMA_KIND__VMA_VDSO))
+			continue;
+		ret = plan_vma(ctx, &p, e, &pm);
+	}
+	if (!ret)
+		ret = infect_batch(&ctx->inf, p.sc, p.n);
+	if (ret)
+		pr_err("pid %d: cannot run the syscalls that map its memory: %s", ctx->pid,
+		       strerror(-ret));
+	/* in order: the first failure is the one that explains the others */
+	for (size_t i = 0; !ret && i < p.n; i++)
+		ret = check_step(ctx, &p.steps[i], p.sc[i].ret);
+	free(p.sc);
+	free(p.steps);
+	return ret;
 }
 
 /* code/data/brk/stack bounds, arg/env (what ps shows), auxv, exe link */
@@ -967,7 +1047,6 @@ static int mem_restore_inject(struct restore_ctx *ctx)
 {
 	unsigned long gap;
 	bool proxy = false;
-	size_t pm = 0;
 	int ret;
 
 	ret = replace_address_space(ctx, &proxy);
@@ -981,18 +1060,9 @@ static int mem_restore_inject(struct restore_ctx *ctx)
 	ret = infect_scratch_map(&ctx->inf, gap, SCRATCH_SIZE);
 	if (ret)
 		return ret;
-	for (size_t i = 0; i < ctx->mm->n_vmas; i++) {
-		VmaEntry *e = ctx->mm->vmas[i];
-
-		/* runs of VMAs not mapped here (the vDSO when moved) are skipped */
-		while (pm < ctx->nr_pm && ctx->pm[pm]->vaddr < e->start)
-			pm++;
-		if (is_vdso_part(e->kind) && !(proxy && e->kind == VMA_KIND__VMA_VDSO))
-			continue;
-		ret = map_vma(ctx, e, &pm);
-		if (ret)
-			return ret;
-	}
+	ret = map_vmas(ctx, proxy);
+	if (ret)
+		return ret;
 	if (proxy) {
 		ret = vdso_proxy_patch(ctx);
 		if (ret)

@@ -52,41 +52,51 @@ static bool settable(int sig)
 	return sig != SIGKILL && sig != SIGSTOP;
 }
 
+/* All 62 settable actions in one batch, each into its own slot of the scratch page. */
 static int dump_actions(struct dump_ctx *ctx)
 {
+	struct infect_sc sc[NSIG_KERNEL];
+	struct ksigaction ka[NSIG_KERNEL];
 	TaskCore *c = ctx->core;
+	int n = 0, ret;
 
 	c->sigactions = calloc(NSIG_KERNEL, sizeof(*c->sigactions));
 	if (!c->sigactions)
 		return -ENOMEM;
-	for (int sig = 1; sig <= NSIG_KERNEL; sig++) {
-		struct ksigaction ka;
+	for (int sig = 1; sig <= NSIG_KERNEL; sig++)
+		if (settable(sig))
+			sc[n++] = (struct infect_sc){ SYS_rt_sigaction,
+						      { sig, 0, ctx->inf.scratch + sig * sizeof(*ka),
+							8, 0, 0 },
+						      0 };
+	ret = infect_batch(&ctx->inf, sc, n);
+	if (!ret)
+		ret = infect_read(&ctx->inf, ctx->inf.scratch + sizeof(*ka), ka, sizeof(ka));
+	if (ret) {
+		pr_err("pid %d: cannot read its signal actions: %s", ctx->pid, strerror(-ret));
+		return ret;
+	}
+	for (int i = 0; i < n; i++) {
+		int sig = (int)sc[i].a[0];
+		struct ksigaction *k = &ka[sig - 1];
 		SigactionEntry *e;
-		long r;
-		int ret;
 
-		if (!settable(sig))
-			continue;
-		r = infect_call(&ctx->inf, SYS_rt_sigaction, sig, 0, ctx->inf.scratch, 8, 0, 0);
-		if (r) {
+		if (sc[i].ret) {
 			pr_err("pid %d: cannot read the action of signal %d: %s", ctx->pid, sig,
-			       strerror((int)-r));
-			return (int)r;
+			       strerror((int)-sc[i].ret));
+			return (int)sc[i].ret;
 		}
-		ret = infect_read(&ctx->inf, ctx->inf.scratch, &ka, sizeof(ka));
-		if (ret)
-			return ret;
-		if (!ka.handler && !ka.flags && !ka.mask)
+		if (!k->handler && !k->flags && !k->mask)
 			continue; /* SIG_DFL, the state of a fresh task */
 		e = malloc(sizeof(*e));
 		if (!e)
 			return -ENOMEM;
 		sigaction_entry__init(e);
 		e->sig = sig;
-		e->handler = ka.handler;
-		e->flags = ka.flags;
-		e->restorer = ka.restorer;
-		e->mask = ka.mask;
+		e->handler = k->handler;
+		e->flags = k->flags;
+		e->restorer = k->restorer;
+		e->mask = k->mask;
 		c->sigactions[c->n_sigactions++] = e;
 	}
 	return 0;
@@ -202,41 +212,38 @@ corrupt:
 	return -EBADMSG;
 }
 
-static int set_action(struct restore_ctx *ctx, int sig, const struct ksigaction *ka)
-{
-	int ret = infect_write(&ctx->inf, ctx->inf.scratch, ka, sizeof(*ka));
-	long r;
-
-	if (ret)
-		return ret;
-	r = infect_call(&ctx->inf, SYS_rt_sigaction, sig, ctx->inf.scratch, 0, 8, 0, 0);
-	if (r)
-		pr_err("pid %d: cannot set the action of signal %d: %s", ctx->pid, sig,
-		       strerror((int)-r));
-	return (int)r;
-}
-
 static int signals_restore_inject(struct restore_ctx *ctx)
 {
-	struct ksigaction acts[NSIG_KERNEL + 1];
+	struct ksigaction acts[NSIG_KERNEL];
+	struct infect_sc sc[NSIG_KERNEL];
 	TaskCore *c = ctx->core;
-	int ret;
+	int n = 0, ret;
 
 	/* Every action is set: the child inherited amber's. */
 	memset(acts, 0, sizeof(acts));
 	for (size_t i = 0; i < c->n_sigactions; i++) {
 		SigactionEntry *e = c->sigactions[i];
 
-		acts[e->sig] = (struct ksigaction){ e->handler, e->flags, e->restorer, e->mask };
+		acts[e->sig - 1] = (struct ksigaction){ e->handler, e->flags, e->restorer, e->mask };
 	}
-	for (int sig = 1; sig <= NSIG_KERNEL; sig++) {
-		if (!settable(sig))
-			continue;
-		ret = set_action(ctx, sig, &acts[sig]);
-		if (ret)
-			return ret;
-	}
-	return 0;
+	ret = infect_write(&ctx->inf, ctx->inf.scratch, acts, sizeof(acts));
+	if (ret)
+		return ret;
+	for (int sig = 1; sig <= NSIG_KERNEL; sig++)
+		if (settable(sig))
+			sc[n++] = (struct infect_sc){
+				SYS_rt_sigaction,
+				{ sig, ctx->inf.scratch + (sig - 1) * sizeof(*acts), 0, 8, 0, 0 },
+				0
+			};
+	ret = infect_batch(&ctx->inf, sc, n);
+	for (int i = 0; !ret && i < n; i++)
+		if (sc[i].ret) {
+			pr_err("pid %d: cannot set the action of signal %ld: %s", ctx->pid, sc[i].a[0],
+			       strerror((int)-sc[i].ret));
+			ret = (int)sc[i].ret;
+		}
+	return ret;
 }
 
 /*
