@@ -25,6 +25,7 @@ struct opts {
 	bool leave_running;
 	bool shell_job;
 	bool detached;
+	bool tcp_established; /* dump/restore established TCP connections (TCP_REPAIR) */
 };
 
 /* One line of /proc/PID/maps plus what smaps adds. */
@@ -86,6 +87,8 @@ struct tree {
 	struct dump_ctx **dprocs;
 	/* restore */
 	Inventory *inv;
+	uid_t image_uid; /* owner of inventory.img: what the image may grant */
+	gid_t image_gid;
 	RegFile **rfiles;
 	size_t nr_rfiles;
 	int *desc_fd; /* per file id: amber's fd on it, inherited by every process */

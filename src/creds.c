@@ -60,20 +60,32 @@ static int creds_dump_thread(struct dump_ctx *ctx, struct thread *t)
 }
 
 /* An image cannot give a process more than the user restoring it has. */
+/*
+ * An image grants no more than whoever could have made it: the user running
+ * the restore, or, when root restores, the owner of the image's files.  An
+ * image written by an unprivileged user can only bring back processes of
+ * that user, without capabilities, whatever its records say.
+ */
 static int check_privileges(struct restore_ctx *ctx, Creds *cr)
 {
-	uid_t me = geteuid();
-	gid_t mg = getegid();
+	uid_t ru = geteuid(), owner = ctx->tree->image_uid;
+	gid_t rg = getegid();
+	const char *who = "the user restoring it";
 
-	if (me == 0)
+	if (ru == 0 && owner != 0) {
+		ru = owner;
+		rg = ctx->tree->image_gid;
+		who = "the owner of the image files";
+	}
+	if (ru == 0)
 		return 0;
-	if (cr->uid != me || cr->euid != me || cr->suid != me || cr->fsuid != me ||
-	    cr->gid != mg || cr->egid != mg || cr->sgid != mg || cr->fsgid != mg ||
+	if (cr->uid != ru || cr->euid != ru || cr->suid != ru || cr->fsuid != ru ||
+	    cr->gid != rg || cr->egid != rg || cr->sgid != rg || cr->fsgid != rg ||
 	    cr->cap_prm || cr->cap_eff || cr->cap_amb) {
-		pr_err("the image's process ran as uid %u gid %u with capabilities %llx; "
-		       "restoring it as uid %u would change identity: restore as root or as "
-		       "that user",
-		       cr->uid, cr->gid, (unsigned long long)cr->cap_prm, me);
+		pr_err("the image's process ran as uid %u gid %u with capabilities %llx, more than "
+		       "%s (uid %u gid %u) may grant; refusing (restore an image made by root as "
+		       "root, or one made by that user as that user)",
+		       cr->uid, cr->gid, (unsigned long long)cr->cap_prm, who, ru, rg);
 		return -EPERM;
 	}
 	return 0;

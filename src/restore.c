@@ -635,6 +635,16 @@ static int do_restore(struct opts *o)
 	ret = img_verify_dir(t.dirfd, o->dir, &t.inv);
 	if (ret)
 		goto close_dir;
+	{
+		struct stat st;
+
+		if (fstatat(t.dirfd, "inventory.img", &st, 0)) {
+			ret = -errno;
+			goto close_dir;
+		}
+		t.image_uid = st.st_uid;
+		t.image_gid = st.st_gid;
+	}
 	if (t.inv->shell_job && !o->shell_job) {
 		pr_err("%s was dumped with --shell-job; restore it with -j from a terminal", o->dir);
 		ret = -EINVAL;
