@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: MIT
+/*
+ * epoll: the watched fds ("tfd: N events: X data: Y ..." lines of fdinfo),
+ * each with its events and user data.  An epoll item is keyed by (file, fd
+ * number), so it is re-added under the owner's own fd number: amber puts
+ * the target's description at that number for the EPOLL_CTL_ADD and then
+ * gives the number back to whatever amber had there.
+ *
+ * fdinfo names an item by the fd number it was added with; if the process
+ * closed that fd (or reused the number for another file) the item still
+ * lives while its file does, but the number no longer leads to it.
+ * kcmp(KCMP_EPOLL_TFD) tells.  Another process of the tree that shares the
+ * epoll may still have the file at that number (fd tables part ways after
+ * fork); failing that, the epoll is refused.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "anonfd.h"
+
+#ifndef KCMP_EPOLL_TFD
+#define KCMP_EPOLL_TFD 7
+#endif
+
+struct kcmp_epoll_slot {
+	uint32_t efd;
+	uint32_t tfd;
+	uint32_t toff;
+};
+
+static bool epoll_match(const char *link, const struct stat *st)
+{
+	return !strcmp(link, "anon_inode:[eventpoll]");
+}
+
+static int add_target(EpollEntry *e, int tfd, unsigned events, uint64_t data, pid_t pid)
+{
+	EpollTarget *tg, **nt;
+
+	nt = realloc(e->targets, (e->n_targets + 1) * sizeof(*nt));
+	if (!nt)
+		return -ENOMEM;
+	e->targets = nt;
+	tg = malloc(sizeof(*tg));
+	if (!tg)
+		return -ENOMEM;
+	epoll_target__init(tg);
+	tg->tfd = (uint32_t)tfd;
+	tg->events = events;
+	tg->data = data;
+	if (pid != (pid_t)e->owner_pid) {
+		tg->has_pid = 1;
+		tg->pid = (uint32_t)pid;
+	}
+	e->targets[e->n_targets++] = tg;
+	return 0;
+}
+
+/*
+ * Which process of the tree has the file of item (tfd, toff) of ctx's epoll
+ * fd efd at its fd tfd, ctx's own process first: its pid, or -errno.
+ */
+static pid_t target_holder(struct dump_ctx *ctx, int efd, int tfd, int toff)
+{
+	struct kcmp_epoll_slot slot = {
+		.efd = (uint32_t)efd, .tfd = (uint32_t)tfd, .toff = (uint32_t)toff};
+	struct tree *t = ctx->tree;
+	int r = sys_kcmp(ctx->pid, ctx->pid, KCMP_EPOLL_TFD, (unsigned long)tfd,
+			 (unsigned long)&slot);
+
+	if (r == 0)
+		return ctx->pid;
+	if (r < 0 && r != -EBADF) {
+		pr_err("pid %d: kcmp(KCMP_EPOLL_TFD) on epoll fd %d, target fd %d failed: %s "
+		       "(kernel without CONFIG_CHECKPOINT_RESTORE? see amber check)",
+		       ctx->pid, efd, tfd, strerror(-r));
+		return r;
+	}
+	for (size_t i = 0; t && i < t->nr_procs; i++) {
+		pid_t pid = t->dprocs[i]->pid;
+
+		if (pid != ctx->pid && sys_kcmp(pid, ctx->pid, KCMP_EPOLL_TFD, (unsigned long)tfd,
+						(unsigned long)&slot) == 0)
+			return pid;
+	}
+	pr_err("pid %d: epoll fd %d watches a file that was added as fd %d, but fd %d %s; "
+	       "amber cannot restore a watch on a file the process has no fd for "
+	       "(EPOLL_CTL_DEL it before closing the fd)",
+	       ctx->pid, efd, tfd, tfd, r > 0 ? "is now another file" : "was closed since");
+	return -EOPNOTSUPP;
+}
+
+static int epoll_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
+{
+	EpollEntry *e;
+	char *buf;
+	const char *p;
+	int ret;
+
+	ret = anonfd_fdinfo(ctx, fd, dup, "epoll", &buf);
+	if (ret)
+		return ret;
+	e = malloc(sizeof(*e));
+	if (!e) {
+		ret = -ENOMEM;
+		goto free_buf;
+	}
+	epoll_entry__init(e);
+	f->epoll = e;
+	e->owner_pid = (uint32_t)ctx->pid;
+	for (p = buf; p && *p && !ret; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+		unsigned long long data;
+		unsigned events;
+		int tfd, toff = 0;
+		pid_t holder;
+
+		if (strncmp(p, "tfd:", 4))
+			continue;
+		if (sscanf(p, "tfd: %d events: %x data: %llx", &tfd, &events, &data) != 3 ||
+		    tfd < 0) {
+			pr_err("pid %d: fd %d: cannot parse the epoll item '%.*s'", ctx->pid, fd,
+			       (int)strcspn(p, "\n"), p);
+			ret = -EINVAL;
+			break;
+		}
+		/* Items with the same fd number (different files) are told apart by order. */
+		for (size_t i = 0; i < e->n_targets; i++)
+			toff += (int)e->targets[i]->tfd == tfd;
+		holder = target_holder(ctx, fd, tfd, toff);
+		ret = holder < 0 ? holder : add_target(e, tfd, events, data, holder);
+	}
+	if (!ret)
+		pr_debug("pid %d: fd %d: epoll with %zu watched fds", ctx->pid, fd, e->n_targets);
+free_buf:
+	free(buf);
+	return ret;
+}
+
+static int epoll_open(struct tree *t, RegFile *f)
+{
+	int fd, ret;
+
+	if (!f->epoll) {
+		pr_err("files.img: epoll entry %u has no epoll state; the image is corrupt", f->id);
+		return -EBADMSG;
+	}
+	fd = epoll_create1(EPOLL_CLOEXEC);
+	if (fd < 0) {
+		ret = -errno;
+		pr_err("cannot create an epoll instance (entry %u): %m", f->id);
+		return ret;
+	}
+	if ((f->flags & O_NONBLOCK) && fcntl(fd, F_SETFL, O_NONBLOCK)) {
+		ret = -errno;
+		pr_err("cannot make epoll entry %u non-blocking: %m", f->id);
+		close(fd);
+		return ret;
+	}
+	return fd;
+}
+
+/*
+ * EPOLL_CTL_ADD of src under the number tfd, which amber may be using (its
+ * stdio, the image dir): that fd is parked above fd_base meanwhile.  Nothing
+ * is logged until tfd is amber's again (it may be stderr).
+ */
+static int add_as(struct tree *t, int epfd, int src, int tfd, struct epoll_event *ev)
+{
+	int fdflags = fcntl(tfd, F_GETFD), parked = -1, ret = 0;
+
+	if (fdflags >= 0) {
+		parked = fcntl(tfd, F_DUPFD_CLOEXEC, t->fd_base);
+		if (parked < 0)
+			return -errno;
+	}
+	if (dup3(src, tfd, O_CLOEXEC) < 0) {
+		ret = -errno;
+		goto unpark;
+	}
+	if (epoll_ctl(epfd, EPOLL_CTL_ADD, tfd, ev))
+		ret = -errno;
+unpark:
+	if (parked >= 0) {
+		if (dup3(parked, tfd, (fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0 && !ret)
+			ret = -errno;
+		close(parked);
+	} else {
+		close(tfd);
+	}
+	return ret;
+}
+
+static int epoll_post_open(struct tree *t, RegFile *f, int fd)
+{
+	EpollEntry *e = f->epoll;
+
+	for (size_t i = 0; i < e->n_targets; i++) {
+		EpollTarget *tg = e->targets[i];
+		struct epoll_event ev = {.events = tg->events, .data.u64 = tg->data};
+		pid_t pid = (pid_t)(tg->has_pid ? tg->pid : e->owner_pid);
+		int id = files_id_of(t, pid, (int)tg->tfd), ret;
+
+		if (id < 0) {
+			pr_err("files.img: epoll entry %u watches fd %u of pid %d, which that "
+			       "process does not have in its fds image; the image is corrupt",
+			       f->id, tg->tfd, pid);
+			return -EBADMSG;
+		}
+		ret = add_as(t, fd, t->desc_fd[id], (int)tg->tfd, &ev);
+		if (ret) {
+			pr_err("cannot add fd %u (%s) to epoll entry %u with events 0x%x: %s",
+			       tg->tfd, t->rfiles[id]->path, f->id, tg->events, strerror(-ret));
+			return ret;
+		}
+	}
+	return 0;
+}
+
+const struct fd_type epoll_type = {
+	.name = "epoll",
+	.kind = FILE_KIND__FILE_EPOLL,
+	.match = epoll_match,
+	.dump = epoll_dump,
+	.open = epoll_open,
+	.post_open = epoll_post_open,
+};
