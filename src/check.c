@@ -15,12 +15,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/rseq.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <sys/uio.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -69,13 +73,21 @@ enum {
 	F_SOFT_DIRTY,
 	F_PROC_TIMERS,
 	F_TIMER_IDS,
+	F_TID_ADDRESS,
+	F_KCMP_EPOLL,
+	F_TFD_TICKS,
+	F_INOTIFY_WD,
+	F_FHANDLE,
 	F__COUNT,
 };
 
 /*
  * What amber needs, as dump.c, restore.c and the resource files use it:
- *  - children: to refuse process trees (amber dumps one process);
- *  - kcmp: files.c tells shared open files apart with KCMP_FILE;
+ *  - children: dump.c finds the process tree through it;
+ *  - kcmp: files.c tells shared open files apart with KCMP_FILE, dump.c
+ *    sharing of fd tables and fs between processes;
+ *  - PAGEMAP_SCAN: mem.c finds the pages to save with it;
+ *  - PR_GET_TID_ADDRESS: regs.c saves each thread's clear_child_tid;
  *  - stat C/R fields: mm-PID.img records arg/env bounds from them;
  *  - PR_SET_MM_MAP: mem.c restores the mm bounds, auxv and exe with it;
  *  - clone3 set_tid: the restored process gets its original pid;
@@ -97,13 +109,20 @@ static struct feature features[F__COUNT] = {
 	[F_XSTATE] = { "ptrace-xstate", NEED_DUMP | NEED_RESTORE },
 	[F_RSEQ] = { "rseq", 0 },
 	[F_RSEQ_CONFIG] = { "ptrace-rseq-config", 0 },
-	[F_PAGEMAP_SCAN] = { "pagemap-scan", 0 },
+	[F_PAGEMAP_SCAN] = { "pagemap-scan", NEED_DUMP },
 	[F_UFFD] = { "userfaultfd", 0 },
 	[F_DEV_UFFD] = { "dev-userfaultfd", 0 },
 	[F_SOFT_DIRTY] = { "soft-dirty", 0 },
 	[F_PROC_TIMERS] = { "proc-timers", 0, "dump: POSIX timers are not saved" },
 	[F_TIMER_IDS] = { "timer-create-restore-ids", 0,
 			  "restore: timer ids are reached by creating filler timers" },
+	[F_TID_ADDRESS] = { "prctl-get-tid-address", NEED_DUMP },
+	[F_KCMP_EPOLL] = { "kcmp-epoll-tfd", 0, "dump: processes with epoll fds are refused" },
+	[F_TFD_TICKS] = { "timerfd-set-ticks", 0,
+			  "restore: processes with timerfds cannot be restored" },
+	[F_INOTIFY_WD] = { "inotify-set-next-wd", 0,
+			   "restore: processes with inotify watches cannot be restored" },
+	[F_FHANDLE] = { "open-by-handle-at", 0, "dump: inotify watches cannot be resolved" },
 };
 
 static void set(struct feature *f, enum state st, const char *fmt, ...)
@@ -858,6 +877,105 @@ static void probe_timer_ids(struct feature *f)
 		    PR_TIMER_CREATE_RESTORE_IDS, strerror(errno));
 }
 
+static void probe_tid_address(struct feature *f)
+{
+	unsigned long addr = 0;
+
+	if (!prctl(40 /* PR_GET_TID_ADDRESS */, &addr, 0, 0, 0))
+		set(f, PRESENT, "clear_child_tid at %#lx", addr);
+	else
+		set(f, ABSENT, "%s (kernel without CONFIG_CHECKPOINT_RESTORE)", strerror(errno));
+}
+
+static void probe_kcmp_epoll(struct feature *f)
+{
+	struct {
+		uint32_t efd, tfd, toff;
+	} slot;
+	struct epoll_event ev = { .events = EPOLLIN };
+	int ep = epoll_create1(EPOLL_CLOEXEC), efd = eventfd(0, EFD_CLOEXEC), r;
+
+	if (ep < 0 || efd < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, efd, &ev)) {
+		set(f, UNKNOWN, "cannot set up an epoll watch: %s", strerror(errno));
+		goto close;
+	}
+	slot = (typeof(slot)){ (uint32_t)ep, (uint32_t)efd, 0 };
+	r = sys_kcmp(getpid(), getpid(), 7 /* KCMP_EPOLL_TFD */, efd, (unsigned long)&slot);
+	if (r == 0)
+		set(f, PRESENT, "finds an epoll target as the same file");
+	else
+		set(f, ABSENT, "kcmp(KCMP_EPOLL_TFD): %s", r < 0 ? strerror(-r) : "differs");
+close:
+	if (ep >= 0)
+		close(ep);
+	if (efd >= 0)
+		close(efd);
+}
+
+static void probe_tfd_ticks(struct feature *f)
+{
+	uint64_t ticks = 3, got = 0;
+	int fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+
+	if (fd < 0) {
+		set(f, UNKNOWN, "timerfd_create: %s", strerror(errno));
+		return;
+	}
+	if (ioctl(fd, _IOW('T', 0, uint64_t) /* TFD_IOC_SET_TICKS */, &ticks))
+		set(f, ABSENT, "TFD_IOC_SET_TICKS: %s (kernel without CONFIG_CHECKPOINT_RESTORE)",
+		    strerror(errno));
+	else if (read(fd, &got, sizeof(got)) != sizeof(got) || got != ticks)
+		set(f, ABSENT, "TFD_IOC_SET_TICKS accepted but read gives %llu",
+		    (unsigned long long)got);
+	else
+		set(f, PRESENT, "unread expirations can be set");
+	close(fd);
+}
+
+static void probe_inotify_wd(struct feature *f)
+{
+	uint32_t next = 7;
+	int fd = inotify_init1(IN_CLOEXEC), wd;
+
+	if (fd < 0) {
+		set(f, UNKNOWN, "inotify_init1: %s", strerror(errno));
+		return;
+	}
+	if (ioctl(fd, _IOW('I', 0, uint32_t) /* INOTIFY_IOC_SETNEXTWD */, next))
+		set(f, ABSENT, "INOTIFY_IOC_SETNEXTWD: %s (kernel without CONFIG_CHECKPOINT_RESTORE)",
+		    strerror(errno));
+	else if ((wd = inotify_add_watch(fd, "/", IN_ATTRIB)) != (int)next)
+		set(f, ABSENT, "the next watch got wd %d, not %u", wd, next);
+	else
+		set(f, PRESENT, "a watch gets the wd asked for");
+	close(fd);
+}
+
+static void probe_fhandle(struct feature *f)
+{
+	struct {
+		struct file_handle h;
+		unsigned char buf[MAX_HANDLE_SZ];
+	} fh;
+	int mount_id, mfd, fd;
+
+	fh.h.handle_bytes = MAX_HANDLE_SZ;
+	if (name_to_handle_at(AT_FDCWD, "/", &fh.h, &mount_id, 0)) {
+		set(f, ABSENT, "name_to_handle_at: %s", strerror(errno));
+		return;
+	}
+	mfd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fd = mfd < 0 ? -1 : open_by_handle_at(mfd, &fh.h, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0)
+		set(f, PRESENT, "resolves a file handle of /");
+	else
+		set(f, ABSENT, "open_by_handle_at: %s (needs CAP_DAC_READ_SEARCH)", strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	if (mfd >= 0)
+		close(mfd);
+}
+
 /* ---- verdict and output ---- */
 
 struct verdict {
@@ -1018,6 +1136,11 @@ int cmd_check(int argc, char **argv)
 	probe_soft_dirty(&features[F_SOFT_DIRTY]);
 	probe_proc_timers(&features[F_PROC_TIMERS]);
 	probe_timer_ids(&features[F_TIMER_IDS]);
+	probe_tid_address(&features[F_TID_ADDRESS]);
+	probe_kcmp_epoll(&features[F_KCMP_EPOLL]);
+	probe_tfd_ticks(&features[F_TFD_TICKS]);
+	probe_inotify_wd(&features[F_INOTIFY_WD]);
+	probe_fhandle(&features[F_FHANDLE]);
 
 	verdict(&dump, &restore);
 	if (json)
