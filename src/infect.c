@@ -248,6 +248,10 @@ int infect_syscall(struct infect *inf, long *ret, long nr, long a1, long a2, lon
 	}
 	*ret = regs.rax;
 	inf->nr_syscalls++;
+	/* its own registers back at once: were amber killed now, it runs on from them */
+	r = sys_ptrace(PTRACE_SETREGS, inf->pid, NULL, &inf->regs);
+	if (r)
+		goto fail;
 	return 0;
 fail:
 	/* the caller says what it was doing */
@@ -320,6 +324,8 @@ static int run_batch(struct infect *inf, unsigned long code, unsigned long table
 				pr_err("pid %d: the syscall batch trapped at 0x%llx", inf->pid, regs.rip);
 				return -EFAULT;
 			}
+			if (!r) /* as in infect_syscall(): its own registers back at once */
+				r = sys_ptrace(PTRACE_SETREGS, inf->pid, NULL, &inf->regs);
 			return (int)r;
 		}
 		/* a ptrace event inside a syscall (a thread's clone): go on */
