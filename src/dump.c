@@ -114,6 +114,34 @@ static int open_image_dir(const char *dir)
 	return fd;
 }
 
+/*
+ * amber restores into its own namespaces: a process in others (a container)
+ * would come back somewhere else, so it is refused.
+ */
+static int check_namespaces(pid_t pid)
+{
+	static const char *const kinds[] = { "pid", "mnt", "net", "ipc", "uts", "user", "cgroup",
+					     "time" };
+
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		char mine[64], theirs[64], path[64];
+
+		snprintf(path, sizeof(path), "/proc/self/ns/%s", kinds[i]);
+		if (sys_readlink(path, mine, sizeof(mine)) < 0)
+			continue; /* a kernel without this namespace kind */
+		snprintf(path, sizeof(path), "/proc/%d/ns/%s", pid, kinds[i]);
+		if (sys_readlink(path, theirs, sizeof(theirs)) < 0)
+			continue;
+		if (strcmp(mine, theirs)) {
+			pr_err("pid %d is in another %s namespace than amber (%s, amber %s); "
+			       "namespaces are not dumped yet: run amber inside it (nsenter)",
+			       pid, kinds[i], theirs, mine);
+			return -EOPNOTSUPP;
+		}
+	}
+	return 0;
+}
+
 /* What amber cannot dump yet is refused before anything is touched. */
 static int check_supported(pid_t pid, bool root)
 {
@@ -137,7 +165,7 @@ static int check_supported(pid_t pid, bool root)
 		       st.seccomp);
 		return -EOPNOTSUPP;
 	}
-	return 0;
+	return check_namespaces(pid);
 }
 
 static int write_core(struct dump_ctx *ctx, TaskCore *core)
