@@ -79,9 +79,9 @@ static int check_privileges(struct restore_ctx *ctx, Creds *cr)
 	}
 	if (ru == 0)
 		return 0;
-	if (cr->uid != ru || cr->euid != ru || cr->suid != ru || cr->fsuid != ru ||
-	    cr->gid != rg || cr->egid != rg || cr->sgid != rg || cr->fsgid != rg ||
-	    cr->cap_prm || cr->cap_eff || cr->cap_amb) {
+	if (cr->uid != ru || cr->euid != ru || cr->suid != ru || cr->fsuid != ru || cr->gid != rg ||
+	    cr->egid != rg || cr->sgid != rg || cr->fsgid != rg || cr->cap_prm || cr->cap_eff ||
+	    cr->cap_amb) {
 		pr_err("the image's process ran as uid %u gid %u with capabilities %llx, more than "
 		       "%s (uid %u gid %u) may grant; refusing (restore an image made by root as "
 		       "root, or one made by that user as that user)",
@@ -135,11 +135,11 @@ static long inj(struct thread *t, const char *what, long nr, long a1, long a2, l
 static int restore_creds(struct thread *t)
 {
 	Creds *cr = t->core->creds;
-	struct cap_header hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct cap_header hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
 	struct cap_data data[2] = {
-		{ (uint32_t)cr->cap_eff, (uint32_t)cr->cap_prm, (uint32_t)cr->cap_inh },
-		{ (uint32_t)(cr->cap_eff >> 32), (uint32_t)(cr->cap_prm >> 32),
-		  (uint32_t)(cr->cap_inh >> 32) },
+		{(uint32_t)cr->cap_eff, (uint32_t)cr->cap_prm, (uint32_t)cr->cap_inh},
+		{(uint32_t)(cr->cap_eff >> 32), (uint32_t)(cr->cap_prm >> 32),
+		 (uint32_t)(cr->cap_inh >> 32)},
 	};
 	unsigned long s = t->inf->scratch;
 	int ret;
@@ -152,8 +152,8 @@ static int restore_creds(struct thread *t)
 		if (inj(t, "the capability bounding set", SYS_prctl, PR_CAPBSET_DROP, cap, 0) < 0)
 			return -EPERM;
 	}
-	if (inj(t, "securebits", SYS_prctl, PR_SET_SECUREBITS, cr->securebits | 0x10 /* KEEP_CAPS */,
-		0) < 0)
+	if (inj(t, "securebits", SYS_prctl, PR_SET_SECUREBITS,
+		cr->securebits | 0x10 /* KEEP_CAPS */, 0) < 0)
 		return -EPERM;
 	ret = infect_write(t->inf, s, cr->groups, cr->n_groups * sizeof(uint32_t));
 	if (ret)
@@ -172,13 +172,12 @@ static int restore_creds(struct thread *t)
 	if (inj(t, "capabilities", SYS_capset, s, s + 64, 0) < 0)
 		return -EPERM;
 	/* KEEP_CAPS off again needs no capability (securebits would: CAP_SETPCAP) */
-	if (!(cr->securebits & 0x10) &&
-	    inj(t, "keep-caps", SYS_prctl, PR_SET_KEEPCAPS, 0, 0) < 0)
+	if (!(cr->securebits & 0x10) && inj(t, "keep-caps", SYS_prctl, PR_SET_KEEPCAPS, 0, 0) < 0)
 		return -EPERM;
 	for (int cap = 0; cap < 64; cap++)
 		if ((cr->cap_amb & (1ULL << cap)) &&
-		    inj(t, "ambient capabilities", SYS_prctl, PR_CAP_AMBIENT,
-			PR_CAP_AMBIENT_RAISE, cap) < 0)
+		    inj(t, "ambient capabilities", SYS_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE,
+			cap) < 0)
 			return -EPERM;
 	return 0;
 }
@@ -192,11 +191,10 @@ static int creds_restore_thread(struct restore_ctx *ctx, struct thread *t)
 		return ret;
 	/* Credential changes reset these, so they come after (dumpable is the mm's). */
 	if (inj(t, "the parent-death signal", SYS_prctl, PR_SET_PDEATHSIG, c->pdeath_sig, 0) < 0 ||
-	    (ctx->core->dumpable <= 1 && inj(t, "dumpable", SYS_prctl, PR_SET_DUMPABLE,
-					     ctx->core->dumpable, 0) < 0))
+	    (ctx->core->dumpable <= 1 &&
+	     inj(t, "dumpable", SYS_prctl, PR_SET_DUMPABLE, ctx->core->dumpable, 0) < 0))
 		return -EPERM;
-	if (c->no_new_privs &&
-	    inj(t, "no_new_privs", SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0) < 0)
+	if (c->no_new_privs && inj(t, "no_new_privs", SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0) < 0)
 		return -EPERM;
 	return 0;
 }

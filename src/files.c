@@ -26,7 +26,7 @@
 #ifndef KCMP_FILE
 #define KCMP_FILE 0
 #endif
-#define MAX_FD (1 << 20)
+#define MAX_FD	 (1 << 20)
 #define PIPE_MAX (1 << 20)
 
 int files_add(struct dump_ctx *ctx, RegFile *f)
@@ -98,7 +98,8 @@ static int dump_ghost(struct dump_ctx *ctx, const char *procpath, RegFile *f)
 		goto close_fd;
 	ret = copy_fd_to_img(fd, img);
 	if (ret) {
-		pr_err("pid %d: cannot save deleted file %s: %s", ctx->pid, f->path, strerror(-ret));
+		pr_err("pid %d: cannot save deleted file %s: %s", ctx->pid, f->path,
+		       strerror(-ret));
 		img_abort(img);
 		goto close_fd;
 	}
@@ -143,8 +144,8 @@ int files_dump_path(struct dump_ctx *ctx, const char *procpath, const char *path
 	for (size_t i = 0; i < ctx->files->n; i++) {
 		RegFile *o = ctx->files->f[i];
 
-		if (o->kind == FILE_KIND__FILE_REG && o->dev == st.st_dev &&
-		    o->ino == st.st_ino && (int)o->flags == flags && !strcmp(o->path, path)) {
+		if (o->kind == FILE_KIND__FILE_REG && o->dev == st.st_dev && o->ino == st.st_ino &&
+		    (int)o->flags == flags && !strcmp(o->path, path)) {
 			*id = (int)o->id;
 			return 0;
 		}
@@ -525,12 +526,12 @@ static int tty_fd = -1; /* amber's terminal, for --shell-job */
 static struct {
 	uint64_t id;
 	int rd, wr;
-} *pipes;
+} * pipes;
 static size_t nr_pipes;
 static struct {
 	const char *name;
 	int fd;
-} *ghosts;
+} * ghosts;
 static size_t nr_ghosts;
 
 static int up(struct tree *t, int fd)
@@ -757,7 +758,8 @@ static int files_restore_child(struct restore_ctx *ctx)
 {
 	/* A table shared with the parent (CLONE_FILES) is the parent's to fill. */
 	for (size_t i = 0; i < ctx->tree->nr_pstree; i++)
-		if (ctx->tree->pstree[i]->pid == (uint32_t)ctx->pid && ctx->tree->pstree[i]->clone_files)
+		if (ctx->tree->pstree[i]->pid == (uint32_t)ctx->pid &&
+		    ctx->tree->pstree[i]->clone_files)
 			return 0;
 	/* Everything below fd_base is amber's and goes; the target's fds go there. */
 	if (close_range(0, ctx->tree->fd_base - 1, 0)) {

@@ -16,9 +16,15 @@
 #define IMG_MAX_RECORD (64u << 20)
 
 static const char *const kind_names[IMG__COUNT] = {
-	[IMG_INVENTORY] = "inventory", [IMG_CORE] = "core",   [IMG_MM] = "mm",
-	[IMG_PAGEMAP] = "pagemap",     [IMG_PAGES] = "pages", [IMG_FILES] = "files",
-	[IMG_FDS] = "fds",	       [IMG_FS] = "fs",	      [IMG_GHOST] = "ghost",
+	[IMG_INVENTORY] = "inventory",
+	[IMG_CORE] = "core",
+	[IMG_MM] = "mm",
+	[IMG_PAGEMAP] = "pagemap",
+	[IMG_PAGES] = "pages",
+	[IMG_FILES] = "files",
+	[IMG_FDS] = "fds",
+	[IMG_FS] = "fs",
+	[IMG_GHOST] = "ghost",
 	[IMG_PSTREE] = "pstree",
 };
 
@@ -67,10 +73,9 @@ void img_set_free(struct img_set *set)
 	set->n = set->cap = 0;
 }
 
-static int create_named(struct img_set *set, enum img_kind kind, const char *name,
-			struct img **out)
+static int create_named(struct img_set *set, enum img_kind kind, const char *name, struct img **out)
 {
-	uint32_t hdr[2] = { img_magic(kind), IMG_VERSION };
+	uint32_t hdr[2] = {img_magic(kind), IMG_VERSION};
 	struct img *img = calloc(1, sizeof(*img));
 	int ret;
 
@@ -180,7 +185,7 @@ void img_abort(struct img *img)
 
 int img_set_commit(struct img_set *set, Inventory *inv)
 {
-	struct img_set inv_set = { .dirfd = set->dirfd };
+	struct img_set inv_set = {.dirfd = set->dirfd};
 	struct img *img;
 	int ret, dfd;
 

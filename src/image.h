@@ -15,7 +15,7 @@
 
 #include "amber.pb-c.h"
 
-#define IMG_VERSION 1
+#define IMG_VERSION  1
 #define IMG_HDR_SIZE 8
 
 enum img_kind {
@@ -73,7 +73,8 @@ int img_read_all(int dirfd, enum img_kind kind, const ProtobufCMessageDescriptor
 		 size_t *n, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 /* Read the single message of a file that holds one. */
 int img_read_one(int dirfd, enum img_kind kind, const ProtobufCMessageDescriptor *desc,
-		 ProtobufCMessage **msg, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+		 ProtobufCMessage **msg, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
 
 /*
  * Check an image directory before anything is restored from it: inventory

@@ -55,7 +55,8 @@ int infect_seize(pid_t pid, struct infect *inf, int *stopsig)
 	r = sys_ptrace(PTRACE_SEIZE, pid, NULL, (void *)(long)PTRACE_O_TRACESYSGOOD);
 	if (r) {
 		if (r == -EPERM)
-			pr_err("cannot ptrace pid %d: permission denied (run amber as the process's "
+			pr_err("cannot ptrace pid %d: permission denied (run amber as the "
+			       "process's "
 			       "owner or root; is it already traced, e.g. by gdb or strace?)",
 			       pid);
 		else if (r == -ESRCH)
@@ -259,8 +260,7 @@ fail:
 	return (int)r;
 }
 
-long infect_call(struct infect *inf, long nr, long a1, long a2, long a3, long a4, long a5,
-		 long a6)
+long infect_call(struct infect *inf, long nr, long a1, long a2, long a3, long a4, long a5, long a6)
 {
 	long ret;
 	int err = infect_syscall(inf, &ret, nr, a1, a2, a3, a4, a5, a6);
@@ -314,14 +314,15 @@ static int run_batch(struct infect *inf, unsigned long code, unsigned long table
 			break;
 		r = 0;
 		if (!WIFSTOPPED(status)) {
-			pr_err("pid %d died while running a batch of syscalls (status 0x%x)", inf->pid,
-			       status);
+			pr_err("pid %d died while running a batch of syscalls (status 0x%x)",
+			       inf->pid, status);
 			return -ESRCH;
 		}
 		if (WSTOPSIG(status) == SIGTRAP && !(status >> 16)) {
 			r = sys_ptrace(PTRACE_GETREGS, inf->pid, NULL, &regs);
 			if (!r && regs.rip != code + sizeof(pie_batch)) {
-				pr_err("pid %d: the syscall batch trapped at 0x%llx", inf->pid, regs.rip);
+				pr_err("pid %d: the syscall batch trapped at 0x%llx", inf->pid,
+				       regs.rip);
 				return -EFAULT;
 			}
 			if (!r) /* as in infect_syscall(): its own registers back at once */
@@ -396,7 +397,7 @@ int infect_scratch_unmap(struct infect *inf)
 /* process_vm_* first; /proc/PID/mem (which can reach unreadable pages) as fallback. */
 static int mem_xfer(struct infect *inf, unsigned long addr, void *buf, size_t len, bool write)
 {
-	struct iovec local = { buf, len }, remote = { (void *)addr, len };
+	struct iovec local = {buf, len}, remote = {(void *)addr, len};
 	char path[64];
 	ssize_t r;
 	int fd;

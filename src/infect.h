@@ -40,8 +40,7 @@ int infect_unblock_signals(struct infect *inf);
 int infect_syscall(struct infect *inf, long *ret, long nr, long a1, long a2, long a3, long a4,
 		   long a5, long a6);
 /* Convenience: the syscall's own return (negative errno on failure), or ptrace error. */
-long infect_call(struct infect *inf, long nr, long a1, long a2, long a3, long a4, long a5,
-		 long a6);
+long infect_call(struct infect *inf, long nr, long a1, long a2, long a3, long a4, long a5, long a6);
 /* Ask the task something: the syscall's own result (maybe -errno) goes to *ret;
  * what is returned is a failure to inject at all (logged), which ends a dump. */
 int infect_ask(struct infect *inf, long *ret, long nr, long a1, long a2, long a3);

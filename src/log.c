@@ -12,7 +12,7 @@ int log_fd = 2;
 
 void log_msg(int level, const char *fmt, ...)
 {
-	static const char *const tag[] = { "error", "warning", "info", "debug" };
+	static const char *const tag[] = {"error", "warning", "info", "debug"};
 	char line[1024];
 	int n = 0;
 	va_list ap;

@@ -42,10 +42,10 @@ static const struct {
 	unsigned vmf;
 	int advice;
 } madv_map[] = {
-	{ VMF_DONTFORK, MADV_DONTFORK },     { VMF_WIPEONFORK, MADV_WIPEONFORK },
-	{ VMF_DONTDUMP, MADV_DONTDUMP },     { VMF_HUGEPAGE, MADV_HUGEPAGE },
-	{ VMF_NOHUGEPAGE, MADV_NOHUGEPAGE }, { VMF_MERGEABLE, MADV_MERGEABLE },
-	{ VMF_SEQ_READ, MADV_SEQUENTIAL },   { VMF_RAND_READ, MADV_RANDOM },
+	{VMF_DONTFORK, MADV_DONTFORK},	   {VMF_WIPEONFORK, MADV_WIPEONFORK},
+	{VMF_DONTDUMP, MADV_DONTDUMP},	   {VMF_HUGEPAGE, MADV_HUGEPAGE},
+	{VMF_NOHUGEPAGE, MADV_NOHUGEPAGE}, {VMF_MERGEABLE, MADV_MERGEABLE},
+	{VMF_SEQ_READ, MADV_SEQUENTIAL},   {VMF_RAND_READ, MADV_RANDOM},
 };
 
 static bool has_pages(int kind)
@@ -256,7 +256,7 @@ static int copy_run(struct page_writer *w, uint64_t start, uint64_t end)
 		return ret;
 	for (uint64_t a = start; a < end; a += IO_CHUNK) {
 		size_t len = end - a < IO_CHUNK ? end - a : IO_CHUNK;
-		struct iovec l = { w->buf, len }, r = { (void *)a, len };
+		struct iovec l = {w->buf, len}, r = {(void *)a, len};
 		ssize_t n = sys_vm_readv(w->ctx->pid, &l, 1, &r, 1);
 
 		if (n != (ssize_t)len)
@@ -340,7 +340,7 @@ static int scan_vma(struct page_writer *w, int pagemap_fd, const VmaEntry *v)
 
 static int mem_dump_pages(struct dump_ctx *ctx)
 {
-	struct page_writer w = { .ctx = ctx };
+	struct page_writer w = {.ctx = ctx};
 	char path[64];
 	int pagemap_fd, ret;
 
@@ -420,9 +420,11 @@ static int mem_restore_read(struct restore_ctx *ctx)
 		VmaEntry *e = mm->vmas[i];
 
 		if (e->start < prev_end || e->end <= e->start || (e->start | e->end) % PAGE_SIZE ||
-		    e->end > TASK_SIZE_MAX || e->pgoff % PAGE_SIZE || e->kind > VMA_KIND__VMA_VVAR_VCLOCK ||
+		    e->end > TASK_SIZE_MAX || e->pgoff % PAGE_SIZE ||
+		    e->kind > VMA_KIND__VMA_VVAR_VCLOCK ||
 		    (e->has_file_id && e->file_id >= ctx->nr_files) ||
-		    ((e->kind == VMA_KIND__VMA_FILE_PRIVATE || e->kind == VMA_KIND__VMA_FILE_SHARED) &&
+		    ((e->kind == VMA_KIND__VMA_FILE_PRIVATE ||
+		      e->kind == VMA_KIND__VMA_FILE_SHARED) &&
 		     !e->has_file_id) ||
 		    (e->kind == VMA_KIND__VMA_ANON_SHARED && !e->has_shmem_id))
 			goto corrupt;
@@ -442,7 +444,8 @@ static int mem_restore_read(struct restore_ctx *ctx)
 		while (v < mm->n_vmas && mm->vmas[v]->end <= pe->vaddr)
 			v++;
 		if (v == mm->n_vmas || pe->vaddr < mm->vmas[v]->start || !pe->nr_pages ||
-		    pe->nr_pages > TASK_SIZE_MAX / PAGE_SIZE || pe->vaddr + len > mm->vmas[v]->end ||
+		    pe->nr_pages > TASK_SIZE_MAX / PAGE_SIZE ||
+		    pe->vaddr + len > mm->vmas[v]->end ||
 		    !(has_pages(mm->vmas[v]->kind) || mm->vmas[v]->kind == VMA_KIND__VMA_VDSO) ||
 		    pe->offset + len + IMG_HDR_SIZE > psize) {
 			pr_err("pagemap-%d.img: run at %llx does not fit the image; it is corrupt",
@@ -482,7 +485,7 @@ static struct {
 	uint64_t id;
 	uint64_t size;
 	int fd;
-} *shm;
+} * shm;
 static size_t nr_shm;
 
 static int shm_index(uint64_t id)
@@ -496,7 +499,8 @@ static int shm_index(uint64_t id)
 static int make_shm(struct tree *t, size_t i)
 {
 	char path[64];
-	void *p = mmap(NULL, shm[i].size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	void *p =
+		mmap(NULL, shm[i].size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	int fd;
 
 	if (p == MAP_FAILED) {
@@ -667,7 +671,7 @@ static unsigned long find_gap(MmEntry *mm, unsigned long size)
  */
 static int replace_address_space(struct restore_ctx *ctx, bool *proxy)
 {
-	struct vdso_block cur = { 0 }, want = { 0 };
+	struct vdso_block cur = {0}, want = {0};
 	struct vma *vmas;
 	size_t nr;
 	unsigned long top = 0;
@@ -679,10 +683,11 @@ static int replace_address_space(struct restore_ctx *ctx, bool *proxy)
 		return ret;
 	for (size_t i = 0; i < nr; i++) {
 		const char *p = vmas[i].path;
-		int kind = !p ? -1 : !strcmp(p, "[vdso]") ? VMA_KIND__VMA_VDSO
-				  : !strcmp(p, "[vvar]")     ? VMA_KIND__VMA_VVAR
-				  : !strcmp(p, "[vvar_vclock]") ? VMA_KIND__VMA_VVAR_VCLOCK
-								: -1;
+		int kind = !p				 ? -1
+			   : !strcmp(p, "[vdso]")	 ? VMA_KIND__VMA_VDSO
+			   : !strcmp(p, "[vvar]")	 ? VMA_KIND__VMA_VVAR
+			   : !strcmp(p, "[vvar_vclock]") ? VMA_KIND__VMA_VVAR_VCLOCK
+							 : -1;
 
 		if (kind >= 0)
 			vdso_block_add(&cur, kind, vmas[i].start, vmas[i].end);
@@ -832,7 +837,7 @@ static int vdso_proxy_patch(struct restore_ctx *ctx)
 	}
 	for (int i = 0; i < no && !ret; i++) {
 		for (int k = 0; k < nn; k++) {
-			uint8_t code[13] = { 0x49, 0xbb, 0, 0, 0, 0, 0, 0, 0, 0, 0x41, 0xff, 0xe3 };
+			uint8_t code[13] = {0x49, 0xbb, 0, 0, 0, 0, 0, 0, 0, 0, 0x41, 0xff, 0xe3};
 			uint64_t target = ctx->vdso_new + nsym[k].off;
 
 			if (strcmp(osym[i].name, nsym[k].name))
@@ -860,7 +865,7 @@ struct plan {
 		enum step_kind kind;
 		const VmaEntry *vma;
 		const PagemapEntry *run;
-	} *steps;
+	} * steps;
 	size_t n, cap;
 };
 
@@ -880,8 +885,8 @@ static int plan_add(struct plan *p, enum step_kind kind, const VmaEntry *vma,
 		p->steps = st;
 		p->cap = cap;
 	}
-	p->sc[p->n] = (struct infect_sc){ nr, { a1, a2, a3, a4, a5, a6 }, 0 };
-	p->steps[p->n++] = (struct step){ kind, vma, run };
+	p->sc[p->n] = (struct infect_sc){nr, {a1, a2, a3, a4, a5, a6}, 0};
+	p->steps[p->n++] = (struct step){kind, vma, run};
 	return 0;
 }
 
@@ -893,9 +898,9 @@ static int plan_vma(struct restore_ctx *ctx, struct plan *p, const VmaEntry *e, 
 	long prot = e->prot | (filled ? PROT_WRITE : 0);
 	long flags = MAP_FIXED | (shared ? MAP_SHARED : MAP_PRIVATE) | (anon ? MAP_ANONYMOUS : 0) |
 		     (e->growsdown ? MAP_GROWSDOWN : 0) | (e->noreserve ? MAP_NORESERVE : 0);
-	long fd = anon ? -1
+	long fd = anon					 ? -1
 		  : e->kind == VMA_KIND__VMA_ANON_SHARED ? shm[shm_index(e->shmem_id)].fd
-							: ctx->map_fd[e->file_id];
+							 : ctx->map_fd[e->file_id];
 	long len = (long)(e->end - e->start);
 	int ret;
 
@@ -949,8 +954,8 @@ static int check_step(struct restore_ctx *ctx, const struct step *st, long r)
 		if (r == (long)e->start)
 			return 0;
 		pr_err("pid %d: cannot map %llx-%llx%s%s: %s", ctx->pid,
-		       (unsigned long long)e->start, (unsigned long long)e->end, *path ? " of " : "",
-		       path, strerror(err ? err : EFAULT));
+		       (unsigned long long)e->start, (unsigned long long)e->end,
+		       *path ? " of " : "", path, strerror(err ? err : EFAULT));
 		return err ? -err : -EFAULT;
 	case STEP_PREAD:
 		if (r > 0)
@@ -976,7 +981,7 @@ static int check_step(struct restore_ctx *ctx, const struct step *st, long r)
 /* Every VMA with its pages, protection and advice: one batch, checked in order. */
 static int map_vmas(struct restore_ctx *ctx, bool proxy)
 {
-	struct plan p = { 0 };
+	struct plan p = {0};
 	size_t pm = 0;
 	int ret = 0;
 

@@ -52,7 +52,7 @@ int proc_parse_stat(pid_t pid, struct proc_stat *st)
 		       pid, n + 3);
 		return -EINVAL;
 	}
-#define F(i) v[(i) - 4]
+#define F(i) v[(i)-4]
 	st->ppid = (int)F(4);
 	st->pgrp = (int)F(5);
 	st->session = (int)F(6);
@@ -125,10 +125,10 @@ static unsigned parse_vmflags(const char *s)
 		char name[3];
 		unsigned bit;
 	} tab[] = {
-		{ "gd", VMF_GROWSDOWN }, { "dc", VMF_DONTFORK },   { "wf", VMF_WIPEONFORK },
-		{ "dd", VMF_DONTDUMP },	 { "hg", VMF_HUGEPAGE },   { "nh", VMF_NOHUGEPAGE },
-		{ "mg", VMF_MERGEABLE }, { "lo", VMF_LOCKED },	   { "sr", VMF_SEQ_READ },
-		{ "rr", VMF_RAND_READ }, { "mw", VMF_MAYWRITE },   { "nr", VMF_NORESERVE },
+		{"gd", VMF_GROWSDOWN}, {"dc", VMF_DONTFORK}, {"wf", VMF_WIPEONFORK},
+		{"dd", VMF_DONTDUMP},  {"hg", VMF_HUGEPAGE}, {"nh", VMF_NOHUGEPAGE},
+		{"mg", VMF_MERGEABLE}, {"lo", VMF_LOCKED},   {"sr", VMF_SEQ_READ},
+		{"rr", VMF_RAND_READ}, {"mw", VMF_MAYWRITE}, {"nr", VMF_NORESERVE},
 	};
 	unsigned flags = 0;
 

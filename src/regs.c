@@ -116,8 +116,7 @@ static int regs_dump_thread(struct dump_ctx *ctx, struct thread *t)
 	iov.iov_len = XSAVE_MAX;
 	ret = sys_ptrace(PTRACE_GETREGSET, tid, (void *)NT_X86_XSTATE, &iov);
 	if (ret) {
-		pr_err("pid %d: cannot read the FPU/XSAVE state: %s", tid,
-		       strerror((int)-ret));
+		pr_err("pid %d: cannot read the FPU/XSAVE state: %s", tid, strerror((int)-ret));
 		free(xsave);
 		return (int)ret;
 	}
@@ -189,8 +188,7 @@ static int regs_restore_thread(struct restore_ctx *ctx, struct thread *t)
 	if (r < 0)
 		goto fail;
 	if (c->has_rseq_addr) {
-		r = infect_call(t->inf, SYS_rseq, c->rseq_addr, c->rseq_len, 0, c->rseq_sig, 0,
-				0);
+		r = infect_call(t->inf, SYS_rseq, c->rseq_addr, c->rseq_len, 0, c->rseq_sig, 0, 0);
 		if (r < 0)
 			goto fail;
 	}
@@ -222,7 +220,7 @@ int regs_forget_rseq(struct restore_ctx *ctx)
 static int finish_thread(pid_t tid, TaskCore *core)
 {
 	struct user_regs_struct r;
-	struct iovec iov = { core->xsave.data, core->xsave.len };
+	struct iovec iov = {core->xsave.data, core->xsave.len};
 	uint64_t mask = core->sigmask;
 	long ret;
 

@@ -17,12 +17,10 @@
 #define NR_RLIMITS 16
 
 static const char *const rlimit_names[NR_RLIMITS] = {
-	"Max cpu time",	      "Max file size",	      "Max data size",
-	"Max stack size",     "Max core file size",   "Max resident set",
-	"Max processes",      "Max open files",	      "Max locked memory",
-	"Max address space",  "Max file locks",	      "Max pending signals",
-	"Max msgqueue size",  "Max nice priority",    "Max realtime priority",
-	"Max realtime timeout",
+	"Max cpu time",	      "Max file size",	   "Max data size",	    "Max stack size",
+	"Max core file size", "Max resident set",  "Max processes",	    "Max open files",
+	"Max locked memory",  "Max address space", "Max file locks",	    "Max pending signals",
+	"Max msgqueue size",  "Max nice priority", "Max realtime priority", "Max realtime timeout",
 };
 
 static uint64_t parse_limit(const char *s)
@@ -92,7 +90,7 @@ static int rlimits_restore_child(struct restore_ctx *ctx)
 
 	for (size_t i = 0; i < c->n_rlimits; i++) {
 		RlimitEntry *e = c->rlimits[i];
-		struct rlimit rl = { e->cur, e->max };
+		struct rlimit rl = {e->cur, e->max};
 
 		if (setrlimit(e->resource, &rl)) {
 			ret = -errno;

@@ -16,7 +16,7 @@
 #include "log.h"
 #include "sys.h"
 
-#define NSIG_KERNEL 64
+#define NSIG_KERNEL  64
 #define SIGINFO_SIZE 128
 
 #ifndef PTRACE_PEEKSIGINFO
@@ -65,10 +65,10 @@ static int dump_actions(struct dump_ctx *ctx)
 		return -ENOMEM;
 	for (int sig = 1; sig <= NSIG_KERNEL; sig++)
 		if (settable(sig))
-			sc[n++] = (struct infect_sc){ SYS_rt_sigaction,
-						      { sig, 0, ctx->inf.scratch + sig * sizeof(*ka),
-							8, 0, 0 },
-						      0 };
+			sc[n++] = (struct infect_sc){
+				SYS_rt_sigaction,
+				{sig, 0, ctx->inf.scratch + sig * sizeof(*ka), 8, 0, 0},
+				0};
 	ret = infect_batch(&ctx->inf, sc, n);
 	if (!ret)
 		ret = infect_read(&ctx->inf, ctx->inf.scratch + sizeof(*ka), ka, sizeof(ka));
@@ -156,7 +156,7 @@ static int add_pending(TaskCore *c, const uint8_t *info, bool shared)
 static int dump_pending(pid_t tid, TaskCore *core, bool shared)
 {
 	uint8_t buf[32 * SIGINFO_SIZE];
-	struct peeksiginfo_args a = { .flags = shared ? PTRACE_PEEKSIGINFO_SHARED : 0, .nr = 32 };
+	struct peeksiginfo_args a = {.flags = shared ? PTRACE_PEEKSIGINFO_SHARED : 0, .nr = 32};
 
 	for (;;) {
 		long n = sys_ptrace(PTRACE_PEEKSIGINFO, tid, &a, buf);
@@ -224,7 +224,7 @@ static int signals_restore_inject(struct restore_ctx *ctx)
 	for (size_t i = 0; i < c->n_sigactions; i++) {
 		SigactionEntry *e = c->sigactions[i];
 
-		acts[e->sig - 1] = (struct ksigaction){ e->handler, e->flags, e->restorer, e->mask };
+		acts[e->sig - 1] = (struct ksigaction){e->handler, e->flags, e->restorer, e->mask};
 	}
 	ret = infect_write(&ctx->inf, ctx->inf.scratch, acts, sizeof(acts));
 	if (ret)
@@ -233,14 +233,13 @@ static int signals_restore_inject(struct restore_ctx *ctx)
 		if (settable(sig))
 			sc[n++] = (struct infect_sc){
 				SYS_rt_sigaction,
-				{ sig, ctx->inf.scratch + (sig - 1) * sizeof(*acts), 0, 8, 0, 0 },
-				0
-			};
+				{sig, ctx->inf.scratch + (sig - 1) * sizeof(*acts), 0, 8, 0, 0},
+				0};
 	ret = infect_batch(&ctx->inf, sc, n);
 	for (int i = 0; !ret && i < n; i++)
 		if (sc[i].ret) {
-			pr_err("pid %d: cannot set the action of signal %ld: %s", ctx->pid, sc[i].a[0],
-			       strerror((int)-sc[i].ret));
+			pr_err("pid %d: cannot set the action of signal %ld: %s", ctx->pid,
+			       sc[i].a[0], strerror((int)-sc[i].ret));
 			ret = (int)sc[i].ret;
 		}
 	return ret;
@@ -259,8 +258,8 @@ static int queue_pending(struct restore_ctx *ctx, struct thread *t, SiginfoEntry
 	if (ret)
 		return ret;
 	if (e->shared)
-		r = infect_call(&ctx->inf, SYS_rt_sigqueueinfo, ctx->pid, e->signo, ctx->inf.scratch,
-				0, 0, 0);
+		r = infect_call(&ctx->inf, SYS_rt_sigqueueinfo, ctx->pid, e->signo,
+				ctx->inf.scratch, 0, 0, 0);
 	else
 		r = infect_call(t->inf, SYS_rt_tgsigqueueinfo, ctx->pid, t->tid, e->signo,
 				ctx->inf.scratch, 0, 0);
@@ -278,8 +277,8 @@ static int signals_restore_thread(struct restore_ctx *ctx, struct thread *t)
 	long r;
 
 	if (c->has_altstack_sp) {
-		struct kstack ss = { c->altstack_sp, (int32_t)(c->altstack_flags & ~SS_ONSTACK), 0,
-				     c->altstack_size };
+		struct kstack ss = {c->altstack_sp, (int32_t)(c->altstack_flags & ~SS_ONSTACK), 0,
+				    c->altstack_size};
 
 		ret = infect_write(t->inf, ctx->inf.scratch, &ss, sizeof(ss));
 		if (ret)

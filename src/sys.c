@@ -18,9 +18,9 @@
 #define FAULT_SHORT 0x10000 /* not an errno */
 
 static const char *const op_names[SYS__COUNT] = {
-	[SYS_OPEN] = "open",	 [SYS_READ] = "read",	 [SYS_WRITE] = "write",
-	[SYS_PREAD] = "pread",	 [SYS_FSYNC] = "fsync",	 [SYS_RENAME] = "rename",
-	[SYS_PTRACE] = "ptrace", [SYS_WAIT] = "wait",	 [SYS_VM_READ] = "vm_read",
+	[SYS_OPEN] = "open",	 [SYS_READ] = "read",	  [SYS_WRITE] = "write",
+	[SYS_PREAD] = "pread",	 [SYS_FSYNC] = "fsync",	  [SYS_RENAME] = "rename",
+	[SYS_PTRACE] = "ptrace", [SYS_WAIT] = "wait",	  [SYS_VM_READ] = "vm_read",
 	[SYS_KCMP] = "kcmp",	 [SYS_CLONE3] = "clone3", [SYS_PIDFD_GETFD] = "pidfd_getfd",
 	[SYS_MMAP] = "mmap",
 };
@@ -38,9 +38,9 @@ static int parse_err(const char *s)
 	static const struct {
 		const char *name;
 		int err;
-	} tab[] = { { "EINTR", EINTR },	  { "ENOSPC", ENOSPC }, { "EPERM", EPERM }, { "EIO", EIO },
-		    { "ENOMEM", ENOMEM }, { "EACCES", EACCES }, { "ESRCH", ESRCH }, { "EFAULT", EFAULT },
-		    { "EAGAIN", EAGAIN }, { "short", FAULT_SHORT } };
+	} tab[] = {{"EINTR", EINTR},   {"ENOSPC", ENOSPC},    {"EPERM", EPERM}, {"EIO", EIO},
+		   {"ENOMEM", ENOMEM}, {"EACCES", EACCES},    {"ESRCH", ESRCH}, {"EFAULT", EFAULT},
+		   {"EAGAIN", EAGAIN}, {"short", FAULT_SHORT}};
 
 	for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++)
 		if (!strcmp(s, tab[i].name))
@@ -60,7 +60,8 @@ void sys_fault_init(void)
 		char op[32], nth[32], err[32];
 
 		if (sscanf(tok, "%31[^:]:%31[^:]:%31s", op, nth, err) != 3) {
-			pr_warn("AMBER_FAULT: ignoring malformed entry '%s' (want OP:NTH:ERR)", tok);
+			pr_warn("AMBER_FAULT: ignoring malformed entry '%s' (want OP:NTH:ERR)",
+				tok);
 			continue;
 		}
 		for (int i = 0; i < SYS__COUNT; i++) {

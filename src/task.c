@@ -123,7 +123,8 @@ static int task_restore_child(struct restore_ctx *ctx)
 	int ret;
 
 	/* session and own group were made in restore.c, before the children */
-	if (c->sid != c->pid && c->pgid == c->pid && (uint32_t)ctx->pid == ctx->tree->pstree[0]->pid) {
+	if (c->sid != c->pid && c->pgid == c->pid &&
+	    (uint32_t)ctx->pid == ctx->tree->pstree[0]->pid) {
 		/* A shell job leading its group was the terminal's foreground job. */
 		for (int fd = 0; ctx->o->shell_job && fd < 3; fd++)
 			if (isatty(fd) && !tcsetpgrp(fd, getpid()))

@@ -54,7 +54,7 @@ static int threads_restore_read(struct restore_ctx *ctx)
 	ctx->threads = calloc(n + 1, sizeof(*ctx->threads));
 	if (!ctx->threads)
 		return -ENOMEM;
-	ctx->threads[0] = (struct thread){ ctx->pid, &ctx->inf, ctx->core };
+	ctx->threads[0] = (struct thread){ctx->pid, &ctx->inf, ctx->core};
 	ctx->nr_threads = 1;
 	for (size_t i = 0; i < n; i++) {
 		struct thread *t = &ctx->threads[ctx->nr_threads];

@@ -210,13 +210,13 @@ corrupt:
 
 static struct timespec ns_to_ts(uint64_t ns)
 {
-	return (struct timespec){ .tv_sec = ns / 1000000000ULL, .tv_nsec = ns % 1000000000ULL };
+	return (struct timespec){.tv_sec = ns / 1000000000ULL, .tv_nsec = ns % 1000000000ULL};
 }
 
 static int create_timer(struct restore_ctx *ctx, PosixTimerEntry *e, bool restore_ids)
 {
 	unsigned long sev_addr = ctx->inf.scratch, id_addr = ctx->inf.scratch + 128;
-	struct ksigevent sev = { .value = e->sigval, .signo = e->signo, .notify = e->notify };
+	struct ksigevent sev = {.value = e->sigval, .signo = e->signo, .notify = e->notify};
 	int32_t id = e->id;
 	long r;
 	int ret;
@@ -258,7 +258,7 @@ static int restore_posix_timers(struct restore_ctx *ctx)
 	restore_ids = r == 0;
 	for (size_t i = 0; i < c->n_posix_timers; i++) {
 		PosixTimerEntry *e = c->posix_timers[i];
-		struct itimerspec its = { ns_to_ts(e->interval_ns), ns_to_ts(e->value_ns) };
+		struct itimerspec its = {ns_to_ts(e->interval_ns), ns_to_ts(e->value_ns)};
 		int id;
 
 		for (;;) {
@@ -296,8 +296,8 @@ static int set_itimer(struct restore_ctx *ctx, unsigned which, uint64_t interval
 		      uint64_t value_us)
 {
 	struct itimerval v = {
-		{ interval_us / 1000000, interval_us % 1000000 },
-		{ value_us / 1000000, value_us % 1000000 },
+		{interval_us / 1000000, interval_us % 1000000},
+		{value_us / 1000000, value_us % 1000000},
 	};
 	int ret = infect_write(&ctx->inf, ctx->inf.scratch, &v, sizeof(v));
 	long r;
