@@ -602,7 +602,7 @@ static int check_sharing(struct tree *t)
 
 static int write_pstree(struct tree *t)
 {
-	struct img *img;
+	struct img *img = NULL;
 	int ret = img_create(&t->imgs, IMG_PSTREE, &img, "pstree.img");
 
 	for (size_t i = 0; !ret && i < t->nr_pstree; i++)

@@ -393,7 +393,7 @@ static int list_fds(struct dump_ctx *ctx, struct fdslot **s, size_t *n, size_t *
 
 static int write_fds(struct dump_ctx *ctx, struct fdslot *s, size_t n)
 {
-	struct img *img;
+	struct img *img = NULL;
 	int ret = img_create(ctx->imgs, IMG_FDS, &img, "fds-%d.img", ctx->pid);
 
 	for (size_t i = 0; i < n && !ret; i++) {
@@ -407,7 +407,8 @@ static int write_fds(struct dump_ctx *ctx, struct fdslot *s, size_t n)
 		ret = img_put(img, &e.base);
 	}
 	if (ret) {
-		img_abort(img);
+		if (img)
+			img_abort(img);
 		return ret;
 	}
 	return img_finish(img);
@@ -541,6 +542,8 @@ static int up(struct tree *t, int fd)
 	if (fd < 0 || fd >= t->fd_base)
 		return fd;
 	nfd = fcntl(fd, F_DUPFD_CLOEXEC, t->fd_base);
+	if (nfd < 0)
+		pr_err("cannot move fd %d above %d: %m (RLIMIT_NOFILE?)", fd, t->fd_base);
 	close(fd);
 	return nfd < 0 ? -errno : nfd;
 }
@@ -592,13 +595,19 @@ close_img:
 	return ret;
 }
 
-static int reopen_self(int fd, int flags)
+/* A new open file description of what fd refers to, with its own flags. */
+static int reopen_self(int fd, int flags, const char *what)
 {
 	char path[64];
+	int nfd;
 
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	fd = open(path, flags | O_CLOEXEC);
-	return fd < 0 ? -errno : fd;
+	nfd = open(path, flags | O_CLOEXEC);
+	if (nfd < 0) {
+		pr_err("cannot reopen %s (flags %#o): %m", what, flags);
+		return -errno;
+	}
+	return nfd;
 }
 
 static int pipe_end(struct tree *t, RegFile *f)
@@ -618,6 +627,7 @@ static int pipe_end(struct tree *t, RegFile *f)
 		}
 		p[1] = dup(p[0]);
 	} else if (pipe2(p, O_CLOEXEC)) {
+		pr_err("cannot create a pipe for %s: %m", f->path);
 		return -errno;
 	}
 	p[0] = up(t, p[0]);
@@ -638,7 +648,7 @@ found:
 	}
 	/* A new description of the same pipe, with this one's own flags. */
 	return reopen_self((f->flags & O_ACCMODE) == O_WRONLY ? pipes[i].wr : pipes[i].rd,
-			   f->flags);
+			   f->flags, f->path);
 }
 
 static int open_reg(struct tree *t, RegFile *f, int flags)
@@ -649,7 +659,7 @@ static int open_reg(struct tree *t, RegFile *f, int flags)
 	if (f->ghost) {
 		int g = ghost_fd(t, f);
 
-		return g < 0 ? g : reopen_self(g, flags & ~(O_CREAT | O_EXCL | O_TRUNC));
+		return g < 0 ? g : reopen_self(g, flags & ~(O_CREAT | O_EXCL | O_TRUNC), f->path);
 	}
 	fd = open(f->path, (flags & ~(O_CREAT | O_EXCL | O_TRUNC)) | O_CLOEXEC);
 	if (fd < 0) {
@@ -687,7 +697,7 @@ static int open_desc(struct tree *t, RegFile *f)
 			       f->path);
 			return -ENOTTY;
 		}
-		return reopen_self(tty_fd, f->flags & ~O_NOCTTY);
+		return reopen_self(tty_fd, f->flags & ~O_NOCTTY, f->path);
 	case FILE_KIND__FILE_PIPE:
 	case FILE_KIND__FILE_FIFO:
 		return pipe_end(t, f);
@@ -734,10 +744,8 @@ static int files_restore_tree(struct tree *t)
 		RegFile *f = t->rfiles[i];
 		int fd = up(t, open_desc(t, f));
 
-		if (fd < 0) {
-			pr_err("cannot reopen %s: %s", f->path, strerror(-fd));
+		if (fd < 0) /* what failed was logged where it failed */
 			return fd;
-		}
 		t->desc_fd[i] = fd;
 	}
 	for (size_t i = 0; i < t->nr_rfiles; i++) {
