@@ -59,6 +59,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "leave-running", no_argument, NULL, 'R' },
 		{ "shell-job", no_argument, NULL, 'j' },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "tcp-established", no_argument, NULL, 'E' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -79,6 +80,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'v':
 			log_level++;
+			break;
+		case 'E':
+			o->tcp_established = true;
 			break;
 		default:
 			return -EINVAL;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* The kinds of open files beyond those files.c knows itself (see files.h). */
 #include "files.h"
+#include "sk.h"
 #include "anonfd.h"
 
 const struct fd_type *const fd_types[] = {
@@ -9,5 +10,7 @@ const struct fd_type *const fd_types[] = {
 	&signalfd_type,
 	&timerfd_type,
 	&inotify_type,
+	&unix_sk_type,
+	&inet_sk_type,
 	NULL,
 };

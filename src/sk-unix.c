@@ -1,0 +1,946 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Unix sockets: stream, dgram and seqpacket; socketpairs and named sockets
+ * (paths and abstract names) between processes of the tree, listening
+ * sockets, and the data queued on each.
+ *
+ * Dump: type, state, name, peer and backlog come from NETLINK_SOCK_DIAG
+ * (unix_diag); queued data is peeked on amber's dup (sk_peek_queue).  A
+ * connected stream or seqpacket socket whose peer is not open in the tree is
+ * refused (external socket, or a connection nobody accept()ed yet); a
+ * datagram socket may be connected to a named socket outside the tree (it
+ * is connected to that name again on restore).
+ *
+ * Restore: every unix socket of the image is built at once, on the first
+ * open: connected pairs (socketpair; with a name, through a temporary
+ * listener bound to it so that the accepted end carries the listener's
+ * name), then the other sockets (bind, listen), then the queued data, sent
+ * by each socket's peer (or a temporary socket sending to its name) so that
+ * it lands in the right receive queue, then datagram connects, buffer sizes
+ * and shutdowns.  Each open() then hands out its socket.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
+#include <netinet/tcp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "amber.h"
+#include "log.h"
+#include "sk.h"
+
+#ifndef SO_PEEK_OFF
+#define SO_PEEK_OFF 42
+#endif
+#define PEEK_BUF   (4 << 20)
+#define MAX_QUEUED 65536 /* entries per socket: a sanity bound */
+#define TMP_SNDBUF (8 << 20)
+
+/* sk_shutdown bits as unix_diag reports them */
+#define SK_RCV_SHUTDOWN	 1
+#define SK_SEND_SHUTDOWN 2
+
+bool sk_open_in_tree(struct tree *t, uint64_t ino)
+{
+	char want[64], path[64], fdpath[320], link[64];
+
+	snprintf(want, sizeof(want), "socket:[%llu]", (unsigned long long)ino);
+	for (size_t p = 0; p < t->nr_procs; p++) {
+		struct dirent *de;
+		DIR *d;
+
+		snprintf(path, sizeof(path), "/proc/%d/fd", t->dprocs[p]->pid);
+		d = opendir(path);
+		if (!d)
+			continue;
+		while ((de = readdir(d))) {
+			ssize_t n;
+
+			snprintf(fdpath, sizeof(fdpath), "%s/%s", path, de->d_name);
+			n = readlink(fdpath, link, sizeof(link) - 1);
+			if (n <= 0)
+				continue;
+			link[n] = 0;
+			if (!strcmp(link, want)) {
+				closedir(d);
+				return true;
+			}
+		}
+		closedir(d);
+	}
+	return false;
+}
+
+static int add_queued(SkQueued ***q, size_t *n, const void *data, size_t len)
+{
+	SkQueued *e, **nq;
+
+	if (*n >= MAX_QUEUED)
+		return -E2BIG;
+	nq = realloc(*q, (*n + 1) * sizeof(*nq));
+	if (!nq)
+		return -ENOMEM;
+	*q = nq;
+	e = malloc(sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	sk_queued__init(e);
+	e->data.len = len;
+	e->data.data = malloc(len ? len : 1);
+	if (!e->data.data) {
+		free(e);
+		return -ENOMEM;
+	}
+	memcpy(e->data.data, data, len);
+	(*q)[(*n)++] = e;
+	return 0;
+}
+
+/* Drop (close) descriptors a peek of an SCM_RIGHTS message gave us; true if any. */
+static bool drop_passed_fds(struct msghdr *mh)
+{
+	bool any = false;
+
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
+		int *fds = (int *)CMSG_DATA(c);
+		size_t nfds = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		for (size_t i = 0; i < nfds; i++)
+			close(fds[i]);
+		any = true;
+	}
+	return any;
+}
+
+int sk_peek_queue(int fd, bool stream, const char *what, SkQueued ***q, size_t *n)
+{
+	char cbuf[CMSG_SPACE(sizeof(int) * 253)];
+	int old = -1, zero = 0, ret = 0;
+	socklen_t len = sizeof(old);
+	char *buf;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &old, &len) ||
+	    setsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &zero, sizeof(zero))) {
+		pr_err("%s: cannot use SO_PEEK_OFF to read its queue without consuming it: %m "
+		       "(kernel too old?)",
+		       what);
+		return -errno;
+	}
+	buf = malloc(PEEK_BUF);
+	if (!buf) {
+		ret = -ENOMEM;
+		goto put_peek_off;
+	}
+	for (;;) {
+		struct iovec iov = {buf, PEEK_BUF};
+		struct msghdr mh = {.msg_iov = &iov,
+				    .msg_iovlen = 1,
+				    .msg_control = cbuf,
+				    .msg_controllen = sizeof(cbuf)};
+		ssize_t r = recvmsg(fd, &mh, MSG_PEEK | MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && errno == EAGAIN)
+			break;
+		if (r < 0) {
+			ret = -errno;
+			pr_err("%s: cannot peek at its queued data: %m", what);
+			break;
+		}
+		if (drop_passed_fds(&mh)) {
+			pr_err("%s: a queued message carries file descriptors (SCM_RIGHTS), which "
+			       "amber cannot dump; let the receiver read it first",
+			       what);
+			ret = -EOPNOTSUPP;
+			break;
+		}
+		if (stream && r == 0)
+			break; /* end of stream (shut down) */
+		if (mh.msg_flags & MSG_TRUNC) {
+			pr_err("%s: a queued datagram is larger than %d bytes", what, PEEK_BUF);
+			ret = -EMSGSIZE;
+			break;
+		}
+		ret = add_queued(q, n, buf, r);
+		if (ret) {
+			if (ret == -E2BIG)
+				pr_err("%s: more than %d messages queued", what, MAX_QUEUED);
+			break;
+		}
+	}
+	free(buf);
+put_peek_off:
+	if (setsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &old, sizeof(old)) && !ret) {
+		pr_err("%s: cannot put SO_PEEK_OFF back to %d: %m", what, old);
+		ret = -errno;
+	}
+	return ret;
+}
+
+int sk_set_flags(int fd, const RegFile *f)
+{
+	if ((f->flags & O_NONBLOCK) && fcntl(fd, F_SETFL, O_NONBLOCK)) {
+		pr_err("socket %s: cannot make it non-blocking: %m", f->path);
+		return -errno;
+	}
+	return 0;
+}
+
+/* ---- sock_diag ---- */
+
+struct unix_info {
+	uint32_t type, state, shutdown;
+	uint64_t ino, peer;
+	bool has_peer;
+	char name[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];
+	size_t name_len;
+	uint32_t rqueue, wqueue;
+	uint64_t vfs_ino, vfs_dev;
+	bool has_vfs;
+};
+
+/* One socket by inode, in amber's network namespace.  -ENOENT: not a unix socket there. */
+static int unix_diag(uint64_t ino, struct unix_info *ui)
+{
+	struct {
+		struct nlmsghdr nlh;
+		struct unix_diag_req r;
+	} req = {
+		.nlh = {.nlmsg_len = sizeof(req),
+			.nlmsg_type = SOCK_DIAG_BY_FAMILY,
+			.nlmsg_flags = NLM_F_REQUEST},
+		.r = {.sdiag_family = AF_UNIX,
+		      .udiag_states = ~0U,
+		      .udiag_ino = (uint32_t)ino,
+		      .udiag_show =
+			      UDIAG_SHOW_NAME | UDIAG_SHOW_PEER | UDIAG_SHOW_RQLEN | UDIAG_SHOW_VFS,
+		      .udiag_cookie = {INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE}},
+	};
+	struct sockaddr_nl nl = {.nl_family = AF_NETLINK};
+	static char buf[16384];
+	struct nlmsghdr *h;
+	struct unix_diag_msg *m;
+	struct rtattr *a;
+	int s, ret = -ENOENT, alen;
+	ssize_t n;
+
+	s = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	if (s < 0)
+		return -errno;
+	if (sendto(s, &req, sizeof(req), 0, (struct sockaddr *)&nl, sizeof(nl)) < 0) {
+		ret = -errno;
+		goto close_sock;
+	}
+	n = recv(s, buf, sizeof(buf), 0);
+	if (n < 0) {
+		ret = -errno;
+		goto close_sock;
+	}
+	h = (struct nlmsghdr *)buf;
+	if (!NLMSG_OK(h, (size_t)n))
+		goto close_sock;
+	if (h->nlmsg_type == NLMSG_ERROR) {
+		struct nlmsgerr *e = NLMSG_DATA(h);
+
+		ret = e->error ? e->error : -ENOENT;
+		goto close_sock;
+	}
+	if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY)
+		goto close_sock;
+	m = NLMSG_DATA(h);
+	if (m->udiag_family != AF_UNIX || m->udiag_ino != (uint32_t)ino)
+		goto close_sock;
+	memset(ui, 0, sizeof(*ui));
+	ui->type = m->udiag_type;
+	ui->state = m->udiag_state;
+	ui->ino = m->udiag_ino;
+	alen = (int)(h->nlmsg_len - NLMSG_LENGTH(sizeof(*m)));
+	for (a = (struct rtattr *)(m + 1); RTA_OK(a, alen); a = RTA_NEXT(a, alen)) {
+		size_t len = RTA_PAYLOAD(a);
+
+		switch (a->rta_type) {
+		case UNIX_DIAG_NAME:
+			if (len >= sizeof(ui->name))
+				len = sizeof(ui->name) - 1;
+			memcpy(ui->name, RTA_DATA(a), len);
+			ui->name_len = len;
+			break;
+		case UNIX_DIAG_PEER:
+			ui->has_peer = true;
+			ui->peer = *(uint32_t *)RTA_DATA(a);
+			break;
+		case UNIX_DIAG_RQLEN: {
+			struct unix_diag_rqlen *rq = RTA_DATA(a);
+
+			ui->rqueue = rq->udiag_rqueue;
+			ui->wqueue = rq->udiag_wqueue;
+			break;
+		}
+		case UNIX_DIAG_VFS: {
+			struct unix_diag_vfs *v = RTA_DATA(a);
+
+			ui->has_vfs = true;
+			ui->vfs_ino = v->udiag_vfs_ino;
+			ui->vfs_dev = v->udiag_vfs_dev;
+			break;
+		}
+		case UNIX_DIAG_SHUTDOWN:
+			ui->shutdown = *(uint8_t *)RTA_DATA(a);
+			break;
+		}
+	}
+	ret = 0;
+close_sock:
+	close(s);
+	return ret;
+}
+
+static bool unix_match(const char *link, const struct stat *st)
+{
+	struct unix_info ui;
+
+	return S_ISSOCK(st->st_mode) && unix_diag(st->st_ino, &ui) == 0;
+}
+
+/* "@abstract" or the path, for messages. */
+static const char *show_name(const uint8_t *name, size_t len)
+{
+	static char buf[2][sizeof(((struct sockaddr_un *)0)->sun_path) + 2];
+	static int k;
+	char *b = buf[k++ % 2];
+
+	if (!len)
+		return "unnamed";
+	if (name[0])
+		snprintf(b, sizeof(buf[0]), "%.*s", (int)len, (const char *)name);
+	else
+		snprintf(b, sizeof(buf[0]), "@%.*s", (int)len - 1, (const char *)name + 1);
+	return b;
+}
+
+static const char *type_name(uint32_t type)
+{
+	return type == SOCK_STREAM ? "stream" : type == SOCK_DGRAM ? "dgram" : "seqpacket";
+}
+
+/* A relative name was bound in some directory: find it through the process's cwd. */
+static int find_bind_dir(struct dump_ctx *ctx, int fd, const struct unix_info *ui, UnixSkEntry *e)
+{
+	char cwd[PATH_MAX], path[PATH_MAX + sizeof(ui->name) + 2], link[64];
+	struct stat st;
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/%d/cwd", ctx->pid);
+	n = readlink(link, cwd, sizeof(cwd) - 1);
+	if (n > 0) {
+		cwd[n] = 0;
+		snprintf(path, sizeof(path), "%s/%s", cwd, ui->name);
+		if (ui->has_vfs && !stat(path, &st) && S_ISSOCK(st.st_mode) &&
+		    st.st_ino == ui->vfs_ino) {
+			e->bind_dir = strdup(cwd);
+			return e->bind_dir ? 0 : -ENOMEM;
+		}
+	}
+	pr_err("pid %d: fd %d is a unix socket bound to the relative name '%s' outside its "
+	       "current directory; amber cannot tell where to bind it again (bind it to an "
+	       "absolute path)",
+	       ctx->pid, fd, ui->name);
+	return -EOPNOTSUPP;
+}
+
+static int unix_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
+{
+	UnixSkEntry *e = malloc(sizeof(*e));
+	struct unix_info ui, pi;
+	char what[96];
+	int ret, val;
+	socklen_t len = sizeof(val);
+
+	if (!e)
+		return -ENOMEM;
+	unix_sk_entry__init(e);
+	f->unix_sk = e;
+	snprintf(what, sizeof(what), "pid %d: fd %d (unix socket:[%llu])", ctx->pid, fd,
+		 (unsigned long long)f->ino);
+	ret = unix_diag(f->ino, &ui);
+	if (ret) {
+		pr_err("%s: sock_diag cannot describe it: %s (is the process in another network "
+		       "namespace than amber?)",
+		       what, strerror(-ret));
+		return ret;
+	}
+	if (ui.type != SOCK_STREAM && ui.type != SOCK_DGRAM && ui.type != SOCK_SEQPACKET) {
+		pr_err("%s: unix socket type %u is not supported", what, ui.type);
+		return -EOPNOTSUPP;
+	}
+	e->type = ui.type;
+	e->state = ui.state;
+	e->ino = ui.ino;
+	e->has_shutdown = 1;
+	e->shutdown = ui.shutdown;
+	if (ui.name_len) {
+		e->has_name = 1;
+		e->name.len = ui.name_len;
+		e->name.data = malloc(ui.name_len + 1);
+		if (!e->name.data)
+			return -ENOMEM;
+		memcpy(e->name.data, ui.name, ui.name_len);
+		e->name.data[ui.name_len] = 0;
+		if (ui.name[0] && ui.name[0] != '/') {
+			ret = find_bind_dir(ctx, fd, &ui, e);
+			if (ret)
+				return ret;
+		}
+	}
+	if (ui.state == TCP_LISTEN) {
+		e->has_backlog = 1;
+		e->backlog = ui.wqueue;
+		if (ui.rqueue) {
+			pr_err("%s: the listening socket %s has %u connection(s) not accept()ed "
+			       "yet, which amber cannot dump; dump once they are accepted",
+			       what, show_name(e->name.data, e->name.len), ui.rqueue);
+			return -EOPNOTSUPP;
+		}
+	}
+	if (ui.has_peer && ui.peer) {
+		bool inside = sk_open_in_tree(ctx->tree, ui.peer);
+
+		e->has_peer_ino = 1;
+		e->peer_ino = ui.peer;
+		if (!unix_diag(ui.peer, &pi) && pi.name_len) {
+			e->has_peer_name = 1;
+			e->peer_name.len = pi.name_len;
+			e->peer_name.data = malloc(pi.name_len);
+			if (!e->peer_name.data)
+				return -ENOMEM;
+			memcpy(e->peer_name.data, pi.name, pi.name_len);
+		}
+		if (!inside && ui.type != SOCK_DGRAM) {
+			pr_err("%s: external unix socket: its %s peer socket:[%llu] (%s) is not "
+			       "open "
+			       "in the dumped tree (a process outside it, or a connection not "
+			       "accept()ed yet); dump the tree that holds both ends",
+			       what, type_name(ui.type), (unsigned long long)ui.peer,
+			       show_name(e->peer_name.data, e->peer_name.len));
+			return -EOPNOTSUPP;
+		}
+		if (!inside && (!e->has_peer_name || e->peer_name.data[0] != '/')) {
+			pr_err("%s: external unix socket: it is connected to socket:[%llu] (%s) "
+			       "outside the dumped tree, which has no path to connect to again",
+			       what, (unsigned long long)ui.peer,
+			       show_name(e->peer_name.data, e->peer_name.len));
+			return -EOPNOTSUPP;
+		}
+	}
+	if (!getsockopt(dup, SOL_SOCKET, SO_SNDBUF, &val, &len)) {
+		e->has_sndbuf = 1;
+		e->sndbuf = val;
+	}
+	len = sizeof(val);
+	if (!getsockopt(dup, SOL_SOCKET, SO_RCVBUF, &val, &len)) {
+		e->has_rcvbuf = 1;
+		e->rcvbuf = val;
+	}
+	/* Only datagram sockets and connected ones have a queue to read. */
+	if (ui.type != SOCK_DGRAM && ui.state != TCP_ESTABLISHED)
+		return 0;
+	return sk_peek_queue(dup, ui.type == SOCK_STREAM, what, &e->rqueue, &e->n_rqueue);
+}
+
+/* ---- restore ---- */
+
+struct usk {
+	RegFile *f;
+	UnixSkEntry *e;
+	int fd;
+	int spare;	  /* the other end of a pair whose peer had closed */
+	struct usk *peer; /* mutual peer (both ends in the image) */
+	bool handed;	  /* open() returned fd */
+};
+
+static struct usk *usks;
+static size_t nr_usks;
+static bool usks_built;
+
+static struct usk *usk_by_ino(uint64_t ino)
+{
+	for (size_t i = 0; i < nr_usks; i++)
+		if (usks[i].e->ino == ino)
+			return &usks[i];
+	return NULL;
+}
+
+static socklen_t make_addr(struct sockaddr_un *sa, const ProtobufCBinaryData *name)
+{
+	size_t len = name->len;
+
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	if (len > sizeof(sa->sun_path))
+		len = sizeof(sa->sun_path);
+	memcpy(sa->sun_path, name->data, len);
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len);
+}
+
+static bool same_name(const UnixSkEntry *a, const UnixSkEntry *b)
+{
+	return a->has_name && b->has_name && a->name.len == b->name.len &&
+	       !memcmp(a->name.data, b->name.data, a->name.len);
+}
+
+static int enter_bind_dir(const UnixSkEntry *e, int *cwd)
+{
+	*cwd = -1;
+	if (!e->bind_dir)
+		return 0;
+	*cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (*cwd < 0 || chdir(e->bind_dir)) {
+		int err = errno;
+
+		pr_err("cannot enter %s to bind the unix socket %s there: %m", e->bind_dir,
+		       show_name(e->name.data, e->name.len));
+		if (*cwd >= 0)
+			close(*cwd);
+		*cwd = -1;
+		return -err;
+	}
+	return 0;
+}
+
+static void leave_bind_dir(int cwd)
+{
+	if (cwd < 0)
+		return;
+	if (fchdir(cwd))
+		pr_warn("cannot return to amber's directory: %m");
+	close(cwd);
+}
+
+/* Bind fd to e's name; a socket file left by the dumped socket is removed first. */
+static int bind_name(int fd, const UnixSkEntry *e)
+{
+	struct sockaddr_un sa;
+	socklen_t len = make_addr(&sa, &e->name);
+	const char *shown = show_name(e->name.data, e->name.len);
+	struct stat st;
+	int cwd, ret;
+
+	ret = enter_bind_dir(e, &cwd);
+	if (ret)
+		return ret;
+	if (sa.sun_path[0] && !lstat(sa.sun_path, &st)) {
+		if (!S_ISSOCK(st.st_mode)) {
+			pr_err("cannot bind the unix socket %s: the path exists and is not a "
+			       "socket; "
+			       "move it away",
+			       shown);
+			ret = -EEXIST;
+			goto leave_dir;
+		}
+		if (unlink(sa.sun_path)) {
+			ret = -errno;
+			pr_err("cannot remove the stale socket file %s: %m", shown);
+			goto leave_dir;
+		}
+	}
+	if (bind(fd, (struct sockaddr *)&sa, len)) {
+		ret = -errno;
+		pr_err("cannot bind a unix socket to %s: %m%s", shown,
+		       errno == EADDRINUSE ? " (another socket holds the name; stop it)" : "");
+	}
+leave_dir:
+	leave_bind_dir(cwd);
+	return ret;
+}
+
+/* Another socket of the image binds this name as its own (listener, dgram). */
+static bool name_claimed(const struct usk *u)
+{
+	for (size_t i = 0; i < nr_usks; i++)
+		if (&usks[i] != u && !usks[i].peer && same_name(usks[i].e, u->e))
+			return true;
+	return false;
+}
+
+static int new_sock(uint32_t type)
+{
+	int fd = socket(AF_UNIX, (int)type | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		pr_err("cannot create a unix %s socket: %m", type_name(type));
+	return fd < 0 ? -errno : fd;
+}
+
+/*
+ * A connected stream/seqpacket pair with a name: the end carrying it
+ * (acc) is accept()ed from a temporary listener bound to the name, so it
+ * gets that name like a real accepted socket; the other end binds its own.
+ */
+static int named_pair(struct usk *acc, struct usk *cli)
+{
+	int lfd, ret;
+
+	lfd = new_sock(acc->e->type);
+	if (lfd < 0)
+		return lfd;
+	ret = bind_name(lfd, acc->e);
+	if (ret)
+		goto close_listener;
+	if (listen(lfd, 1)) {
+		ret = -errno;
+		pr_err("cannot listen on %s: %m", show_name(acc->e->name.data, acc->e->name.len));
+		goto close_listener;
+	}
+	cli->fd = new_sock(cli->e->type);
+	if (cli->fd < 0) {
+		ret = cli->fd;
+		goto close_listener;
+	}
+	if (cli->e->has_name) {
+		ret = bind_name(cli->fd, cli->e);
+		if (ret)
+			goto close_listener;
+	}
+	{
+		struct sockaddr_un sa;
+		socklen_t len = make_addr(&sa, &acc->e->name);
+		int cwd;
+
+		ret = enter_bind_dir(acc->e, &cwd);
+		if (ret)
+			goto close_listener;
+		if (connect(cli->fd, (struct sockaddr *)&sa, len))
+			ret = -errno;
+		leave_bind_dir(cwd);
+		if (ret) {
+			pr_err("cannot connect the unix socket pair through %s: %s",
+			       show_name(acc->e->name.data, acc->e->name.len), strerror(-ret));
+			goto close_listener;
+		}
+	}
+	acc->fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	if (acc->fd < 0) {
+		ret = -errno;
+		pr_err("cannot accept the unix socket pair on %s: %m",
+		       show_name(acc->e->name.data, acc->e->name.len));
+		goto close_listener;
+	}
+	/* The name's owner (a listener of the image) binds it next. */
+	if (acc->e->name.data[0] && name_claimed(acc)) {
+		int cwd;
+
+		ret = enter_bind_dir(acc->e, &cwd);
+		if (!ret && unlink((char *)acc->e->name.data))
+			pr_warn("cannot remove %s: %m", (char *)acc->e->name.data);
+		leave_bind_dir(cwd);
+	}
+close_listener:
+	close(lfd);
+	return ret;
+}
+
+static int make_pair(struct usk *a, struct usk *b)
+{
+	int sv[2];
+
+	if (b && a->e->type != SOCK_DGRAM && (a->e->has_name || b->e->has_name)) {
+		bool a_acc = a->e->has_name && (!b->e->has_name || name_claimed(a));
+
+		return a_acc ? named_pair(a, b) : named_pair(b, a);
+	}
+	if (socketpair(AF_UNIX, (int)a->e->type | SOCK_CLOEXEC, 0, sv)) {
+		pr_err("cannot create a unix %s socketpair: %m", type_name(a->e->type));
+		return -errno;
+	}
+	a->fd = sv[0];
+	if (b) {
+		b->fd = sv[1];
+	} else {
+		/* the peer had closed: the spare end takes the queue, then closes */
+		a->spare = sv[1];
+		return a->e->has_name && !name_claimed(a) ? bind_name(a->fd, a->e) : 0;
+	}
+	/* Named datagram pairs: bind the names onto the pair. */
+	if (a->e->has_name) {
+		int ret = bind_name(a->fd, a->e);
+
+		if (ret)
+			return ret;
+	}
+	return b->e->has_name ? bind_name(b->fd, b->e) : 0;
+}
+
+static int send_all(int fd, const SkQueued *q, bool stream)
+{
+	size_t off = 0;
+
+	do {
+		ssize_t r = send(fd, q->data.data + off, q->data.len - off,
+				 MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		off += r;
+	} while (stream && off < q->data.len);
+	return 0;
+}
+
+/* Put u's queued data into its receive queue: sent by its peer, or to its name. */
+static int refill(struct usk *u)
+{
+	int sender = u->peer ? u->peer->fd : u->spare, ret = 0;
+	const char *shown = show_name(u->e->name.data, u->e->name.len);
+	bool tmp = false;
+
+	if (!u->e->n_rqueue)
+		return 0;
+	if (sender < 0 && u->e->type == SOCK_DGRAM && u->e->has_name) {
+		struct sockaddr_un sa;
+		socklen_t len = make_addr(&sa, &u->e->name);
+		int big = TMP_SNDBUF, cwd;
+
+		sender = new_sock(SOCK_DGRAM);
+		if (sender < 0)
+			return sender;
+		tmp = true;
+		setsockopt(sender, SOL_SOCKET, SO_SNDBUFFORCE, &big, sizeof(big));
+		ret = enter_bind_dir(u->e, &cwd);
+		if (!ret && connect(sender, (struct sockaddr *)&sa, len))
+			ret = -errno;
+		leave_bind_dir(cwd);
+		if (ret) {
+			pr_err("cannot connect to the restored unix socket %s to refill its queue: "
+			       "%s",
+			       shown, strerror(-ret));
+			goto close_tmp;
+		}
+	}
+	if (sender < 0) {
+		pr_err("unix %s socket:[%llu] (%s) had %zu queued message(s) but nothing to send "
+		       "them from (no peer in the image, no name)",
+		       type_name(u->e->type), (unsigned long long)u->e->ino, shown, u->e->n_rqueue);
+		return -EOPNOTSUPP;
+	}
+	for (size_t i = 0; i < u->e->n_rqueue && !ret; i++)
+		ret = send_all(sender, u->e->rqueue[i], u->e->type == SOCK_STREAM);
+	if (ret)
+		pr_err("cannot refill the receive queue of unix socket:[%llu] (%s): %s%s",
+		       (unsigned long long)u->e->ino, shown, strerror(-ret),
+		       ret == -EAGAIN ? " (queue full: net.unix.max_dgram_qlen lower than at "
+					"the dump?)"
+				      : "");
+close_tmp:
+	if (tmp)
+		close(sender);
+	return ret;
+}
+
+/* Before the refill a generous send buffer (the refill sends from these); then the dumped sizes. */
+static int set_bufs(struct usk *u, bool final)
+{
+	int snd = TMP_SNDBUF, rcv;
+
+	if (u->e->has_sndbuf && (final || (int)u->e->sndbuf / 2 > snd))
+		snd = (int)u->e->sndbuf / 2;
+	if ((u->e->has_sndbuf || !final) &&
+	    setsockopt(u->fd, SOL_SOCKET, SO_SNDBUFFORCE, &snd, sizeof(snd)))
+		goto fail;
+	rcv = (int)u->e->rcvbuf / 2;
+	if (final && u->e->has_rcvbuf &&
+	    setsockopt(u->fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcv, sizeof(rcv)))
+		goto fail;
+	return 0;
+fail:
+	pr_err("cannot set the buffer sizes of unix socket:[%llu]: %m",
+	       (unsigned long long)u->e->ino);
+	return -errno;
+}
+
+static int connect_dgram(struct usk *u)
+{
+	struct sockaddr_un sa;
+	struct usk *p;
+	socklen_t len;
+	int cwd, ret;
+
+	if (!u->e->has_peer_name) {
+		pr_err("unix dgram socket:[%llu] was connected to socket:[%llu], which has no name "
+		       "to connect to again",
+		       (unsigned long long)u->e->ino, (unsigned long long)u->e->peer_ino);
+		return -EOPNOTSUPP;
+	}
+	len = make_addr(&sa, &u->e->peer_name);
+	p = usk_by_ino(u->e->peer_ino);
+	/* a relative name is the receiver's (absolute outside the tree, see unix_dump) */
+	cwd = -1;
+	ret = p ? enter_bind_dir(p->e, &cwd) : 0;
+	if (ret)
+		return ret;
+	if (connect(u->fd, (struct sockaddr *)&sa, len))
+		ret = -errno;
+	leave_bind_dir(cwd);
+	if (ret) {
+		errno = -ret;
+		pr_err("cannot connect unix dgram socket:[%llu] to %s again: %m%s",
+		       (unsigned long long)u->e->ino,
+		       show_name(u->e->peer_name.data, u->e->peer_name.len),
+		       p ? "" : " (the socket outside the tree is gone?)");
+		return ret;
+	}
+	return 0;
+}
+
+static int shut(struct usk *u)
+{
+	static const int how[] = {-1, SHUT_RD, SHUT_WR, SHUT_RDWR};
+	uint32_t bits = u->e->shutdown & (SK_RCV_SHUTDOWN | SK_SEND_SHUTDOWN);
+
+	if (!bits || u->spare >= 0 || u->e->type == SOCK_DGRAM)
+		return 0;
+	if (shutdown(u->fd, how[bits]) && errno != ENOTCONN) {
+		pr_err("cannot shut down unix socket:[%llu]: %m", (unsigned long long)u->e->ino);
+		return -errno;
+	}
+	return 0;
+}
+
+static int collect(struct tree *t)
+{
+	nr_usks = 0;
+	for (size_t i = 0; i < t->nr_rfiles; i++)
+		if (t->rfiles[i]->kind == FILE_KIND__FILE_UNIX_SK && t->rfiles[i]->unix_sk)
+			nr_usks++;
+	usks = calloc(nr_usks ? nr_usks : 1, sizeof(*usks));
+	if (!usks)
+		return -ENOMEM;
+	nr_usks = 0;
+	for (size_t i = 0; i < t->nr_rfiles; i++) {
+		RegFile *f = t->rfiles[i];
+
+		if (f->kind != FILE_KIND__FILE_UNIX_SK || !f->unix_sk)
+			continue;
+		usks[nr_usks++] = (struct usk){.f = f, .e = f->unix_sk, .fd = -1, .spare = -1};
+	}
+	for (size_t i = 0; i < nr_usks; i++) {
+		struct usk *u = &usks[i], *p;
+
+		if (!u->e->has_peer_ino)
+			continue;
+		p = usk_by_ino(u->e->peer_ino);
+		if (p && p->e->has_peer_ino && p->e->peer_ino == u->e->ino && p != u)
+			u->peer = p;
+	}
+	return 0;
+}
+
+static bool connected_orphan(const struct usk *u)
+{
+	return u->e->type != SOCK_DGRAM && !u->e->has_peer_ino && u->e->state == TCP_ESTABLISHED;
+}
+
+static int build_all(struct tree *t)
+{
+	int ret = collect(t);
+
+	/* 1: pairs, and connected sockets whose peer had closed (a pair, one end shut). */
+	for (size_t i = 0; i < nr_usks && !ret; i++) {
+		struct usk *u = &usks[i];
+
+		if (u->fd >= 0)
+			continue;
+		if (u->peer)
+			ret = make_pair(u, u->peer);
+		else if (connected_orphan(u))
+			ret = make_pair(u, NULL);
+	}
+	/* 2: the others; names, listeners */
+	for (size_t i = 0; i < nr_usks && !ret; i++) {
+		struct usk *u = &usks[i];
+
+		if (u->fd >= 0)
+			continue;
+		u->fd = new_sock(u->e->type);
+		if (u->fd < 0) {
+			ret = u->fd;
+			break;
+		}
+		if (u->e->has_name)
+			ret = bind_name(u->fd, u->e);
+		if (!ret && u->e->state == TCP_LISTEN && listen(u->fd, (int)u->e->backlog)) {
+			ret = -errno;
+			pr_err("cannot listen on unix socket %s: %m",
+			       show_name(u->e->name.data, u->e->name.len));
+		}
+	}
+	/* 3: queued data, before datagram sockets connect (which limits who may send) */
+	for (size_t i = 0; i < nr_usks && !ret; i++)
+		ret = set_bufs(&usks[i], false);
+	for (size_t i = 0; i < nr_usks && !ret; i++)
+		ret = refill(&usks[i]);
+	/* 4: datagram connects, buffers, shutdowns, flags */
+	for (size_t i = 0; i < nr_usks && !ret; i++) {
+		struct usk *u = &usks[i];
+
+		if (u->e->type == SOCK_DGRAM && u->e->has_peer_ino && !u->peer)
+			ret = connect_dgram(u);
+		if (!ret)
+			ret = set_bufs(u, true);
+		if (!ret)
+			ret = shut(u);
+		if (!ret)
+			ret = sk_set_flags(u->fd, u->f);
+		if (u->spare >= 0) {
+			close(u->spare);
+			u->spare = -1;
+		}
+	}
+	return ret;
+}
+
+static int unix_open(struct tree *t, RegFile *f)
+{
+	if (!usks_built) {
+		int ret;
+
+		usks_built = true;
+		ret = build_all(t);
+		if (ret)
+			return ret;
+	}
+	for (size_t i = 0; i < nr_usks; i++) {
+		if (usks[i].f != f)
+			continue;
+		if (usks[i].handed || usks[i].fd < 0)
+			break;
+		usks[i].handed = true;
+		return usks[i].fd;
+	}
+	pr_err("%s: unix socket not found among the image's sockets (corrupt files.img?)", f->path);
+	return -EINVAL;
+}
+
+const struct fd_type unix_sk_type = {
+	.name = "unix socket",
+	.kind = FILE_KIND__FILE_UNIX_SK,
+	.match = unix_match,
+	.dump = unix_dump,
+	.open = unix_open,
+};
