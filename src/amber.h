@@ -179,6 +179,9 @@ extern const struct resource_ops signals_ops; /* signals.c: actions, altstack, p
 extern const struct resource_ops timers_ops;  /* timers.c: itimers, POSIX timers */
 extern const struct resource_ops regs_ops;    /* regs.c: GP/FPU registers, TLS, sigmask */
 
+/* dump's or restore's options (opts.c); -EINVAL with the reason logged */
+int opts_parse(int argc, char **argv, struct opts *o, bool restore);
+
 int cmd_dump(int argc, char **argv);
 int cmd_restore(int argc, char **argv);
 int cmd_check(int argc, char **argv);

@@ -7,7 +7,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +34,7 @@ static void on_signal(int sig)
 /* Ctrl-C or a kill of amber during a dump must not harm the target. */
 static void catch_signals(void)
 {
-	struct sigaction sa = { .sa_handler = on_signal };
+	struct sigaction sa = {.sa_handler = on_signal};
 
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
@@ -49,54 +48,6 @@ int dump_check_interrupted(void)
 		return 0;
 	pr_err("interrupted by signal %d; releasing the process unharmed", (int)amber_interrupted);
 	return -EINTR;
-}
-
-static int parse_opts(int argc, char **argv, struct opts *o)
-{
-	static const struct option lopts[] = {
-		{ "tree", required_argument, NULL, 't' },
-		{ "images-dir", required_argument, NULL, 'D' },
-		{ "leave-running", no_argument, NULL, 'R' },
-		{ "shell-job", no_argument, NULL, 'j' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "tcp-established", no_argument, NULL, 'E' },
-		{ NULL, 0, NULL, 0 },
-	};
-	int c;
-
-	while ((c = getopt_long(argc, argv, "t:D:Rjv", lopts, NULL)) != -1) {
-		switch (c) {
-		case 't':
-			o->pid = atoi(optarg);
-			break;
-		case 'D':
-			o->dir = optarg;
-			break;
-		case 'R':
-			o->leave_running = true;
-			break;
-		case 'j':
-			o->shell_job = true;
-			break;
-		case 'v':
-			log_level++;
-			break;
-		case 'E':
-			o->tcp_established = true;
-			break;
-		default:
-			return -EINVAL;
-		}
-	}
-	if (o->pid <= 0 || !o->dir) {
-		pr_err("dump needs -t PID and -D DIR (e.g. amber dump -t 1234 -D /tmp/img)");
-		return -EINVAL;
-	}
-	if (optind < argc) {
-		pr_err("unexpected argument '%s'", argv[optind]);
-		return -EINVAL;
-	}
-	return 0;
 }
 
 static int open_image_dir(const char *dir)
@@ -124,8 +75,8 @@ static int open_image_dir(const char *dir)
  */
 static int check_namespaces(pid_t pid)
 {
-	static const char *const kinds[] = { "pid", "mnt", "net", "ipc", "uts", "user", "cgroup",
-					     "time" };
+	static const char *const kinds[] = {"pid", "mnt",  "net",    "ipc",
+					    "uts", "user", "cgroup", "time"};
 
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
 		char mine[64], theirs[64], path[64];
@@ -253,7 +204,7 @@ static int seize_threads(struct dump_ctx *ctx)
 	ctx->threads = calloc(1, sizeof(*ctx->threads));
 	if (!ctx->threads)
 		return -ENOMEM;
-	ctx->threads[0] = (struct thread){ ctx->pid, &ctx->inf, ctx->core };
+	ctx->threads[0] = (struct thread){ctx->pid, &ctx->inf, ctx->core};
 	ctx->nr_threads = 1;
 	snprintf(path, sizeof(path), "/proc/%d/task", ctx->pid);
 	do {
@@ -443,11 +394,12 @@ static int collect_tree(struct tree *t)
 				int n = proc_children(ctx->threads[i].tid, kids, 1024);
 
 				if (n < 0) {
-					pr_err("cannot read /proc/%d/task/%d/children: %s%s", ctx->pid,
-					       ctx->threads[i].tid, strerror(-n),
-					       n == -ENOENT ? " (kernel without CONFIG_PROC_CHILDREN? "
-							      "see amber check)"
-							    : "");
+					pr_err("cannot read /proc/%d/task/%d/children: %s%s",
+					       ctx->pid, ctx->threads[i].tid, strerror(-n),
+					       n == -ENOENT
+						       ? " (kernel without CONFIG_PROC_CHILDREN? "
+							 "see amber check)"
+						       : "");
 					return n;
 				}
 				for (int k = 0; k < n; k++) {
@@ -533,10 +485,10 @@ static int check_sharing(struct tree *t)
 	static const struct {
 		int type;
 		const char *what;
-	} kinds[] = { { KCMP_FILES, "fd table" },
-		      { KCMP_FS, "cwd/root/umask" },
-		      { KCMP_VM, "address space" },
-		      { KCMP_SIGHAND, "signal handlers" } };
+	} kinds[] = {{KCMP_FILES, "fd table"},
+		     {KCMP_FS, "cwd/root/umask"},
+		     {KCMP_VM, "address space"},
+		     {KCMP_SIGHAND, "signal handlers"}};
 	struct dump_ctx **v = malloc(t->nr_procs * sizeof(*v));
 
 	if (!v)
@@ -547,7 +499,8 @@ static int check_sharing(struct tree *t)
 		kcmp_err = 0;
 		qsort(v, t->nr_procs, sizeof(*v), kcmp_procs);
 		for (size_t i = 0; !kcmp_err && i < t->nr_procs; i++) {
-			bool with_prev = i > 0 && !sys_kcmp(v[i - 1]->pid, v[i]->pid, kcmp_type, 0, 0);
+			bool with_prev =
+				i > 0 && !sys_kcmp(v[i - 1]->pid, v[i]->pid, kcmp_type, 0, 0);
 			bool with_next = i + 1 < t->nr_procs &&
 					 !sys_kcmp(v[i]->pid, v[i + 1]->pid, kcmp_type, 0, 0);
 			PstreeEntry *e = entry_of(t, v[i]->pid);
@@ -556,8 +509,10 @@ static int check_sharing(struct tree *t)
 			if (!with_prev && !with_next)
 				continue;
 			if (kcmp_type == KCMP_VM || kcmp_type == KCMP_SIGHAND) {
-				pr_err("pid %d shares its %s with another process without being its "
-				       "thread (clone without CLONE_THREAD); amber cannot restore that",
+				pr_err("pid %d shares its %s with another process without being "
+				       "its "
+				       "thread (clone without CLONE_THREAD); amber cannot restore "
+				       "that",
 				       v[i]->pid, kinds[k].what);
 				free(v);
 				return -EOPNOTSUPP;
@@ -583,7 +538,8 @@ static int check_sharing(struct tree *t)
 			size_t j = i;
 			int tops = 0;
 
-			while (j + 1 < t->nr_procs && !sys_kcmp(v[j]->pid, v[j + 1]->pid, kcmp_type, 0, 0))
+			while (j + 1 < t->nr_procs &&
+			       !sys_kcmp(v[j]->pid, v[j + 1]->pid, kcmp_type, 0, 0))
 				j++;
 			for (size_t m = i; j > i && m <= j; m++) {
 				PstreeEntry *e = entry_of(t, v[m]->pid);
@@ -591,7 +547,8 @@ static int check_sharing(struct tree *t)
 				tops += !(kcmp_type == KCMP_FILES ? e->clone_files : e->clone_fs);
 			}
 			if (tops > 1) {
-				pr_err("pid %d and others share their %s, but not through their parents; "
+				pr_err("pid %d and others share their %s, but not through their "
+				       "parents; "
 				       "amber cannot recreate that",
 				       v[i]->pid, kinds[k].what);
 				free(v);
@@ -696,7 +653,7 @@ static int dump_processes(struct tree *t)
 
 static int do_dump(struct opts *o)
 {
-	struct tree t = { .o = o };
+	struct tree t = {.o = o};
 	int ret;
 
 	ret = check_supported(o->pid, true);
@@ -731,8 +688,7 @@ static int do_dump(struct opts *o)
 		       o->pid, o->dir);
 		goto free_tree;
 	}
-	pr_info("image of %zu process(es) from pid %d complete in %s", t.nr_procs, o->pid,
-		o->dir);
+	pr_info("image of %zu process(es) from pid %d complete in %s", t.nr_procs, o->pid, o->dir);
 	if (o->leave_running)
 		release_tree(&t);
 	else
@@ -818,9 +774,9 @@ static int dump_late(struct dump_ctx *ctx)
 
 int cmd_dump(int argc, char **argv)
 {
-	struct opts o = { 0 };
+	struct opts o = {0};
 
-	if (parse_opts(argc, argv, &o))
+	if (opts_parse(argc, argv, &o, false))
 		return 2;
 	return do_dump(&o) ? 1 : 0;
 }

@@ -8,7 +8,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -27,54 +26,6 @@
 #include "log.h"
 #include "restore.h"
 #include "sys.h"
-
-static int parse_opts(int argc, char **argv, struct opts *o)
-{
-	static const struct option lopts[] = {
-		{ "images-dir", required_argument, NULL, 'D' },
-		{ "restore-detached", no_argument, NULL, 'd' },
-		{ "shell-job", no_argument, NULL, 'j' },
-		{ "pidfile", required_argument, NULL, 'p' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "tcp-established", no_argument, NULL, 'E' },
-		{ NULL, 0, NULL, 0 },
-	};
-	int c;
-
-	while ((c = getopt_long(argc, argv, "D:djv", lopts, NULL)) != -1) {
-		switch (c) {
-		case 'D':
-			o->dir = optarg;
-			break;
-		case 'd':
-			o->detached = true;
-			break;
-		case 'j':
-			o->shell_job = true;
-			break;
-		case 'p':
-			o->pidfile = optarg;
-			break;
-		case 'v':
-			log_level++;
-			break;
-		case 'E':
-			o->tcp_established = true;
-			break;
-		default:
-			return -EINVAL;
-		}
-	}
-	if (!o->dir) {
-		pr_err("restore needs -D DIR (the image directory written by amber dump)");
-		return -EINVAL;
-	}
-	if (optind < argc) {
-		pr_err("unexpected argument '%s'", argv[optind]);
-		return -EINVAL;
-	}
-	return 0;
-}
 
 static bool pid_in_use(pid_t pid, char *comm, size_t len)
 {
@@ -350,7 +301,7 @@ struct child_report {
 
 static void child_report(int fd, const char *msg)
 {
-	struct child_report rep = { .ok = !msg };
+	struct child_report rep = {.ok = !msg};
 
 	snprintf(rep.msg, sizeof(rep.msg), "%s", msg ? msg : "");
 	if (write(fd, &rep, sizeof(rep)) != sizeof(rep))
@@ -474,7 +425,7 @@ static int make_syncs(struct tree *t)
 	if (!syncs)
 		return -ENOMEM;
 	for (size_t i = 0; i < t->nr_pstree; i++) {
-		int *fds[2] = { syncs[i].go, syncs[i].report };
+		int *fds[2] = {syncs[i].go, syncs[i].report};
 
 		for (int k = 0; k < 2; k++) {
 			if (pipe2(fds[k], O_CLOEXEC))
@@ -624,7 +575,7 @@ static void kill_tree(struct tree *t)
 
 static int do_restore(struct opts *o)
 {
-	struct tree t = { .o = o };
+	struct tree t = {.o = o};
 	int ret;
 
 	t.dirfd = sys_open(o->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
@@ -646,7 +597,8 @@ static int do_restore(struct opts *o)
 		t.image_gid = st.st_gid;
 	}
 	if (t.inv->shell_job && !o->shell_job) {
-		pr_err("%s was dumped with --shell-job; restore it with -j from a terminal", o->dir);
+		pr_err("%s was dumped with --shell-job; restore it with -j from a terminal",
+		       o->dir);
 		ret = -EINVAL;
 		goto close_dir;
 	}
@@ -707,10 +659,10 @@ close_dir:
 
 int cmd_restore(int argc, char **argv)
 {
-	struct opts o = { 0 };
+	struct opts o = {0};
 	int ret;
 
-	if (parse_opts(argc, argv, &o))
+	if (opts_parse(argc, argv, &o, true))
 		return 2;
 	ret = do_restore(&o);
 	if (ret & RESTORE_WAITED)
