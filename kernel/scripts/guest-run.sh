@@ -1,0 +1,47 @@
+#!/bin/sh
+# Runs inside the guest as /run.sh (cwd /t).  KQ_EXPECT (present|absent) and
+# KQ_NAME come from the kernel command line.  Prints KQ-RESULT lines.
+: "${KQ_EXPECT:=present}"
+echo "KQ-INFO $KQ_NAME: kernel $(uname -r), expect $KQ_EXPECT"
+rc=0
+./crabi --expect="$KQ_EXPECT" || rc=1
+./crabi --expect="$KQ_EXPECT" --user=1000 || rc=1
+
+# ---- amber inside the guest ----
+# The rig copies <repo>/build/amber (plus its shared libraries) to /amber/amber
+# when it exists on the host.  KQ_AMBER_EXPECT (kernel command line):
+#   pass    'amber check' exits 0 (Debian's kernel, the "cr" variant)
+#   seeds   amber finds the four features of the seeds (the "abi" variant, which
+#           has no CHECKPOINT_RESTORE, so amber may still lack PR_SET_MM_MAP etc.)
+#   missing 'amber check' exits non-zero and reports the four features absent
+seedfeat="proc-children kcmp proc-stat-cr-fields prctl-set-mm-args"
+amber_has() { # amber_has OUT present|absent: all four seed features have that state
+	for f in $seedfeat; do
+		echo "$1" | grep -q "^ *$f \.* *$2" || return 1
+	done
+}
+if [ -x /amber/amber ]; then
+	out=$(/amber/amber check 2>&1); arc=$?
+	echo "$out" | sed 's/^/KQ-AMBER /'
+	r=PASS
+	case "${KQ_AMBER_EXPECT:-pass}" in
+	info) ;; # bisect.sh: partial series, just show what amber finds
+	pass)
+		[ $arc = 0 ] && r=PASS || r=FAIL
+		echo "KQ-RESULT amber.check $r 'amber check' exit $arc (want 0)" ;;
+	seeds)
+		amber_has "$out" present && r=PASS || r=FAIL
+		echo "KQ-RESULT amber.check-seeds $r 'amber check' exit $arc; wants $seedfeat present" ;;
+	missing)
+		[ $arc != 0 ] && amber_has "$out" absent && r=PASS || r=FAIL
+		echo "KQ-RESULT amber.check-missing $r 'amber check' exit $arc (want non-zero, $seedfeat absent)" ;;
+	esac
+	[ $r = PASS ] || rc=1
+	# a representative part of amber's e2e suite: dump + restore a static program
+	if [ -x /amber/e2e.sh ] && [ "${KQ_AMBER_EXPECT:-pass}" = pass ]; then
+		KQ_E2E_PROGS="$KQ_E2E_PROGS" sh /amber/e2e.sh || rc=1
+	fi
+else
+	echo "KQ-SKIP amber: no build/amber on the host when the initramfs was made"
+fi
+exit $rc

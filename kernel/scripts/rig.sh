@@ -1,0 +1,117 @@
+#!/bin/bash
+# rig.sh: the one command for the kernel half of amber (issue 3).
+#
+#   kernel/scripts/rig.sh
+#
+# 1. installs missing host tools (apt, Debian 12), 2. downloads linux-source-6.12
+# and Debian's prebuilt 6.12 kernel into $KQ_WORK (default /var/cache/amber-kernel,
+# outside the repo), unpacks the tree and applies kernel/patches, 3. checks the
+# series (patch -p1, git am, checkpatch --strict), 4. builds the guest tests
+# statically and one busybox initramfs, 5. boots Debian's kernel, then builds and
+# boots each tiny kernel variant (baseline = C/R options off, abi = the four
+# options on without CHECKPOINT_RESTORE, cr = CHECKPOINT_RESTORE=y selecting them),
+# always under QEMU TCG with a hard timeout, and 6. prints every in-guest
+# KQ-RESULT line and a final "N passed, N failed" (exit 1 if anything failed).
+#
+# Environment (see docs/kernel.md): KQ_WORK, KQ_JOBS (2), KQ_VARIANTS
+# ("baseline abi cr"), KQ_DEBIAN (1: boot Debian's kernel), KQ_CCACHE (auto|0|1),
+# KQ_BISECT (0; 1: build+boot every prefix of the series), KQ_TIMEOUT (300 s per
+# boot), KQ_AMBER (amber binary for the guest; default <repo>/build/amber),
+# KQ_E2E (1: also dump/restore build/progs in the guest), KQ_E2E_PROGS (a,b,c).
+# Nothing is ever loaded into the host kernel; QEMU never uses KVM.
+set -uo pipefail
+. "$(dirname "$(realpath "$0")")/lib.sh"
+VARIANTS=${KQ_VARIANTS:-baseline abi cr}
+TO=${KQ_TIMEOUT:-300}
+L=$KQ_WORK/logs
+pass=0; fail=0
+mkdir -p "$L" || { echo "0 passed, 1 failed"; exit 1; }
+
+tally() { # tally PREFIX < lines: echo and count KQ-RESULT lines
+	local pre=$1 line
+	while IFS= read -r line; do
+		case "$line" in
+		KQ-RESULT*)
+			line="KQ-RESULT $pre${line#KQ-RESULT }"
+			echo "$line"
+			read -r _ _ verdict _ <<< "$line"
+			if [ "$verdict" = PASS ]; then pass=$((pass + 1)); else fail=$((fail + 1)); fi ;;
+		*) echo "$line" ;;
+		esac
+	done
+}
+abort() { # abort MESSAGE: count one failure and still end with the summary line
+	echo "KQ-RESULT rig.abort FAIL $*"
+	echo "$pass passed, $((fail + 1)) failed"
+	exit 1
+}
+res() { echo "KQ-RESULT $1 $2 ${*:3}"; [ "$2" = PASS ] && pass=$((pass + 1)) || fail=$((fail + 1)); }
+
+boot() { # boot NAME KERNEL EXPECT AMBER_EXPECT
+	local name=$1 k=$2 expect=$3 aexp=$4 log=$L/boot-$1.log rc t0
+	kq_stage "boot $name (expect $expect)"
+	t0=$(date +%s)
+	"$KQ_HERE/runvm.sh" "$k" "$KQ_WORK/initrd.gz" "$log" "$TO" "KQ_EXPECT=$expect KQ_AMBER_EXPECT=$aexp KQ_NAME=$name${KQ_E2E_PROGS:+ KQ_E2E_PROGS=$KQ_E2E_PROGS}"
+	rc=$?
+	tally "$name." < <(grep -E '^(KQ-RESULT|KQ-SUMMARY|KQ-INFO|KQ-AMBER|KQ-SKIP)' "$log")
+	local boot_ok=0 sums
+	grep -q 'KQ-BOOT-OK' "$log" && boot_ok=1
+	sums=$(grep -c '^KQ-SUMMARY' "$log")
+	if [ $boot_ok = 1 ] && grep -q '^KQ-EXIT' "$log" && [ "$sums" = 2 ] && [ $rc = 0 ]; then
+		res "$name.vm" PASS "booted, tests ran as root and as uid 1000, qemu rc $rc, $(( $(date +%s) - t0 ))s ($(grep -o 'KQ-BOOT-OK kernel=[^ ]*' "$log"))"
+	else
+		res "$name.vm" FAIL "qemu rc $rc (124 = timeout), boot_ok=$boot_ok, summaries=$sums; log $log"
+		tail -25 "$log" | sed 's/^/KQ-LOG /'
+	fi
+}
+
+kq_stage "deps"
+if [ "$(id -u)" = 0 ]; then "$KQ_HERE/deps.sh" || abort "cannot install host tools"; fi
+
+kq_stage "fetch + unpack + apply the series"
+"$KQ_HERE/fetch.sh" || abort "fetch/unpack/patch failed"
+
+kq_stage "check the series"
+tally "" < <("$KQ_HERE/check-series.sh")
+
+kq_stage "guest programs + initramfs"
+gcc -O2 -Wall -static -pthread -o "$KQ_WORK/crabi" "$KQ_KDIR/tests/crabi.c" || abort "crabi does not build"
+extra=()
+AM=${KQ_AMBER:-$KQ_REPO/build/amber}
+if [ -x "$AM" ]; then
+	extra+=("$AM:/amber/amber"); echo "KQ-INFO amber: $AM goes into the guest"
+	# a representative part of the e2e suite (guest-e2e.sh), if the programs are built
+	if [ "${KQ_E2E:-1}" = 1 ] && [ -d "$KQ_REPO/build/progs" ]; then
+		extra+=("$KQ_HERE/guest-e2e.sh:/amber/e2e.sh")
+		for p in "$KQ_REPO"/build/progs/*; do [ -x "$p" ] && extra+=("$p:/amber/progs/$(basename "$p")"); done
+		echo "KQ-INFO amber e2e: $(ls "$KQ_REPO/build/progs" | tr '\n' ' ')"
+	fi
+else echo "KQ-SKIP amber: $AM not built; 'amber check' will not run in the guest"; fi
+"$KQ_HERE/mkinitramfs.sh" "$KQ_WORK/initrd.gz" "$KQ_HERE/guest-run.sh" "$KQ_WORK/crabi" "${extra[@]}" \
+	|| abort "initramfs failed"
+
+if [ "${KQ_DEBIAN:-1}" = 1 ]; then
+	dk=$(ls "$KQ_WORK"/debian/vmlinuz-* 2>/dev/null | head -1)
+	if [ -n "$dk" ]; then boot debian "$dk" present pass
+	else res debian.vm FAIL "no Debian kernel in $KQ_WORK/debian"; fi
+fi
+
+for v in $VARIANTS; do
+	kq_stage "build $v"
+	if "$KQ_HERE/build.sh" "$v"; then
+		case $v in baseline) e=absent; a=missing ;; abi) e=present; a=seeds ;; *) e=present; a=pass ;; esac
+		boot "$v" "$KQ_WORK/out-$v/arch/x86/boot/bzImage" "$e" "$a"
+	else
+		res "$v.build" FAIL "see $KQ_WORK/out-$v.build.log"
+	fi
+done
+
+if [ "${KQ_BISECT:-0}" = 1 ]; then
+	kq_stage "bisectability: build + boot every prefix of the series"
+	tally "" < <("$KQ_HERE/bisect.sh")
+fi
+
+kq_stage "done"
+echo "KQ-INFO disk: $(du -sh "$KQ_WORK" 2>/dev/null | cut -f1) in $KQ_WORK"
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
