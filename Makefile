@@ -69,6 +69,10 @@ setup:
 test: all progs units
 	tests/run-all.sh
 
+# test plus the kernel rig (kernel/, QEMU): what CI runs
+test-all: all progs units
+	tests/test-all.sh
+
 bench: all progs
 	bench/run.sh
 
@@ -81,5 +85,5 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all setup progs units test bench demo format clean
+.PHONY: all setup progs units test test-all bench demo format clean
 -include $(OBJS:.o=.d) $(PROGS:=.d)
