@@ -244,6 +244,13 @@ static int create_timer(struct restore_ctx *ctx, PosixTimerEntry *e, bool restor
  * (Linux 6.17+) timer_create takes the wanted id; otherwise ids are handed out
  * in order from 0 in a fresh process, so fillers are created and deleted.
  */
+static int by_id(const void *a, const void *b)
+{
+	const PosixTimerEntry *x = *(PosixTimerEntry *const *)a, *y = *(PosixTimerEntry *const *)b;
+
+	return x->id - y->id;
+}
+
 static int restore_posix_timers(struct restore_ctx *ctx)
 {
 	TaskCore *c = ctx->core;
@@ -253,6 +260,8 @@ static int restore_posix_timers(struct restore_ctx *ctx)
 
 	if (!c->n_posix_timers)
 		return 0;
+	/* /proc lists the newest first; fillers only work in ascending id order */
+	qsort(c->posix_timers, c->n_posix_timers, sizeof(*c->posix_timers), by_id);
 	r = infect_call(&ctx->inf, SYS_prctl, PR_TIMER_CREATE_RESTORE_IDS,
 			PR_TIMER_CREATE_RESTORE_IDS_ON, 0, 0, 0, 0);
 	restore_ids = r == 0;

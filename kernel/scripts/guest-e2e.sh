@@ -54,9 +54,9 @@ one() { # one NAME [ARGS...]
 		kill -9 "$pid" 2>/dev/null
 	fi
 }
-# timers is left out by default: on 6.12 amber cannot yet restore POSIX timer ids
-# ("cannot recreate POSIX timer 2 (got 4: another id)"); KQ_E2E_PROGS=a,b,c (rig env) to choose.
-list=$(echo "${KQ_E2E_PROGS:-counter-static,counter,mem,regs,signals,files,ident,cmdline}" | tr , ' ')
+# On 6.12 POSIX timer ids come back through amber's filler path (no
+# PR_TIMER_CREATE_RESTORE_IDS before 6.17).  KQ_E2E_PROGS=a,b,c (rig env) to choose.
+list=$(echo "${KQ_E2E_PROGS:-counter-static,counter,mem,regs,signals,files,ident,cmdline,timers,threads,tree}" | tr , ' ')
 for prog in $list; do
 	[ -x "$P/$prog" ] || continue
 	PENV=""
