@@ -293,6 +293,8 @@ struct sync {
 };
 
 static struct sync *syncs;
+/* per pstree entry: created by amber or seized by it, so ours to kill on failure */
+static bool *ours;
 
 struct child_report {
 	int ok;
@@ -422,7 +424,8 @@ static void __attribute__((noreturn)) child_main(struct tree *t, size_t idx)
 static int make_syncs(struct tree *t)
 {
 	syncs = calloc(t->nr_pstree, sizeof(*syncs));
-	if (!syncs)
+	ours = calloc(t->nr_pstree, sizeof(*ours));
+	if (!syncs || !ours)
 		return -ENOMEM;
 	for (size_t i = 0; i < t->nr_pstree; i++) {
 		int *fds[2] = {syncs[i].go, syncs[i].report};
@@ -453,6 +456,7 @@ static int seize_and_go(struct tree *t, size_t idx)
 		pr_err("cannot trace the restored process %d: %s", pid, strerror((int)-r));
 		return (int)r;
 	}
+	ours[idx] = true;
 	return write(syncs[idx].go[1], "g", 1) == 1 ? 0 : -EPIPE;
 }
 
@@ -481,6 +485,7 @@ static int create_tree(struct tree *t)
 			pr_err("clone3 with pid %u failed: %s", t->pstree[0]->pid, strerror(-ret));
 		return ret;
 	}
+	ours[0] = true;
 	ret = seize_and_go(t, 0);
 	for (size_t i = 0; !ret && i < t->nr_pstree; i++) {
 		PstreeEntry *e = t->pstree[i];
@@ -560,15 +565,16 @@ static void close_tree_fds(struct tree *t)
 			close(t->rprocs[p]->pages_fd);
 }
 
+/*
+ * Only what amber made: a pid of the image may be held by an unrelated
+ * process (the EEXIST case).  Processes created but not yet seized die with
+ * their parent (PR_SET_PDEATHSIG), seized ones also when amber exits.
+ */
 static void kill_tree(struct tree *t)
 {
-	for (size_t i = 0; i < t->nr_pstree; i++) {
-		char comm[64];
-
-		/* only what we created: a pid of ours is traced or our descendant */
-		if (pid_in_use(t->pstree[i]->pid, comm, sizeof(comm)))
+	for (size_t i = 0; ours && i < t->nr_pstree; i++)
+		if (ours[i])
 			kill(t->pstree[i]->pid, SIGKILL);
-	}
 	while (sys_waitpid(-1, NULL, __WALL) > 0)
 		;
 }
