@@ -1,10 +1,12 @@
 #!/bin/sh
-# Runs inside the guest as /run.sh (cwd /t).  KQ_EXPECT (present|absent) and
-# KQ_NAME come from the kernel command line.  Prints KQ-RESULT lines.
+# Runs inside the guest as /run.sh (cwd /t).  KQ_EXPECT (present|absent),
+# KQ_NAME and KQ_MMRULE (seed: the series' stack-VMA rule for PR_SET_MM_ARG/ENV;
+# upstream: Debian's 6.12, which dropped it) come from the kernel command line.
+# Prints KQ-RESULT lines.
 : "${KQ_EXPECT:=present}"
 echo "KQ-INFO $KQ_NAME: kernel $(uname -r), expect $KQ_EXPECT"
 rc=0
-./crabi --expect="$KQ_EXPECT" || rc=1
+./crabi --expect="$KQ_EXPECT" --mm-rule="${KQ_MMRULE:-seed}" || rc=1
 ./crabi --expect="$KQ_EXPECT" --user=1000 || rc=1
 
 # ---- amber inside the guest ----

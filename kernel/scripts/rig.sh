@@ -47,11 +47,11 @@ abort() { # abort MESSAGE: count one failure and still end with the summary line
 }
 res() { echo "KQ-RESULT $1 $2 ${*:3}"; [ "$2" = PASS ] && pass=$((pass + 1)) || fail=$((fail + 1)); }
 
-boot() { # boot NAME KERNEL EXPECT AMBER_EXPECT
-	local name=$1 k=$2 expect=$3 aexp=$4 log=$L/boot-$1.log rc t0
+boot() { # boot NAME KERNEL EXPECT AMBER_EXPECT [MMRULE]
+	local name=$1 k=$2 expect=$3 aexp=$4 rule=${5:-seed} log=$L/boot-$1.log rc t0
 	kq_stage "boot $name (expect $expect)"
 	t0=$(date +%s)
-	"$KQ_HERE/runvm.sh" "$k" "$KQ_WORK/initrd.gz" "$log" "$TO" "KQ_EXPECT=$expect KQ_AMBER_EXPECT=$aexp KQ_NAME=$name${KQ_E2E_PROGS:+ KQ_E2E_PROGS=$KQ_E2E_PROGS}"
+	"$KQ_HERE/runvm.sh" "$k" "$KQ_WORK/initrd.gz" "$log" "$TO" "KQ_EXPECT=$expect KQ_AMBER_EXPECT=$aexp KQ_MMRULE=$rule KQ_NAME=$name${KQ_E2E_PROGS:+ KQ_E2E_PROGS=$KQ_E2E_PROGS}"
 	rc=$?
 	tally "$name." < <(grep -E '^(KQ-RESULT|KQ-SUMMARY|KQ-INFO|KQ-AMBER|KQ-SKIP)' "$log")
 	local boot_ok=0 sums
@@ -92,7 +92,7 @@ else echo "KQ-SKIP amber: $AM not built; 'amber check' will not run in the guest
 
 if [ "${KQ_DEBIAN:-1}" = 1 ]; then
 	dk=$(ls "$KQ_WORK"/debian/vmlinuz-* 2>/dev/null | head -1)
-	if [ -n "$dk" ]; then boot debian "$dk" present pass
+	if [ -n "$dk" ]; then boot debian "$dk" present pass upstream
 	else res debian.vm FAIL "no Debian kernel in $KQ_WORK/debian"; fi
 fi
 

@@ -31,6 +31,7 @@
 #include <linux/prctl.h>
 #include <sys/epoll.h>
 #include <sys/ipc.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/sem.h>
 #include <sys/stat.h>
@@ -50,6 +51,7 @@
 
 static const char *mode = "root";
 static int present = 1;
+static int seed_rule = 1; /* PR_SET_MM_ARG/ENV need a stack VMA (--mm-rule=seed) */
 static int npass, nfail;
 static char **g_argv, **g_envp;
 static int g_argc;
@@ -702,6 +704,7 @@ static void __attribute__((noinline)) test_prctl_root(void)
 	ssize_t n, on;
 	int e1, e2, e3, e4, fd, max = 0, len;
 	unsigned long hi;
+	char *heap;
 
 	memcpy(args, newargs, sizeof(newargs));
 	memcpy(env, newenv, sizeof(newenv));
@@ -725,6 +728,35 @@ static void __attribute__((noinline)) test_prctl_root(void)
 	result("prctl.ENV_START+END", !e1 && !e2 && n == sizeof(newenv) - 1 &&
 	       !memcmp(buf, newenv, n), "rc %s/%s, /proc/self/environ %zd bytes '%s'",
 	       strerror(e1), strerror(e2), n, buf);
+
+	/*
+	 * The seed's VMA rule: arguments and environment must be on a rw stack
+	 * mapping (EINVAL otherwise).  The series restores it under
+	 * CONFIG_PRCTL_SET_MM_ARGS; upstream 6.12 (Debian's kernel) dropped it.
+	 */
+	heap = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (heap != MAP_FAILED) {
+		memcpy(heap, newargs, sizeof(newargs));
+		e1 = set_mm(PR_SET_MM_ARG_START, (unsigned long)heap, 0);
+		e2 = set_mm(PR_SET_MM_ENV_START, (unsigned long)heap, 0);
+		read_stat(getpid(), f, NULL, 64);
+		if (seed_rule)
+			result("prctl.non-stack-VMA-EINVAL", e1 == EINVAL && e2 == EINVAL &&
+			       f[48] == (unsigned long)args && f[50] == (unsigned long)env,
+			       "seed rule: anonymous rw mapping %p: ARG_START %s, ENV_START %s, "
+			       "stat arg_start %#llx (want %p unchanged)", heap, strerror(e1),
+			       strerror(e2), f[48], (void *)args);
+		else
+			result("prctl.non-stack-VMA-upstream", !e1 && !e2 &&
+			       f[48] == (unsigned long)heap && f[50] == (unsigned long)heap,
+			       "upstream rule: anonymous rw mapping %p: ARG_START %s, ENV_START %s, "
+			       "stat arg_start %#llx", heap, strerror(e1), strerror(e2), f[48]);
+		set_mm(PR_SET_MM_ARG_START, (unsigned long)args, 0);
+		set_mm(PR_SET_MM_ENV_START, (unsigned long)env, 0);
+		munmap(heap, 4096);
+	} else {
+		result("prctl.non-stack-VMA", 0, "mmap: %s", strerror(errno));
+	}
 
 	/* AUXV: save, find the kernel's size (AT_VECTOR_SIZE words), check AT_NULL */
 	fd = open("/proc/self/auxv", O_RDONLY);
@@ -815,11 +847,16 @@ int main(int argc, char **argv, char **envp)
 			present = 0;
 		else if (!strcmp(argv[i], "--expect=present"))
 			present = 1;
+		else if (!strcmp(argv[i], "--mm-rule=upstream"))
+			seed_rule = 0;
+		else if (!strcmp(argv[i], "--mm-rule=seed"))
+			seed_rule = 1;
 		else if (!strcmp(argv[i], "--mode=user"))
 			mode = "user";
 		else if (!strncmp(argv[i], "--user=", 7) && getuid() == 0) {
 			uid_t u = atoi(argv[i] + 7);
 			char *nargv[] = { argv[0], present ? "--expect=present" : "--expect=absent",
+					  seed_rule ? "--mm-rule=seed" : "--mm-rule=upstream",
 					  "--mode=user", NULL };
 
 			if (setgroups(0, NULL) || setgid(u) || setuid(u)) {
@@ -836,7 +873,8 @@ int main(int argc, char **argv, char **envp)
 	g_argc = argc;
 	g_argv = argv;
 	g_envp = envp;
-	printf("KQ-INFO %s: uid=%d expect=%s\n", mode, getuid(), present ? "present" : "absent");
+	printf("KQ-INFO %s: uid=%d expect=%s mm-rule=%s\n", mode, getuid(),
+	       present ? "present" : "absent", seed_rule ? "seed" : "upstream");
 
 	test_children();
 	if (present) {
