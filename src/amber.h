@@ -115,6 +115,7 @@ struct dump_ctx {
 	size_t nr_vmas;
 	struct file_table *files;
 	int *ghosts;
+	bool shares_vm; /* CLONE_VM child: its parent's dump holds the memory */
 };
 
 struct restore_ctx {
@@ -139,6 +140,7 @@ struct restore_ctx {
 	int *map_fd;  /* per file id (tree->desc_fd) */
 	struct infect inf;
 	unsigned long vdso_new; /* our vDSO's address when the old one is proxied */
+	bool shares_vm;		/* CLONE_VM child: its parent restores the memory */
 };
 
 struct resource_ops {

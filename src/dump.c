@@ -474,11 +474,30 @@ static int kcmp_procs(const void *a, const void *b)
 	return r == 0 ? 0 : r == 1 ? -1 : 1;
 }
 
+/* The pstree flag that records "shares this with its parent". */
+static protobuf_c_boolean *share_flag(PstreeEntry *e, int type, protobuf_c_boolean **has)
+{
+	switch (type) {
+	case KCMP_FILES:
+		*has = &e->has_clone_files;
+		return &e->clone_files;
+	case KCMP_FS:
+		*has = &e->has_clone_fs;
+		return &e->clone_fs;
+	case KCMP_VM:
+		*has = &e->has_clone_vm;
+		return &e->clone_vm;
+	default:
+		*has = &e->has_clone_sighand;
+		return &e->clone_sighand;
+	}
+}
+
 /*
  * What processes (not threads) share through clone() flags: sorted by kcmp
- * order, sharers are adjacent.  An fd table or fs shared with the parent is
- * recreated with the same flag; sharing the address space or the signal
- * handlers without being threads is refused.
+ * order, sharers are adjacent.  Whatever a process shares with its parent is
+ * recreated with the same clone flag, so in every group of sharers all but
+ * the topmost must share with their parent.
  */
 static int check_sharing(struct tree *t)
 {
@@ -490,10 +509,11 @@ static int check_sharing(struct tree *t)
 		     {KCMP_VM, "address space"},
 		     {KCMP_SIGHAND, "signal handlers"}};
 	struct dump_ctx **v = malloc(t->nr_procs * sizeof(*v));
+	int ret = 0;
 
 	if (!v)
 		return -ENOMEM;
-	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+	for (size_t k = 0; !ret && k < sizeof(kinds) / sizeof(kinds[0]); k++) {
 		memcpy(v, t->dprocs, t->nr_procs * sizeof(*v));
 		kcmp_type = kinds[k].type;
 		kcmp_err = 0;
@@ -504,36 +524,21 @@ static int check_sharing(struct tree *t)
 			bool with_next = i + 1 < t->nr_procs &&
 					 !sys_kcmp(v[i]->pid, v[i + 1]->pid, kcmp_type, 0, 0);
 			PstreeEntry *e = entry_of(t, v[i]->pid);
-			struct dump_ctx *parent = NULL;
+			protobuf_c_boolean *flag, *has;
 
 			if (!with_prev && !with_next)
 				continue;
-			if (kcmp_type == KCMP_VM || kcmp_type == KCMP_SIGHAND) {
-				pr_err("pid %d shares its %s with another process without being "
-				       "its "
-				       "thread (clone without CLONE_THREAD); amber cannot restore "
-				       "that",
-				       v[i]->pid, kinds[k].what);
-				free(v);
-				return -EOPNOTSUPP;
-			}
-			for (size_t p = 0; p < t->nr_procs; p++)
-				if ((uint32_t)t->dprocs[p]->pid == e->ppid)
-					parent = t->dprocs[p];
-			if (parent && !sys_kcmp(parent->pid, v[i]->pid, kcmp_type, 0, 0)) {
-				if (kcmp_type == KCMP_FILES)
-					e->has_clone_files = e->clone_files = 1;
-				else
-					e->has_clone_fs = e->clone_fs = 1;
-			}
+			flag = share_flag(e, kcmp_type, &has);
+			if (entry_of(t, e->ppid) && !entry_of(t, e->ppid)->zombie &&
+			    !sys_kcmp(e->ppid, v[i]->pid, kcmp_type, 0, 0))
+				*has = *flag = 1;
 		}
 		if (kcmp_err) {
 			pr_err("kcmp(%s) failed: %s (see amber check)", kinds[k].what,
 			       strerror(-kcmp_err));
-			free(v);
-			return kcmp_err;
+			ret = kcmp_err;
+			break;
 		}
-		/* every sharer but the topmost must share with its parent */
 		for (size_t i = 0; i + 1 < t->nr_procs; i++) {
 			size_t j = i;
 			int tops = 0;
@@ -542,23 +547,42 @@ static int check_sharing(struct tree *t)
 			       !sys_kcmp(v[j]->pid, v[j + 1]->pid, kcmp_type, 0, 0))
 				j++;
 			for (size_t m = i; j > i && m <= j; m++) {
-				PstreeEntry *e = entry_of(t, v[m]->pid);
+				protobuf_c_boolean *has;
 
-				tops += !(kcmp_type == KCMP_FILES ? e->clone_files : e->clone_fs);
+				tops += !*share_flag(entry_of(t, v[m]->pid), kcmp_type, &has);
 			}
 			if (tops > 1) {
 				pr_err("pid %d and others share their %s, but not through their "
-				       "parents; "
-				       "amber cannot recreate that",
+				       "parents (the process that cloned them exec'd or exited); "
+				       "amber recreates sharing only as clone() flags from parent "
+				       "to child",
 				       v[i]->pid, kinds[k].what);
-				free(v);
-				return -EOPNOTSUPP;
+				ret = -EOPNOTSUPP;
+				break;
 			}
 			i = j;
 		}
 	}
+	/* memory another process changes while we read it cannot be dumped */
+	if (!ret && t->pstree[0]->ppid &&
+	    !sys_kcmp((pid_t)t->pstree[0]->ppid, t->pstree[0]->pid, KCMP_VM, 0, 0)) {
+		pr_err("pid %u shares its address space with its parent %u, which is outside the "
+		       "tree; dump from pid %u instead",
+		       t->pstree[0]->pid, t->pstree[0]->ppid, t->pstree[0]->ppid);
+		ret = -EOPNOTSUPP;
+	}
+	/* CLONE_SIGHAND needs CLONE_VM (and exec unshares both) */
+	for (size_t i = 0; !ret && i < t->nr_pstree; i++)
+		if (t->pstree[i]->clone_sighand && !t->pstree[i]->clone_vm) {
+			pr_err("pid %u shares its parent's signal handlers but not its address "
+			       "space; clone() cannot recreate that",
+			       t->pstree[i]->pid);
+			ret = -EOPNOTSUPP;
+		}
+	for (size_t p = 0; !ret && p < t->nr_procs; p++)
+		t->dprocs[p]->shares_vm = entry_of(t, t->dprocs[p]->pid)->clone_vm;
 	free(v);
-	return 0;
+	return ret;
 }
 
 static int write_pstree(struct tree *t)

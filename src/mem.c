@@ -139,6 +139,8 @@ static int mem_dump(struct dump_ctx *ctx)
 	long r;
 	int ret;
 
+	if (ctx->shares_vm) /* the parent's images hold this address space */
+		return 0;
 	mm->vmas = calloc(ctx->nr_vmas + 1, sizeof(*mm->vmas));
 	if (!mm->vmas)
 		return -ENOMEM;
@@ -344,6 +346,8 @@ static int mem_dump_pages(struct dump_ctx *ctx)
 	char path[64];
 	int pagemap_fd, ret;
 
+	if (ctx->shares_vm)
+		return 0;
 	snprintf(path, sizeof(path), "/proc/%d/pagemap", ctx->pid);
 	pagemap_fd = sys_open(path, O_RDONLY | O_CLOEXEC, 0);
 	if (pagemap_fd < 0) {
@@ -411,6 +415,8 @@ static int mem_restore_read(struct restore_ctx *ctx)
 	size_t v = 0;
 	int ret;
 
+	if (ctx->shares_vm) /* restored with its parent's */
+		return 0;
 	ret = img_read_one(ctx->dirfd, IMG_MM, &mm_entry__descriptor, (ProtobufCMessage **)&mm,
 			   "mm-%d.img", ctx->pid);
 	if (ret)
@@ -527,7 +533,7 @@ static int collect_shm(struct tree *t)
 	for (size_t p = 0; p < t->nr_procs; p++) {
 		MmEntry *mm = t->rprocs[p]->mm;
 
-		for (size_t v = 0; v < mm->n_vmas; v++) {
+		for (size_t v = 0; mm && v < mm->n_vmas; v++) {
 			VmaEntry *e = mm->vmas[v];
 			uint64_t end = e->pgoff + (e->end - e->start);
 			int i;
@@ -566,8 +572,11 @@ static int mem_restore_tree(struct tree *t)
 		return ret;
 	for (size_t p = 0; p < t->nr_procs; p++) {
 		struct restore_ctx *ctx = t->rprocs[p];
-		int fd = open_pages(ctx);
+		int fd;
 
+		if (ctx->shares_vm)
+			continue;
+		fd = open_pages(ctx);
 		if (fd < 0)
 			return fd;
 		ctx->pages_fd = fcntl(fd, F_DUPFD_CLOEXEC, t->fd_base);
@@ -1054,6 +1063,9 @@ static int mem_restore_inject(struct restore_ctx *ctx)
 	bool proxy = false;
 	int ret;
 
+	/* The parent, restored first, rebuilt this address space: only a scratch area. */
+	if (ctx->shares_vm)
+		return infect_scratch_map(&ctx->inf, 0, SCRATCH_SIZE);
 	ret = replace_address_space(ctx, &proxy);
 	if (ret)
 		return ret;

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/resource.h>
@@ -238,6 +239,7 @@ static int read_processes(struct tree *t)
 		ctx->inv = t->inv;
 		ctx->pid = t->pstree[i]->pid;
 		ctx->pages_fd = -1;
+		ctx->shares_vm = t->pstree[i]->clone_vm;
 		t->rprocs[t->nr_procs++] = ctx;
 		ret = read_images(ctx);
 		if (ret)
@@ -343,21 +345,57 @@ static void __attribute__((noreturn)) become_zombie(PstreeEntry *e)
 }
 
 static void __attribute__((noreturn)) child_main(struct tree *t, size_t idx);
+static void __attribute__((noreturn)) child_setup(struct tree *t, size_t idx, bool vm);
+
+/* The tree, for CLONE_VM children, which start with nothing but an index. */
+static struct tree *vm_tree;
+#define VM_CHILD_STACK (256 << 10)
+
+static void vm_child_main(void *arg)
+{
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	child_setup(vm_tree, (size_t)arg, true);
+}
+
+/*
+ * A child sharing the address space cannot run amber's code beside its
+ * parent (one heap, one TLS): it waits without libc until amber tells it to
+ * go, by which time its parent is stopped for good, and then sets up like
+ * any child.  Its stack is amber's memory and goes with the rest when the
+ * parent's memory is restored.
+ */
+static long clone_vm_child(struct tree *t, size_t idx, uint64_t flags)
+{
+	PstreeEntry *e = t->pstree[idx];
+	void *stack = mmap(NULL, VM_CHILD_STACK, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+
+	if (stack == MAP_FAILED)
+		return -errno;
+	if (e->clone_sighand)
+		flags |= CLONE_SIGHAND;
+	return sys_clone3_vm(e->pid, flags, stack, VM_CHILD_STACK, syncs[idx].go[0], vm_child_main,
+			     (void *)idx);
+}
 
 /* In a restored process: create its children, each with its old pid. */
 static int fork_children(struct tree *t, PstreeEntry *e)
 {
 	for (size_t i = 0; i < t->nr_pstree; i++) {
+		PstreeEntry *c = t->pstree[i];
+		/* what it shared with its parent (kcmp at dump), it shares again */
+		uint64_t flags = (c->clone_files ? CLONE_FILES : 0) | (c->clone_fs ? CLONE_FS : 0);
 		long pid;
 
-		if (t->pstree[i]->ppid != e->pid || i == 0)
+		if (c->ppid != e->pid || i == 0)
 			continue;
-		/* what it shared with its parent (kcmp at dump), it shares again */
-		pid = sys_clone3_set_tid(t->pstree[i]->pid, SIGCHLD,
-					 (t->pstree[i]->clone_files ? CLONE_FILES : 0) |
-						 (t->pstree[i]->clone_fs ? CLONE_FS : 0));
-		if (pid == 0)
-			child_main(t, i);
+		if (c->clone_vm) {
+			pid = clone_vm_child(t, i, flags);
+		} else {
+			pid = sys_clone3_set_tid(c->pid, SIGCHLD, flags);
+			if (pid == 0)
+				child_main(t, i);
+		}
 		if (pid < 0) {
 			pr_err("pid %u: cannot create its child %u: %s", e->pid, t->pstree[i]->pid,
 			       strerror((int)-pid));
@@ -369,9 +407,6 @@ static int fork_children(struct tree *t, PstreeEntry *e)
 
 static void __attribute__((noreturn)) child_main(struct tree *t, size_t idx)
 {
-	PstreeEntry *e = t->pstree[idx];
-	struct restore_ctx *ctx = proc_of(t, e->pid);
-	int report_fd = syncs[idx].report[1];
 	sigset_t all;
 	char c;
 
@@ -383,11 +418,23 @@ static void __attribute__((noreturn)) child_main(struct tree *t, size_t idx)
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (read(syncs[idx].go[0], &c, 1) != 1)
 		_exit(1);
-	if (e->zombie)
-		become_zombie(e);
-	log_fd = fcntl(2, F_DUPFD_CLOEXEC, t->fd_base);
-	if (log_fd < 0)
-		log_fd = 2;
+	if (t->pstree[idx]->zombie)
+		become_zombie(t->pstree[idx]);
+	child_setup(t, idx, false);
+}
+
+/* After "go": vm says the process shares its parent's memory (and log_fd). */
+static void __attribute__((noreturn)) child_setup(struct tree *t, size_t idx, bool vm)
+{
+	PstreeEntry *e = t->pstree[idx];
+	struct restore_ctx *ctx = proc_of(t, e->pid);
+	int report_fd = syncs[idx].report[1];
+
+	if (!vm) {
+		log_fd = fcntl(2, F_DUPFD_CLOEXEC, t->fd_base);
+		if (log_fd < 0)
+			log_fd = 2;
+	}
 	/* Sessions first: children are created in their parent's session. */
 	if (e->sid == e->pid && setsid() < 0) {
 		pr_err("pid %u: setsid failed: %m", e->pid);
@@ -416,8 +463,9 @@ static void __attribute__((noreturn)) child_main(struct tree *t, size_t idx)
 		}
 	}
 	child_report(report_fd, NULL);
-	/* amber takes over from this stop. */
-	raise(SIGSTOP);
+	/* amber takes over from this stop (not raise(): a CLONE_VM child has its
+	 * parent's TLS, and with it the parent's cached tid) */
+	kill(getpid(), SIGSTOP);
 	_exit(1);
 }
 
@@ -467,9 +515,11 @@ static int seize_and_go(struct tree *t, size_t idx)
  */
 static int create_tree(struct tree *t)
 {
-	long pid = sys_clone3_set_tid(t->pstree[0]->pid, SIGCHLD, 0);
+	long pid;
 	int ret;
 
+	vm_tree = t;
+	pid = sys_clone3_set_tid(t->pstree[0]->pid, SIGCHLD, 0);
 	if (pid == 0)
 		child_main(t, 0);
 	if (pid < 0) {

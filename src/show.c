@@ -383,7 +383,8 @@ static void emit_all(struct show *s, enum img_kind kind, const ProtobufCMessageD
 	img_close(img);
 }
 
-static void emit_task(struct show *s, uint32_t pid, int level)
+/* shared_vm: a CLONE_VM child, whose memory is in its parent's images */
+static void emit_task(struct show *s, uint32_t pid, uint32_t shared_vm, int level)
 {
 	static const struct {
 		const char *key, *fmt;
@@ -407,7 +408,9 @@ static void emit_task(struct show *s, uint32_t pid, int level)
 		indent(s->out, level + 1);
 		fprintf(s->out, "\"%s\": ", parts[i].key);
 		snprintf(name, sizeof(name), parts[i].fmt, pid);
-		if (parts[i].many)
+		if (shared_vm && (parts[i].kind == IMG_MM || parts[i].kind == IMG_PAGEMAP))
+			fprintf(s->out, "{\"shared_with\": %u}", shared_vm);
+		else if (parts[i].many)
 			emit_all(s, parts[i].kind, parts[i].desc, name, level + 1);
 		else
 			emit_one(s, parts[i].kind, parts[i].desc, name, level + 1);
@@ -461,10 +464,45 @@ static size_t scan_pids(struct show *s, uint32_t **pids)
 	return n;
 }
 
+/* From pstree.img: the processes that have images (not zombies), and which
+ * share their parent's memory.  Falls back to the root alone. */
+static size_t tree_pids(struct show *s, uint32_t root, uint32_t **pids, uint32_t **vm)
+{
+	PstreeEntry **e = NULL;
+	size_t n = 0, k = 0;
+
+	*pids = *vm = NULL;
+	if (!img_read_all(s->dirfd, IMG_PSTREE, &pstree_entry__descriptor, &e, &n, "pstree.img") &&
+	    n) {
+		*pids = calloc(n, sizeof(**pids));
+		*vm = calloc(n, sizeof(**vm));
+		for (size_t i = 0; *pids && *vm && i < n; i++) {
+			if (e[i]->zombie)
+				continue;
+			(*vm)[k] = e[i]->clone_vm ? e[i]->ppid : 0;
+			(*pids)[k++] = e[i]->pid;
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		pstree_entry__free_unpacked(e[i], NULL);
+	free(e);
+	if (!k) {
+		free(*pids);
+		free(*vm);
+		*pids = malloc(sizeof(**pids));
+		*vm = calloc(1, sizeof(**vm));
+		if (!*pids || !*vm)
+			return 0;
+		(*pids)[0] = root;
+		k = 1;
+	}
+	return k;
+}
+
 static void show_image(struct show *s)
 {
 	Inventory *inv = NULL;
-	uint32_t *pids = NULL, root;
+	uint32_t *pids = NULL, *vm = NULL;
 	size_t nr_pids = 0;
 	int ret;
 
@@ -485,16 +523,16 @@ static void show_image(struct show *s)
 			nr_pids = scan_pids(s, &pids);
 		} else {
 			emit_message(s->out, &inv->base, 1);
-			root = inv->root_pid;
-			pids = &root;
-			nr_pids = 1;
+			nr_pids = tree_pids(s, inv->root_pid, &pids, &vm);
 		}
 	}
+	fputs(",\n  \"pstree\": ", s->out);
+	emit_all(s, IMG_PSTREE, &pstree_entry__descriptor, "pstree.img", 1);
 	fputs(",\n  \"tasks\": [", s->out);
 	for (size_t i = 0; i < nr_pids; i++) {
 		fputs(i ? "," : "", s->out);
 		indent(s->out, 2);
-		emit_task(s, pids[i], 2);
+		emit_task(s, pids[i], vm ? vm[i] : 0, 2);
 	}
 	fputs(nr_pids ? "\n  ],\n  \"files\": " : "],\n  \"files\": ", s->out);
 	emit_all(s, IMG_FILES, &reg_file__descriptor, "files.img", 1);
@@ -509,9 +547,9 @@ static void show_image(struct show *s)
 		else
 			inventory__free_unpacked(checked, NULL);
 		inventory__free_unpacked(inv, NULL);
-	} else {
-		free(pids);
 	}
+	free(pids);
+	free(vm);
 	if (s->nr_errors) {
 		fputs(",\n  \"errors\": [", s->out);
 		for (size_t i = 0; i < s->nr_errors; i++) {

@@ -268,6 +268,69 @@ long sys_clone3_set_tid(pid_t tid, int exit_signal, uint64_t flags)
 	return r < 0 ? -errno : r;
 }
 
+/*
+ * long amber_clone3_vm(struct clone_args *args, size_t size, int go_fd,
+ *			void (*fn)(void *), void *arg)
+ * clone3() whose child starts on args->stack in the caller's address space.
+ * The child shares the caller's TLS and libc state while the caller runs
+ * on, so it touches neither: it waits for a byte on go_fd with a raw read
+ * and only then calls fn(arg) (the caller is stopped by then); if the read
+ * fails or fn returns, it exits (this task only).
+ */
+long amber_clone3_vm(struct clone_args *args, size_t size, int go_fd, void (*fn)(void *),
+		     void *arg);
+__asm__(".text\n"
+	".globl amber_clone3_vm\n"
+	".type amber_clone3_vm, @function\n"
+	"amber_clone3_vm:\n"
+	"	mov %rcx, %r9\n"	/* fn: the syscall clobbers rcx */
+	"	mov $435, %eax\n"	/* __NR_clone3 */
+	"	syscall\n"
+	"	test %rax, %rax\n"
+	"	jz 1f\n"
+	"	ret\n"
+	"1:	xor %ebp, %ebp\n"
+	"	and $-16, %rsp\n"
+	"	sub $16, %rsp\n"
+	"	mov %rdx, %r12\n"	/* go_fd */
+	"	mov %r8, %r13\n"	/* arg */
+	"	mov %r9, %r14\n"	/* fn */
+	"2:	xor %eax, %eax\n"	/* __NR_read */
+	"	mov %r12, %rdi\n"
+	"	mov %rsp, %rsi\n"
+	"	mov $1, %edx\n"
+	"	syscall\n"
+	"	cmp $-4, %rax\n"	/* EINTR */
+	"	je 2b\n"
+	"	cmp $1, %rax\n"
+	"	jne 3f\n"
+	"	mov %r13, %rdi\n"
+	"	call *%r14\n"
+	"3:	mov $1, %edi\n"
+	"	mov $60, %eax\n"	/* __NR_exit */
+	"	syscall\n"
+	"	hlt\n"
+	".size amber_clone3_vm, .-amber_clone3_vm\n");
+
+long sys_clone3_vm(pid_t tid, uint64_t flags, void *stack, size_t stack_size, int go_fd,
+		   void (*fn)(void *), void *arg)
+{
+	struct clone_args args;
+	pid_t set_tid = tid;
+	int f = injected(SYS_CLONE3);
+
+	if (f)
+		return -f;
+	memset(&args, 0, sizeof(args));
+	args.flags = flags | CLONE_VM;
+	args.exit_signal = SIGCHLD;
+	args.stack = (uintptr_t)stack;
+	args.stack_size = stack_size;
+	args.set_tid = (uintptr_t)&set_tid;
+	args.set_tid_size = 1;
+	return amber_clone3_vm(&args, sizeof(args), go_fd, fn, arg);
+}
+
 int sys_pidfd_open(pid_t pid)
 {
 	long r = syscall(SYS_pidfd_open, pid, 0);

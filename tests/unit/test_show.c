@@ -80,6 +80,37 @@ static int put_one(struct img_set *set, enum img_kind kind, const ProtobufCMessa
 	return img_finish(img);
 }
 
+/* pstree.img: PID, and with with_tree its CLONE_VM child PID + 1 (a copy of core) */
+static bool with_tree;
+
+static void write_tree(struct img_set *set, TaskCore core)
+{
+	PstreeEntry e[2];
+	struct img *img;
+	char name[64];
+	int n = with_tree ? 2 : 1;
+
+	assert_int_equal(img_create(set, IMG_PSTREE, &img, "pstree.img"), 0);
+	for (int i = 0; i < n; i++) {
+		pstree_entry__init(&e[i]);
+		e[i].pid = PID + i;
+		e[i].ppid = i ? PID : 1;
+		e[i].pgid = e[i].sid = PID;
+	}
+	e[1].has_clone_vm = e[1].clone_vm = 1;
+	e[1].has_clone_sighand = e[1].clone_sighand = 1;
+	for (int i = 0; i < n; i++)
+		assert_int_equal(img_put(img, &e[i].base), 0);
+	assert_int_equal(img_finish(img), 0);
+	if (!with_tree)
+		return;
+	core.pid = PID + 1;
+	core.ppid = PID;
+	core.comm = "vmchild";
+	snprintf(name, sizeof(name), "core-%d.img", PID + 1);
+	assert_int_equal(put_one(set, IMG_CORE, &core.base, name), 0);
+}
+
 static void write_image(struct fixture *fx)
 {
 	static uint8_t xsave[] = { 0x00, 0xff, 0x10, 0xab };
@@ -168,6 +199,12 @@ static void write_image(struct fixture *fx)
 	fs.root = "/bad\xff\xfe";	   /* not UTF-8: must still be valid JSON */
 	snprintf(name, sizeof(name), "fs-%d.img", PID);
 	assert_int_equal(put_one(&set, IMG_FS, &fs.base, name), 0);
+	for (int i = 1; with_tree && i < 2; i++) { /* the child's own fds and fs */
+		snprintf(name, sizeof(name), "fds-%d.img", PID + i);
+		assert_int_equal(put_one(&set, IMG_FDS, &fd.base, name), 0);
+		snprintf(name, sizeof(name), "fs-%d.img", PID + i);
+		assert_int_equal(put_one(&set, IMG_FS, &fs.base, name), 0);
+	}
 
 	assert_int_equal(img_create(&set, IMG_FILES, &img, "files.img"), 0);
 	reg_file__init(&rf[0]);
@@ -188,6 +225,7 @@ static void write_image(struct fixture *fx)
 		assert_int_equal(img_put(img, &rf[i].base), 0);
 	assert_int_equal(img_finish(img), 0);
 
+	write_tree(&set, core);
 	inventory__init(&inv);
 	inv.image_version = IMG_VERSION;
 	inv.root_pid = PID;
@@ -238,7 +276,8 @@ static void test_show_full(void **state)
 	write_image(fx);
 	assert_int_equal(run_show(fx), 0);
 	assert_true(jq(fx, "."));
-	assert_true(jq(fx, "keys == [\"files\", \"inventory\", \"tasks\", \"verified\"]"));
+	assert_true(jq(fx, "keys == [\"files\", \"inventory\", \"pstree\", \"tasks\", "
+			   "\"verified\"]"));
 	assert_true(jq(fx, ".verified == true"));
 	/* inventory, with its file list (a nested repeated message) */
 	assert_true(jq(fx, ".inventory.root_pid == 4242 and .inventory.kernel == \"6.18.0-test\""));
@@ -247,7 +286,7 @@ static void test_show_full(void **state)
 	assert_true(jq(fx, ".inventory.shell_job == false"));
 	assert_true(jq(fx, "[.inventory.files[].name] | sort == "
 			   "[\"core-4242.img\", \"fds-4242.img\", \"files.img\", \"fs-4242.img\", "
-			   "\"mm-4242.img\", \"pagemap-4242.img\"]"));
+			   "\"mm-4242.img\", \"pagemap-4242.img\", \"pstree.img\"]"));
 	assert_true(jq(fx, ".inventory.files | all(.size > 8 and (.xxh3 | type) == \"number\")"));
 	/* one task with every part */
 	assert_true(jq(fx, ".tasks | length == 1"));
@@ -285,6 +324,26 @@ static void test_show_full(void **state)
 	assert_true(jq(fx, ".files[0].pipe_data == \"68690a\" and .files[0].pipe_id == 1234"));
 	assert_true(jq(fx, ".files[1].ghost == \"ghost-1.img\" and (.files[1] | has(\"pipe_id\") "
 			   "| not)"));
+}
+
+/* Every process of pstree.img; a CLONE_VM child points at its parent's memory. */
+static void test_show_tree(void **state)
+{
+	struct fixture *fx = *state;
+
+	with_tree = true;
+	write_image(fx);
+	with_tree = false;
+	assert_int_equal(run_show(fx), 0);
+	assert_true(jq(fx, ".verified == true"));
+	assert_true(jq(fx, "[.pstree[].pid] == [4242, 4243]"));
+	assert_true(jq(fx, ".pstree[1].clone_vm == true and .pstree[1].clone_sighand == true"));
+	assert_true(jq(fx, ".pstree[0] | has(\"clone_vm\") | not"));
+	assert_true(jq(fx, "[.tasks[].pid] == [4242, 4243]"));
+	assert_true(jq(fx, ".tasks[1].core.comm == \"vmchild\""));
+	assert_true(jq(fx, ".tasks[1].mm == {\"shared_with\": 4242}"));
+	assert_true(jq(fx, ".tasks[1].pagemap == {\"shared_with\": 4242}"));
+	assert_true(jq(fx, ".tasks[0].mm.vmas | length == 1"));
 }
 
 static void test_show_no_inventory(void **state)
@@ -383,6 +442,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_show_full, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_show_tree, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_show_no_inventory, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_show_damaged, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_show_empty_dir, setup, teardown),
