@@ -141,6 +141,8 @@ struct restore_ctx {
 	struct infect inf;
 	unsigned long vdso_new; /* our vDSO's address when the old one is proxied */
 	bool shares_vm;		/* CLONE_VM child: its parent restores the memory */
+	unsigned long *cow_slot; /* per VMA: premapped there before fork (mem-cow.c) */
+	uint8_t *cow_reuse;	 /* per VMA: the slot is the parent's, inherited */
 };
 
 struct resource_ops {
@@ -158,6 +160,9 @@ struct resource_ops {
 	int (*dump_late)(struct dump_ctx *ctx);
 	/* In amber before the child exists: read and check this resource's images. */
 	int (*restore_read)(struct restore_ctx *ctx);
+	/* In the forked child, with libc, before it creates its children (what
+	 * they inherit).  Not run in a CLONE_VM child. */
+	int (*restore_prefork)(struct restore_ctx *ctx);
 	/* In the forked child, with libc, before its address space is replaced. */
 	int (*restore_child)(struct restore_ctx *ctx);
 	/* In amber, driving the stopped child through injected syscalls. */

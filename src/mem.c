@@ -26,12 +26,11 @@
 #include "amber.h"
 #include "dump.h"
 #include "log.h"
+#include "mem.h"
 #include "proc.h"
 #include "sys.h"
 #include "uapi/pagemap_scan.h"
 
-#undef PAGE_SIZE
-#define PAGE_SIZE     4096UL
 #define TASK_SIZE_MAX (1UL << 56)
 #define SCRATCH_SIZE  (1UL << 20)
 #define IO_CHUNK      (8UL << 20)
@@ -241,8 +240,9 @@ struct page_writer {
 	struct img *pagemap, *pages;
 	uint64_t offset; /* in pages-PID.img, after the header */
 	char *buf;
-	int memfd; /* /proc/PID/mem for what process_vm_readv cannot reach */
-	uint64_t nr_pages;
+	int memfd; /* /proc/PID/mem: the pages are read through it */
+	uint64_t nr_pages, nr_inherited;
+	struct cow_dump cow;
 };
 
 static int copy_run(struct page_writer *w, uint64_t start, uint64_t end)
@@ -258,11 +258,12 @@ static int copy_run(struct page_writer *w, uint64_t start, uint64_t end)
 		return ret;
 	for (uint64_t a = start; a < end; a += IO_CHUNK) {
 		size_t len = end - a < IO_CHUNK ? end - a : IO_CHUNK;
-		struct iovec l = {w->buf, len}, r = {(void *)a, len};
-		ssize_t n = sys_vm_readv(w->ctx->pid, &l, 1, &r, 1);
-
-		if (n != (ssize_t)len)
-			n = sys_pread_full(w->memfd, w->buf, len, (off_t)a);
+		/*
+		 * Not process_vm_readv(): its read-only pin unshares a page the
+		 * process shares copy-on-write (with a child, say), so a dump would
+		 * cost the tree memory and lose the sharing.  /proc/PID/mem does not.
+		 */
+		ssize_t n = sys_pread_full(w->memfd, w->buf, len, (off_t)a);
 		if (n != (ssize_t)len) {
 			pr_err("pid %d: cannot read memory at %#lx (%zu bytes): %s", w->ctx->pid,
 			       (unsigned long)a, len, n < 0 ? strerror((int)-n) : "short read");
@@ -280,6 +281,32 @@ static int copy_run(struct page_writer *w, uint64_t start, uint64_t end)
 	return 0;
 }
 
+/* Pages still the parent's (copy-on-write) are only noted; the others copied. */
+static int inherit_run(struct page_writer *w, uint64_t start, uint64_t end)
+{
+	PagemapEntry pe = PAGEMAP_ENTRY__INIT;
+
+	pe.vaddr = start;
+	pe.nr_pages = (end - start) / PAGE_SIZE;
+	pe.has_in_parent = pe.in_parent = 1;
+	w->nr_inherited += pe.nr_pages;
+	return img_put(w->pagemap, &pe.base);
+}
+
+static int emit_run(struct page_writer *w, uint64_t start, uint64_t end)
+{
+	while (start < end) {
+		bool shared;
+		uint64_t n = cow_dump_prefix(&w->cow, start, end, &shared);
+		int ret = shared ? inherit_run(w, start, start + n) : copy_run(w, start, start + n);
+
+		if (ret)
+			return ret;
+		start += n;
+	}
+	return 0;
+}
+
 static int scan_vma(struct page_writer *w, int pagemap_fd, const VmaEntry *v)
 {
 	struct page_region regs[512];
@@ -293,6 +320,7 @@ static int scan_vma(struct page_writer *w, int pagemap_fd, const VmaEntry *v)
 		.return_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
 	};
 
+	cow_dump_vma(&w->cow, v);
 	/* never the shared zero page; for file mappings only pages no longer the file's */
 	arg.category_inverted = PAGE_IS_PFNZERO;
 	arg.category_mask = PAGE_IS_PFNZERO;
@@ -320,7 +348,7 @@ static int scan_vma(struct page_writer *w, int pagemap_fd, const VmaEntry *v)
 				continue;
 			}
 			if (run_end) {
-				int ret = copy_run(w, run_start, run_end);
+				int ret = emit_run(w, run_start, run_end);
 
 				if (ret)
 					return ret;
@@ -329,7 +357,7 @@ static int scan_vma(struct page_writer *w, int pagemap_fd, const VmaEntry *v)
 			run_end = regs[i].end;
 		}
 		if (run_end) {
-			int ret = copy_run(w, run_start, run_end);
+			int ret = emit_run(w, run_start, run_end);
 
 			if (ret)
 				return ret;
@@ -342,7 +370,7 @@ static int scan_vma(struct page_writer *w, int pagemap_fd, const VmaEntry *v)
 
 static int mem_dump_pages(struct dump_ctx *ctx)
 {
-	struct page_writer w = {.ctx = ctx};
+	struct page_writer w = {.ctx = ctx, .cow = {.pagemap_fd = -1, .parent_pagemap_fd = -1}};
 	char path[64];
 	int pagemap_fd, ret;
 
@@ -367,6 +395,7 @@ static int mem_dump_pages(struct dump_ctx *ctx)
 	ret = img_create(ctx->imgs, IMG_PAGES, &w.pages, "pages-%d.img", ctx->pid);
 	if (ret)
 		goto abort_pagemap;
+	cow_dump_open(ctx, &w.cow);
 	for (size_t i = 0; i < ctx->mm->n_vmas && !ret; i++) {
 		VmaEntry *e = ctx->mm->vmas[i];
 
@@ -377,7 +406,8 @@ static int mem_dump_pages(struct dump_ctx *ctx)
 	}
 	if (ret)
 		goto abort_pages;
-	pr_info("pid %d: %llu pages saved", ctx->pid, (unsigned long long)w.nr_pages);
+	pr_info("pid %d: %llu pages saved, %llu shared with its parent", ctx->pid,
+		(unsigned long long)w.nr_pages, (unsigned long long)w.nr_inherited);
 	ret = img_finish(w.pages);
 	if (ret)
 		goto abort_pagemap;
@@ -388,6 +418,7 @@ abort_pages:
 abort_pagemap:
 	img_abort(w.pagemap);
 close_fds:
+	cow_dump_close(&w.cow);
 	free(w.buf);
 	if (w.memfd >= 0)
 		close(w.memfd);
@@ -453,7 +484,7 @@ static int mem_restore_read(struct restore_ctx *ctx)
 		    pe->nr_pages > TASK_SIZE_MAX / PAGE_SIZE ||
 		    pe->vaddr + len > mm->vmas[v]->end ||
 		    !(has_pages(mm->vmas[v]->kind) || mm->vmas[v]->kind == VMA_KIND__VMA_VDSO) ||
-		    pe->offset + len + IMG_HDR_SIZE > psize) {
+		    (!pe->in_parent && pe->offset + len + IMG_HDR_SIZE > psize)) {
 			pr_err("pagemap-%d.img: run at %llx does not fit the image; it is corrupt",
 			       ctx->pid, (unsigned long long)pe->vaddr);
 			return -EBADMSG;
@@ -585,7 +616,12 @@ static int mem_restore_tree(struct tree *t)
 			return -errno;
 		ctx->map_fd = t->desc_fd;
 	}
-	return 0;
+	return cow_plan(t);
+}
+
+static int mem_restore_prefork(struct restore_ctx *ctx)
+{
+	return ctx->shares_vm ? 0 : cow_prefork(ctx);
 }
 
 struct vdso_block {
@@ -655,23 +691,80 @@ static int move_block(struct restore_ctx *ctx, struct vdso_block *cur, unsigned 
 }
 
 /* The biggest hole in the target's layout, for the scratch area. */
+/* The middle of the largest gap between the VMAs of mm and mem-cow.c's area. */
 static unsigned long find_gap(MmEntry *mm, unsigned long size)
 {
-	unsigned long best = 0, best_len = 0, prev = 1UL << 32;
+	unsigned long best = 0, best_len = 0, prev = 1UL << 32, lo, hi;
+	bool area_done;
 
-	for (size_t i = 0; i <= mm->n_vmas; i++) {
-		unsigned long next = i < mm->n_vmas ? mm->vmas[i]->start : 0x7ffffffff000UL;
+	cow_area(&lo, &hi);
+	area_done = lo == hi;
+	for (size_t i = 0; i <= mm->n_vmas;) {
+		unsigned long start = i < mm->n_vmas ? mm->vmas[i]->start : 0x7ffffffff000UL;
+		unsigned long end = i < mm->n_vmas ? mm->vmas[i]->end : 0;
+		bool area = !area_done && lo < start;
 
-		if (next > prev && next - prev > best_len) {
-			best = prev;
-			best_len = next - prev;
+		if (area) {
+			start = lo;
+			end = hi;
+			area_done = true;
 		}
-		if (i < mm->n_vmas && mm->vmas[i]->end > prev)
-			prev = mm->vmas[i]->end;
+		if (start > prev && start - prev > best_len) {
+			best = prev;
+			best_len = start - prev;
+		}
+		if (end > prev)
+			prev = end;
+		if (!area)
+			i++;
 	}
 	if (best_len < size + (64UL << 20))
 		return 0;
 	return (best + best_len / 2) & ~(PAGE_SIZE - 1);
+}
+
+struct keep {
+	unsigned long start, end;
+};
+
+static int cmp_keep(const void *a, const void *b)
+{
+	const struct keep *x = a, *y = b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Unmap everything below top but the vDSO block and this process's premapped VMAs. */
+static int clear_address_space(struct restore_ctx *ctx, const struct vdso_block *cur,
+			       unsigned long top)
+{
+	struct keep *k = malloc((ctx->mm->n_vmas + 1) * sizeof(*k));
+	unsigned long pos = 0;
+	size_t n = 0;
+	long r = 0;
+
+	if (!k)
+		return -ENOMEM;
+	k[n++] = (struct keep){cur->start, cur->end};
+	for (size_t i = 0; i < ctx->mm->n_vmas; i++)
+		if (cow_slot(ctx, i))
+			k[n++] = (struct keep){cow_slot(ctx, i), cow_slot(ctx, i) + ctx->mm->vmas[i]->end -
+									 ctx->mm->vmas[i]->start};
+	qsort(k, n, sizeof(*k), cmp_keep);
+	for (size_t i = 0; !r && i <= n; i++) {
+		unsigned long end = i < n ? k[i].start : top;
+
+		if (end > pos)
+			r = infect_call(&ctx->inf, SYS_munmap, pos, end - pos, 0, 0, 0, 0);
+		if (i < n && k[i].end > pos)
+			pos = k[i].end;
+	}
+	free(k);
+	if (r) {
+		pr_err("pid %d: cannot clear the address space: %s", ctx->pid, strerror((int)-r));
+		return (int)r;
+	}
+	return 0;
 }
 
 /*
@@ -684,7 +777,6 @@ static int replace_address_space(struct restore_ctx *ctx, bool *proxy)
 	struct vma *vmas;
 	size_t nr;
 	unsigned long top = 0;
-	long r;
 	int ret;
 
 	ret = proc_parse_vmas(ctx->pid, &vmas, &nr);
@@ -719,13 +811,9 @@ static int replace_address_space(struct restore_ctx *ctx, bool *proxy)
 	if (*proxy && !want.part_end[block_index(VMA_KIND__VMA_VDSO)])
 		goto incompatible;
 
-	r = infect_call(&ctx->inf, SYS_munmap, 0, cur.start, 0, 0, 0, 0);
-	if (!r && top > cur.end)
-		r = infect_call(&ctx->inf, SYS_munmap, cur.end, top - cur.end, 0, 0, 0, 0);
-	if (r) {
-		pr_err("pid %d: cannot clear the address space: %s", ctx->pid, strerror((int)-r));
-		return (int)r;
-	}
+	ret = clear_address_space(ctx, &cur, top);
+	if (ret)
+		return ret;
 	if (*proxy) {
 		/* Ours goes to a free spot; the old vDSO's code is mapped from the image
 		 * and its entry points jump into ours (vdso_proxy_patch). */
@@ -866,7 +954,7 @@ out:
 }
 
 /* The syscalls that rebuild the address space, run as one batch (pie/batch.S). */
-enum step_kind { STEP_MMAP, STEP_PREAD, STEP_MPROTECT, STEP_MADVISE };
+enum step_kind { STEP_MMAP, STEP_MREMAP, STEP_PREAD, STEP_MPROTECT, STEP_MADVISE };
 
 struct plan {
 	struct infect_sc *sc;
@@ -899,8 +987,37 @@ static int plan_add(struct plan *p, enum step_kind kind, const VmaEntry *vma,
 	return 0;
 }
 
-static int plan_vma(struct restore_ctx *ctx, struct plan *p, const VmaEntry *e, size_t *pm)
+static int plan_advice(struct plan *p, const VmaEntry *e)
 {
+	int ret = 0;
+
+	for (size_t m = 0; !ret && m < sizeof(madv_map) / sizeof(madv_map[0]); m++)
+		if (e->madv & (1u << m))
+			ret = plan_add(p, STEP_MADVISE, e, NULL, SYS_madvise, e->start,
+				       (long)(e->end - e->start), madv_map[m].advice, 0, 0, 0);
+	return ret;
+}
+
+/* Premapped and filled before fork (mem-cow.c): moved into place, pages and all. */
+static int plan_moved(struct restore_ctx *ctx, struct plan *p, const VmaEntry *e,
+		      unsigned long slot, size_t *pm)
+{
+	long len = (long)(e->end - e->start);
+	int ret;
+
+	while (*pm < ctx->nr_pm && ctx->pm[*pm]->vaddr < e->end)
+		(*pm)++;
+	ret = plan_add(p, STEP_MREMAP, e, NULL, SYS_mremap, (long)slot, len, len,
+		       MREMAP_MAYMOVE | MREMAP_FIXED, e->start, 0);
+	if (!ret && e->prot != (PROT_READ | PROT_WRITE))
+		ret = plan_add(p, STEP_MPROTECT, e, NULL, SYS_mprotect, e->start, len, e->prot, 0,
+			       0, 0);
+	return ret ? ret : plan_advice(p, e);
+}
+
+static int plan_vma(struct restore_ctx *ctx, struct plan *p, size_t i, size_t *pm)
+{
+	const VmaEntry *e = ctx->mm->vmas[i];
 	bool anon = e->kind == VMA_KIND__VMA_ANON_PRIVATE || e->kind == VMA_KIND__VMA_VDSO;
 	bool shared = e->kind == VMA_KIND__VMA_ANON_SHARED || e->kind == VMA_KIND__VMA_FILE_SHARED;
 	bool filled = *pm < ctx->nr_pm && ctx->pm[*pm]->vaddr < e->end;
@@ -925,11 +1042,7 @@ static int plan_vma(struct restore_ctx *ctx, struct plan *p, const VmaEntry *e, 
 	if (!ret && prot != (long)e->prot)
 		ret = plan_add(p, STEP_MPROTECT, e, NULL, SYS_mprotect, e->start, len, e->prot, 0,
 			       0, 0);
-	for (size_t m = 0; !ret && m < sizeof(madv_map) / sizeof(madv_map[0]); m++)
-		if (e->madv & (1u << m))
-			ret = plan_add(p, STEP_MADVISE, e, NULL, SYS_madvise, e->start, len,
-				       madv_map[m].advice, 0, 0, 0);
-	return ret;
+	return ret ? ret : plan_advice(p, e);
 }
 
 /* A pread may be short; finish it one syscall at a time. */
@@ -959,6 +1072,13 @@ static int check_step(struct restore_ctx *ctx, const struct step *st, long r)
 	int err = r < 0 && r > -4096 ? (int)-r : 0;
 
 	switch (st->kind) {
+	case STEP_MREMAP:
+		if (r == (long)e->start)
+			return 0;
+		pr_err("pid %d: cannot move its premapped memory to %llx-%llx: %s", ctx->pid,
+		       (unsigned long long)e->start, (unsigned long long)e->end,
+		       strerror(err ? err : EFAULT));
+		return err ? -err : -EFAULT;
 	case STEP_MMAP:
 		if (r == (long)e->start)
 			return 0;
@@ -1002,7 +1122,8 @@ static int map_vmas(struct restore_ctx *ctx, bool proxy)
 			pm++;
 		if (is_vdso_part(e->kind) && !(proxy && e->kind == VMA_KIND__VMA_VDSO))
 			continue;
-		ret = plan_vma(ctx, &p, e, &pm);
+		ret = cow_slot(ctx, i) ? plan_moved(ctx, &p, e, cow_slot(ctx, i), &pm)
+				       : plan_vma(ctx, &p, i, &pm);
 	}
 	if (!ret)
 		ret = infect_batch(&ctx->inf, p.sc, p.n);
@@ -1094,5 +1215,6 @@ const struct resource_ops mem_ops = {
 	.dump_late = mem_dump_pages,
 	.restore_read = mem_restore_read,
 	.restore_tree = mem_restore_tree,
+	.restore_prefork = mem_restore_prefork,
 	.restore_inject = mem_restore_inject,
 };

@@ -447,6 +447,16 @@ static void __attribute__((noreturn)) child_setup(struct tree *t, size_t idx, bo
 		child_report(report_fd, "setpgid failed");
 		_exit(1);
 	}
+	/* what the children inherit (copy-on-write memory) exists before them */
+	for (const struct resource_ops *const *r = resources; !vm && *r; r++) {
+		if ((*r)->restore_prefork && (*r)->restore_prefork(ctx)) {
+			char msg[64];
+
+			snprintf(msg, sizeof(msg), "restore of %s failed", (*r)->name);
+			child_report(report_fd, msg);
+			_exit(1);
+		}
+	}
 	if (fork_children(t, e)) {
 		child_report(report_fd, "cannot create its children");
 		_exit(1);

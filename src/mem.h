@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+/* Between mem.c (address spaces) and mem-cow.c (copy-on-write sharing). */
+#ifndef AMBER_MEM_H
+#define AMBER_MEM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "amber.h"
+
+#undef PAGE_SIZE
+#define PAGE_SIZE 4096UL
+
+/* ---- dump: which pages a process still shares with its parent ---- */
+
+struct cow_dump {
+	struct dump_ctx *parent; /* NULL: nothing is inherited */
+	int pagemap_fd, parent_pagemap_fd;
+	bool vma_ok; /* the current VMA is the parent's too (cow_dump_vma) */
+};
+
+/* Finds the parent in the tree and opens both pagemaps (needs root for PFNs). */
+void cow_dump_open(struct dump_ctx *ctx, struct cow_dump *cd);
+void cow_dump_close(struct cow_dump *cd);
+/* Whether pages of this VMA can be taken from the parent on restore. */
+void cow_dump_vma(struct cow_dump *cd, const VmaEntry *v);
+/* Length of the longest run from start (< end) whose pages are all shared
+ * with the parent (*shared) or all not; 0 on error. */
+uint64_t cow_dump_prefix(struct cow_dump *cd, uint64_t start, uint64_t end, bool *shared);
+
+/* ---- restore: premapped memory, inherited over fork ---- */
+
+/* In amber, before any process exists: checks the inherited runs and places
+ * every VMA that a child inherits (or that inherits) in a free area. */
+int cow_plan(struct tree *t);
+/* In the process, before it forks: its premapped VMAs, filled. */
+int cow_prefork(struct restore_ctx *ctx);
+/* Where VMA i waits to be moved into place (0: it is mapped normally). */
+unsigned long cow_slot(const struct restore_ctx *ctx, size_t i);
+/* The address range the premapped VMAs of the whole tree use (0, 0: none). */
+void cow_area(unsigned long *lo, unsigned long *hi);
+bool cow_eligible(const VmaEntry *v);
+
+#endif
