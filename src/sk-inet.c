@@ -564,12 +564,10 @@ struct isk {
 	RegFile *f;
 	InetSkEntry *e;
 	int fd;
-	bool handed;
 };
 
 static struct isk *isks;
 static size_t nr_isks;
-static bool isks_built;
 
 static int new_sock(const InetSkEntry *e)
 {
@@ -855,30 +853,35 @@ static int finish_established(struct isk *s)
 	return ret;
 }
 
-static int build_all(struct tree *t)
+/* What this restore cannot take: a connection without --tcp-established. */
+static int check_isk(const struct isk *s, const struct opts *o)
+{
+	if (!s->e) {
+		pr_err("files.img: inet socket entry %u has no socket state; the image is corrupt",
+		       s->f->id);
+		return -EBADMSG;
+	}
+	if (s->e->type == SOCK_STREAM && s->e->state == TCP_ESTABLISHED && !o->tcp_established) {
+		pr_err("the image holds the established TCP connection %s -> %s; restore "
+		       "with --tcp-established",
+		       show_addr(s->e, false), show_addr(s->e, true));
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Every inet socket of the image at once: listeners before the connections on their ports. */
+static int inet_prepare(struct tree *t, RegFile **files, size_t n, int *fds)
 {
 	int ret = 0;
 
-	for (size_t i = 0; i < t->nr_rfiles; i++)
-		if (t->rfiles[i]->kind == FILE_KIND__FILE_INET_SK && t->rfiles[i]->inet_sk)
-			nr_isks++;
-	isks = calloc(nr_isks ? nr_isks : 1, sizeof(*isks));
+	isks = calloc(n, sizeof(*isks));
 	if (!isks)
 		return -ENOMEM;
-	nr_isks = 0;
-	for (size_t i = 0; i < t->nr_rfiles; i++) {
-		RegFile *f = t->rfiles[i];
-
-		if (f->kind != FILE_KIND__FILE_INET_SK || !f->inet_sk)
-			continue;
-		isks[nr_isks++] = (struct isk){.f = f, .e = f->inet_sk, .fd = -1};
-		if (f->inet_sk->type == SOCK_STREAM && f->inet_sk->state == TCP_ESTABLISHED &&
-		    !t->o->tcp_established) {
-			pr_err("the image holds the established TCP connection %s -> %s; restore "
-			       "with --tcp-established",
-			       show_addr(f->inet_sk, false), show_addr(f->inet_sk, true));
-			return -EINVAL;
-		}
+	nr_isks = n;
+	for (size_t i = 0; i < n && !ret; i++) {
+		isks[i] = (struct isk){.f = files[i], .e = files[i]->inet_sk, .fd = -1};
+		ret = check_isk(&isks[i], t->o);
 	}
 	/* listeners first: established sockets on their port bind with repair's force-reuse */
 	for (size_t i = 0; i < nr_isks && !ret; i++)
@@ -893,31 +896,11 @@ static int build_all(struct tree *t)
 	for (size_t i = 0; i < nr_isks && !ret; i++)
 		if (isks[i].e->type == SOCK_STREAM && isks[i].e->state == TCP_ESTABLISHED)
 			ret = finish_established(&isks[i]);
-	for (size_t i = 0; i < nr_isks && !ret; i++)
+	for (size_t i = 0; i < nr_isks && !ret; i++) {
 		ret = sk_set_flags(isks[i].fd, isks[i].f);
+		fds[i] = isks[i].fd;
+	}
 	return ret;
-}
-
-static int inet_open(struct tree *t, RegFile *f)
-{
-	if (!isks_built) {
-		int ret;
-
-		isks_built = true;
-		ret = build_all(t);
-		if (ret)
-			return ret;
-	}
-	for (size_t i = 0; i < nr_isks; i++) {
-		if (isks[i].f != f)
-			continue;
-		if (isks[i].handed || isks[i].fd < 0)
-			break;
-		isks[i].handed = true;
-		return isks[i].fd;
-	}
-	pr_err("%s: inet socket not found among the image's sockets (corrupt files.img?)", f->path);
-	return -EINVAL;
 }
 
 const struct fd_type inet_sk_type = {
@@ -925,5 +908,5 @@ const struct fd_type inet_sk_type = {
 	.kind = FILE_KIND__FILE_INET_SK,
 	.match = inet_match,
 	.dump = inet_dump,
-	.open = inet_open,
+	.prepare = inet_prepare,
 };
