@@ -101,8 +101,7 @@ static int epoll_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 	const char *p;
 	int ret;
 
-	ret = anonfd_dump_start(ctx, fd, dup, "epoll", &epoll_entry__descriptor, &buf,
-				(void **)&e);
+	ret = anonfd_dump_start(ctx, fd, dup, "epoll", &epoll_entry__descriptor, &buf, (void **)&e);
 	if (ret)
 		return ret;
 	f->epoll = e;

@@ -9,15 +9,17 @@
  * stays in repair mode while the dump kills the tree, so closing it sends
  * neither FIN nor RST; if the process keeps running (-R, or a failed dump)
  * repair mode is turned off again without a packet.  Between the dump and
- * the restore the connection has no socket: a packet from the peer in that
- * window is answered with RST by the kernel and the peer's end is lost.
+ * the restore the connection has no socket: the network lock (netlock.c)
+ * drops its packets from just before repair mode until the restore, so that
+ * the peer gets no reset.
  *
- * Restore builds every inet socket of the image on the first open:
+ * Restore builds every inet socket of the image at once (fd_type.prepare):
  * listeners and unconnected sockets, UDP sockets (refilled from a temporary
  * socket, then connected), then established connections in repair mode
  * (sequences, bind, connect without a packet, options, timestamps,
- * queues, window), and only once all exist is repair mode turned off, so
- * that connections between two restored sockets find their peer.
+ * queues, window), and only once all exist is the network unlocked and
+ * repair mode turned off, so that connections between two restored sockets
+ * find their peer.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -40,6 +42,7 @@
 
 #include "amber.h"
 #include "log.h"
+#include "netlock.h"
 #include "sk.h"
 
 #ifndef TCP_REPAIR_OFF_NO_WP
@@ -359,7 +362,17 @@ static int dump_established(struct dump_ctx *ctx, int dup, InetSkEntry *e, const
 	struct tcp_repair_window w;
 	struct tcp_info ti;
 	uint32_t seq, mss, ts;
+	const char *table;
 
+	/* Locked before repair mode: from here on the peer's packets get no reset. */
+	ret = netlock_connection(ctx, e, what, &table);
+	if (ret)
+		return ret;
+	if (table && !ctx->o->leave_running) {
+		e->netlock_table = strdup(table);
+		if (!e->netlock_table)
+			return -ENOMEM;
+	}
 	getsockopt(dup, SOL_SOCKET, SO_REUSEADDR, &reuse, &len);
 	if (setsockopt(dup, SOL_TCP, TCP_REPAIR, &on, sizeof(on))) {
 		pr_err("%s: cannot enter TCP repair mode: %m (needs CAP_NET_ADMIN and a kernel "
@@ -853,6 +866,27 @@ static int finish_established(struct isk *s)
 	return ret;
 }
 
+/* The image's network locks go once every connection exists, before repair mode does. */
+static int unlock_network(struct tree *t)
+{
+	for (size_t i = 0; i < nr_isks; i++) {
+		const char *name = isks[i].e->netlock_table;
+		bool seen = false;
+		int ret;
+
+		if (!name)
+			continue;
+		for (size_t k = 0; k < i && !seen; k++)
+			seen = isks[k].e->netlock_table && !strcmp(isks[k].e->netlock_table, name);
+		if (seen)
+			continue;
+		ret = netlock_unlock(t, name);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
 /* What this restore cannot take: a connection without --tcp-established. */
 static int check_isk(const struct isk *s, const struct opts *o)
 {
@@ -893,6 +927,8 @@ static int inet_prepare(struct tree *t, RegFile **files, size_t n, int *fds)
 	for (size_t i = 0; i < nr_isks && !ret; i++)
 		if (isks[i].e->type == SOCK_STREAM && isks[i].e->state == TCP_ESTABLISHED)
 			ret = open_established(&isks[i]);
+	if (!ret)
+		ret = unlock_network(t);
 	for (size_t i = 0; i < nr_isks && !ret; i++)
 		if (isks[i].e->type == SOCK_STREAM && isks[i].e->state == TCP_ESTABLISHED)
 			ret = finish_established(&isks[i]);
