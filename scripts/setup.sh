@@ -3,7 +3,7 @@
 set -euo pipefail
 
 PKGS=(gcc make pkg-config libc6-dev protobuf-c-compiler libprotobuf-c-dev libxxhash-dev
-      libcmocka-dev jq python3 tmux procps util-linux bc)
+      libcmocka-dev jq python3 tmux procps util-linux bc nftables)
 
 missing=()
 for p in "${PKGS[@]}"; do

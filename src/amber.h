@@ -26,6 +26,7 @@ struct opts {
 	bool shell_job;
 	bool detached;
 	bool tcp_established; /* dump/restore established TCP connections (TCP_REPAIR) */
+	bool network_lock_skip; /* --network-lock skip: no nft lock (netlock.c) */
 };
 
 /* One line of /proc/PID/maps plus what smaps adds. */

@@ -21,19 +21,13 @@ extern const struct fd_type signalfd_type; /* signalfd.c: the signal mask */
 extern const struct fd_type timerfd_type;  /* timerfd.c: clock, remaining time, ticks */
 extern const struct fd_type inotify_type;  /* inotify.c: watches with their wd numbers */
 
-/* The fdinfo text of amber's dup of fd (malloc'd, NUL-terminated); logs failures. */
-static inline int anonfd_fdinfo(struct dump_ctx *ctx, int fd, int dup, const char *what, char **buf)
-{
-	char path[64];
-	int ret;
-
-	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", dup);
-	ret = sys_read_file(path, buf, NULL);
-	if (ret)
-		pr_err("pid %d: cannot read the fdinfo of fd %d (%s): %s", ctx->pid, fd, what,
-		       strerror(-ret));
-	return ret;
-}
+/*
+ * What every kind's dump starts with: the fdinfo text of amber's dup of fd
+ * (*buf, malloc'd, NUL-terminated) and a new message of desc's type,
+ * initialized (*msg).  Logs failures; on one, nothing is left to free.
+ */
+int anonfd_dump_start(struct dump_ctx *ctx, int fd, int dup, const char *what,
+		      const ProtobufCMessageDescriptor *desc, char **buf, void **msg);
 
 /* The text after "key" where key starts a line of buf, or NULL. */
 static inline const char *anonfd_field(const char *buf, const char *key)

@@ -33,6 +33,7 @@
 
 #include "amber.h"
 #include "log.h"
+#include "netlock.h"
 #include "sys.h"
 #include "uapi/amber_kernel.h"
 #include "uapi/pagemap_scan.h"
@@ -78,6 +79,7 @@ enum {
 	F_TFD_TICKS,
 	F_INOTIFY_WD,
 	F_FHANDLE,
+	F_NFT,
 	F__COUNT,
 };
 
@@ -123,6 +125,8 @@ static struct feature features[F__COUNT] = {
 	[F_INOTIFY_WD] = { "inotify-set-next-wd", 0,
 			   "restore: processes with inotify watches cannot be restored" },
 	[F_FHANDLE] = { "open-by-handle-at", 0, "dump: inotify watches cannot be resolved" },
+	[F_NFT] = { "nft-network-lock", 0,
+		    "--tcp-established needs --network-lock skip (peers may reset)" },
 };
 
 static void set(struct feature *f, enum state st, const char *fmt, ...)
@@ -976,6 +980,13 @@ static void probe_fhandle(struct feature *f)
 		close(mfd);
 }
 
+static void probe_nft(struct feature *f)
+{
+	char why[sizeof(f->detail)];
+
+	set(f, netlock_probe(why, sizeof(why)) ? ABSENT : PRESENT, "%s", why);
+}
+
 /* ---- verdict and output ---- */
 
 struct verdict {
@@ -1141,6 +1152,7 @@ int cmd_check(int argc, char **argv)
 	probe_tfd_ticks(&features[F_TFD_TICKS]);
 	probe_inotify_wd(&features[F_INOTIFY_WD]);
 	probe_fhandle(&features[F_FHANDLE]);
+	probe_nft(&features[F_NFT]);
 
 	verdict(&dump, &restore);
 	if (json)

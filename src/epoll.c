@@ -101,15 +101,9 @@ static int epoll_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 	const char *p;
 	int ret;
 
-	ret = anonfd_fdinfo(ctx, fd, dup, "epoll", &buf);
+	ret = anonfd_dump_start(ctx, fd, dup, "epoll", &epoll_entry__descriptor, &buf, (void **)&e);
 	if (ret)
 		return ret;
-	e = malloc(sizeof(*e));
-	if (!e) {
-		ret = -ENOMEM;
-		goto free_buf;
-	}
-	epoll_entry__init(e);
 	f->epoll = e;
 	e->owner_pid = (uint32_t)ctx->pid;
 	for (p = buf; p && *p && !ret; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
@@ -135,7 +129,6 @@ static int epoll_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 	}
 	if (!ret)
 		pr_debug("pid %d: fd %d: epoll with %zu watched fds", ctx->pid, fd, e->n_targets);
-free_buf:
 	free(buf);
 	return ret;
 }

@@ -25,7 +25,8 @@ static int eventfd_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 	char *buf;
 	int ret;
 
-	ret = anonfd_fdinfo(ctx, fd, dup, "eventfd", &buf);
+	ret = anonfd_dump_start(ctx, fd, dup, "eventfd", &eventfd_entry__descriptor, &buf,
+				(void **)&f->eventfd);
 	if (ret)
 		return ret;
 	count = anonfd_field(buf, "eventfd-count:");
@@ -36,12 +37,6 @@ static int eventfd_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 		ret = -EOPNOTSUPP;
 		goto free_buf;
 	}
-	f->eventfd = malloc(sizeof(*f->eventfd));
-	if (!f->eventfd) {
-		ret = -ENOMEM;
-		goto free_buf;
-	}
-	eventfd_entry__init(f->eventfd);
 	f->eventfd->counter = strtoull(count, NULL, 16);
 	sem = anonfd_field(buf, "eventfd-semaphore:");
 	if (sem) {

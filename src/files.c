@@ -674,8 +674,17 @@ static int open_reg(struct tree *t, RegFile *f, int flags)
 	return fd;
 }
 
+static const struct fd_type *type_of(RegFile *f)
+{
+	for (const struct fd_type *const *ft = fd_types; *ft; ft++)
+		if ((*ft)->kind == f->kind)
+			return *ft;
+	return NULL;
+}
+
 static int open_desc(struct tree *t, RegFile *f)
 {
+	const struct fd_type *ft;
 	int fd;
 
 	switch (f->kind) {
@@ -702,20 +711,56 @@ static int open_desc(struct tree *t, RegFile *f)
 	case FILE_KIND__FILE_FIFO:
 		return pipe_end(t, f);
 	default:
-		for (const struct fd_type *const *ft = fd_types; *ft; ft++)
-			if ((*ft)->kind == f->kind)
-				return (*ft)->open(t, f);
+		break;
+	}
+	ft = type_of(f);
+	if (!ft) {
 		pr_err("%s: a kind of file this amber cannot restore (%d)", f->path, f->kind);
 		return -EINVAL;
 	}
+	if (!ft->prepare)
+		return ft->open(t, f);
+	if (t->desc_fd[f->id] < 0) {
+		pr_err("%s: not found among the image's files of kind %s (corrupt files.img?)",
+		       f->path, ft->name);
+		return -EINVAL;
+	}
+	return t->desc_fd[f->id];
 }
 
-static const struct fd_type *type_of(RegFile *f)
+/* The kinds made all at once (fd_type.prepare): their fds go into desc_fd. */
+static int prepare_kinds(struct tree *t)
 {
-	for (const struct fd_type *const *ft = fd_types; *ft; ft++)
-		if ((*ft)->kind == f->kind)
-			return *ft;
-	return NULL;
+	RegFile **files = malloc((t->nr_rfiles + 1) * sizeof(*files));
+	int *fds = malloc((t->nr_rfiles + 1) * sizeof(*fds));
+	int ret = 0;
+
+	if (!files || !fds) {
+		ret = -ENOMEM;
+		goto free_arrays;
+	}
+	for (size_t i = 0; i < t->nr_rfiles; i++)
+		t->desc_fd[i] = -1;
+	for (const struct fd_type *const *ft = fd_types; *ft && !ret; ft++) {
+		size_t n = 0;
+
+		if (!(*ft)->prepare)
+			continue;
+		for (size_t i = 0; i < t->nr_rfiles; i++)
+			if (t->rfiles[i]->kind == (*ft)->kind)
+				files[n++] = t->rfiles[i];
+		if (!n)
+			continue;
+		for (size_t k = 0; k < n; k++)
+			fds[k] = -1;
+		ret = (*ft)->prepare(t, files, n, fds);
+		for (size_t k = 0; k < n && !ret; k++)
+			t->desc_fd[files[k]->id] = fds[k];
+	}
+free_arrays:
+	free(files);
+	free(fds);
+	return ret;
 }
 
 int files_id_of(struct tree *t, pid_t pid, int fd)
@@ -734,12 +779,17 @@ int files_id_of(struct tree *t, pid_t pid, int fd)
 
 static int files_restore_tree(struct tree *t)
 {
+	int ret;
+
 	for (int i = 0; i < 3 && tty_fd < 0 && t->o->shell_job; i++)
 		if (isatty(i))
 			tty_fd = fcntl(i, F_DUPFD_CLOEXEC, t->fd_base);
 	t->desc_fd = malloc((t->nr_rfiles + 1) * sizeof(int));
 	if (!t->desc_fd)
 		return -ENOMEM;
+	ret = prepare_kinds(t);
+	if (ret)
+		return ret;
 	for (size_t i = 0; i < t->nr_rfiles; i++) {
 		RegFile *f = t->rfiles[i];
 		int fd = up(t, open_desc(t, f));
@@ -750,7 +800,6 @@ static int files_restore_tree(struct tree *t)
 	}
 	for (size_t i = 0; i < t->nr_rfiles; i++) {
 		const struct fd_type *ft = type_of(t->rfiles[i]);
-		int ret;
 
 		if (!ft || !ft->post_open)
 			continue;

@@ -31,6 +31,14 @@ struct fd_type {
 	 * Every restored process that had it gets it from there.
 	 */
 	int (*open)(struct tree *t, RegFile *f);
+	/*
+	 * Instead of open, for kinds whose descriptions depend on each other
+	 * (the image's sockets connect to one another): once per restore, in
+	 * amber, before any description is opened, make all n files of this
+	 * kind together, fds[k] for files[k] (left -1: not made).  files.c
+	 * then takes each fd as if open had returned it.
+	 */
+	int (*prepare)(struct tree *t, RegFile **files, size_t n, int *fds);
 	/* Optional: once every description is open (epoll adds its targets). */
 	int (*post_open)(struct tree *t, RegFile *f, int fd);
 };

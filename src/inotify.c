@@ -177,15 +177,10 @@ static int inotify_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 	char *buf;
 	int ret;
 
-	ret = anonfd_fdinfo(ctx, fd, dup, "inotify", &buf);
+	ret = anonfd_dump_start(ctx, fd, dup, "inotify", &inotify_entry__descriptor, &buf,
+				(void **)&e);
 	if (ret)
 		return ret;
-	e = malloc(sizeof(*e));
-	if (!e) {
-		ret = -ENOMEM;
-		goto free_buf;
-	}
-	inotify_entry__init(e);
 	f->inotify = e;
 	for (p = buf; p && *p && !ret; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
 		struct watch_line w = {0};
@@ -217,7 +212,6 @@ static int inotify_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 		e->watches[e->n_watches++] = iw;
 		ret = resolve_watch(ctx, fd, &w, iw);
 	}
-free_buf:
 	free(buf);
 	return ret;
 }

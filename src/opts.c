@@ -21,6 +21,7 @@ static const struct {
 	{{"images-dir", required_argument, NULL, 'D'}, FOR_BOTH},
 	{{"shell-job", no_argument, NULL, 'j'}, FOR_BOTH},
 	{{"tcp-established", no_argument, NULL, 'E'}, FOR_BOTH},
+	{{"network-lock", required_argument, NULL, 'N'}, FOR_BOTH},
 	{{"verbose", no_argument, NULL, 'v'}, FOR_BOTH},
 };
 
@@ -37,7 +38,7 @@ int opts_parse(int argc, char **argv, struct opts *o, bool restore)
 		if (!(table[i].cmds & cmd))
 			continue;
 		lopts[n++] = table[i].opt;
-		if (table[i].opt.val == 'p' || table[i].opt.val == 'E')
+		if (table[i].opt.val == 'p' || table[i].opt.val == 'E' || table[i].opt.val == 'N')
 			continue; /* long only, as in CRIU */
 		shorts[s++] = (char)table[i].opt.val;
 		if (table[i].opt.has_arg)
@@ -67,6 +68,14 @@ int opts_parse(int argc, char **argv, struct opts *o, bool restore)
 			break;
 		case 'E':
 			o->tcp_established = true;
+			break;
+		case 'N':
+			if (strcmp(optarg, "nft") && strcmp(optarg, "skip")) {
+				pr_err("--network-lock takes nft (the default) or skip, not '%s'",
+				       optarg);
+				return -EINVAL;
+			}
+			o->network_lock_skip = !strcmp(optarg, "skip");
 			break;
 		case 'v':
 			log_level++;

@@ -25,7 +25,8 @@ static int signalfd_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 	char *buf;
 	int ret;
 
-	ret = anonfd_fdinfo(ctx, fd, dup, "signalfd", &buf);
+	ret = anonfd_dump_start(ctx, fd, dup, "signalfd", &signalfd_entry__descriptor, &buf,
+				(void **)&f->signalfd);
 	if (ret)
 		return ret;
 	mask = anonfd_field(buf, "sigmask:");
@@ -34,12 +35,6 @@ static int signalfd_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 		ret = -EOPNOTSUPP;
 		goto free_buf;
 	}
-	f->signalfd = malloc(sizeof(*f->signalfd));
-	if (!f->signalfd) {
-		ret = -ENOMEM;
-		goto free_buf;
-	}
-	signalfd_entry__init(f->signalfd);
 	f->signalfd->mask = strtoull(mask, NULL, 16);
 	pr_debug("pid %d: fd %d: signalfd mask %016llx", ctx->pid, fd,
 		 (unsigned long long)f->signalfd->mask);

@@ -9,15 +9,17 @@
  * stays in repair mode while the dump kills the tree, so closing it sends
  * neither FIN nor RST; if the process keeps running (-R, or a failed dump)
  * repair mode is turned off again without a packet.  Between the dump and
- * the restore the connection has no socket: a packet from the peer in that
- * window is answered with RST by the kernel and the peer's end is lost.
+ * the restore the connection has no socket: the network lock (netlock.c)
+ * drops its packets from just before repair mode until the restore, so that
+ * the peer gets no reset.
  *
- * Restore builds every inet socket of the image on the first open:
+ * Restore builds every inet socket of the image at once (fd_type.prepare):
  * listeners and unconnected sockets, UDP sockets (refilled from a temporary
  * socket, then connected), then established connections in repair mode
  * (sequences, bind, connect without a packet, options, timestamps,
- * queues, window), and only once all exist is repair mode turned off, so
- * that connections between two restored sockets find their peer.
+ * queues, window), and only once all exist is the network unlocked and
+ * repair mode turned off, so that connections between two restored sockets
+ * find their peer.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -40,6 +42,7 @@
 
 #include "amber.h"
 #include "log.h"
+#include "netlock.h"
 #include "sk.h"
 
 #ifndef TCP_REPAIR_OFF_NO_WP
@@ -359,7 +362,17 @@ static int dump_established(struct dump_ctx *ctx, int dup, InetSkEntry *e, const
 	struct tcp_repair_window w;
 	struct tcp_info ti;
 	uint32_t seq, mss, ts;
+	const char *table;
 
+	/* Locked before repair mode: from here on the peer's packets get no reset. */
+	ret = netlock_connection(ctx, e, what, &table);
+	if (ret)
+		return ret;
+	if (table && !ctx->o->leave_running) {
+		e->netlock_table = strdup(table);
+		if (!e->netlock_table)
+			return -ENOMEM;
+	}
 	getsockopt(dup, SOL_SOCKET, SO_REUSEADDR, &reuse, &len);
 	if (setsockopt(dup, SOL_TCP, TCP_REPAIR, &on, sizeof(on))) {
 		pr_err("%s: cannot enter TCP repair mode: %m (needs CAP_NET_ADMIN and a kernel "
@@ -564,12 +577,10 @@ struct isk {
 	RegFile *f;
 	InetSkEntry *e;
 	int fd;
-	bool handed;
 };
 
 static struct isk *isks;
 static size_t nr_isks;
-static bool isks_built;
 
 static int new_sock(const InetSkEntry *e)
 {
@@ -855,30 +866,56 @@ static int finish_established(struct isk *s)
 	return ret;
 }
 
-static int build_all(struct tree *t)
+/* The image's network locks go once every connection exists, before repair mode does. */
+static int unlock_network(struct tree *t)
+{
+	for (size_t i = 0; i < nr_isks; i++) {
+		const char *name = isks[i].e->netlock_table;
+		bool seen = false;
+		int ret;
+
+		if (!name)
+			continue;
+		for (size_t k = 0; k < i && !seen; k++)
+			seen = isks[k].e->netlock_table && !strcmp(isks[k].e->netlock_table, name);
+		if (seen)
+			continue;
+		ret = netlock_unlock(t, name);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* What this restore cannot take: a connection without --tcp-established. */
+static int check_isk(const struct isk *s, const struct opts *o)
+{
+	if (!s->e) {
+		pr_err("files.img: inet socket entry %u has no socket state; the image is corrupt",
+		       s->f->id);
+		return -EBADMSG;
+	}
+	if (s->e->type == SOCK_STREAM && s->e->state == TCP_ESTABLISHED && !o->tcp_established) {
+		pr_err("the image holds the established TCP connection %s -> %s; restore "
+		       "with --tcp-established",
+		       show_addr(s->e, false), show_addr(s->e, true));
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Every inet socket of the image at once: listeners before the connections on their ports. */
+static int inet_prepare(struct tree *t, RegFile **files, size_t n, int *fds)
 {
 	int ret = 0;
 
-	for (size_t i = 0; i < t->nr_rfiles; i++)
-		if (t->rfiles[i]->kind == FILE_KIND__FILE_INET_SK && t->rfiles[i]->inet_sk)
-			nr_isks++;
-	isks = calloc(nr_isks ? nr_isks : 1, sizeof(*isks));
+	isks = calloc(n, sizeof(*isks));
 	if (!isks)
 		return -ENOMEM;
-	nr_isks = 0;
-	for (size_t i = 0; i < t->nr_rfiles; i++) {
-		RegFile *f = t->rfiles[i];
-
-		if (f->kind != FILE_KIND__FILE_INET_SK || !f->inet_sk)
-			continue;
-		isks[nr_isks++] = (struct isk){.f = f, .e = f->inet_sk, .fd = -1};
-		if (f->inet_sk->type == SOCK_STREAM && f->inet_sk->state == TCP_ESTABLISHED &&
-		    !t->o->tcp_established) {
-			pr_err("the image holds the established TCP connection %s -> %s; restore "
-			       "with --tcp-established",
-			       show_addr(f->inet_sk, false), show_addr(f->inet_sk, true));
-			return -EINVAL;
-		}
+	nr_isks = n;
+	for (size_t i = 0; i < n && !ret; i++) {
+		isks[i] = (struct isk){.f = files[i], .e = files[i]->inet_sk, .fd = -1};
+		ret = check_isk(&isks[i], t->o);
 	}
 	/* listeners first: established sockets on their port bind with repair's force-reuse */
 	for (size_t i = 0; i < nr_isks && !ret; i++)
@@ -890,34 +927,16 @@ static int build_all(struct tree *t)
 	for (size_t i = 0; i < nr_isks && !ret; i++)
 		if (isks[i].e->type == SOCK_STREAM && isks[i].e->state == TCP_ESTABLISHED)
 			ret = open_established(&isks[i]);
+	if (!ret)
+		ret = unlock_network(t);
 	for (size_t i = 0; i < nr_isks && !ret; i++)
 		if (isks[i].e->type == SOCK_STREAM && isks[i].e->state == TCP_ESTABLISHED)
 			ret = finish_established(&isks[i]);
-	for (size_t i = 0; i < nr_isks && !ret; i++)
+	for (size_t i = 0; i < nr_isks && !ret; i++) {
 		ret = sk_set_flags(isks[i].fd, isks[i].f);
+		fds[i] = isks[i].fd;
+	}
 	return ret;
-}
-
-static int inet_open(struct tree *t, RegFile *f)
-{
-	if (!isks_built) {
-		int ret;
-
-		isks_built = true;
-		ret = build_all(t);
-		if (ret)
-			return ret;
-	}
-	for (size_t i = 0; i < nr_isks; i++) {
-		if (isks[i].f != f)
-			continue;
-		if (isks[i].handed || isks[i].fd < 0)
-			break;
-		isks[i].handed = true;
-		return isks[i].fd;
-	}
-	pr_err("%s: inet socket not found among the image's sockets (corrupt files.img?)", f->path);
-	return -EINVAL;
 }
 
 const struct fd_type inet_sk_type = {
@@ -925,5 +944,5 @@ const struct fd_type inet_sk_type = {
 	.kind = FILE_KIND__FILE_INET_SK,
 	.match = inet_match,
 	.dump = inet_dump,
-	.open = inet_open,
+	.prepare = inet_prepare,
 };

@@ -471,12 +471,10 @@ struct usk {
 	int fd;
 	int spare;	  /* the other end of a pair whose peer had closed */
 	struct usk *peer; /* mutual peer (both ends in the image) */
-	bool handed;	  /* open() returned fd */
 };
 
 static struct usk *usks;
 static size_t nr_usks;
-static bool usks_built;
 
 static struct usk *usk_by_ino(uint64_t ino)
 {
@@ -822,22 +820,20 @@ static int shut(struct usk *u)
 	return 0;
 }
 
-static int collect(struct tree *t)
+static int collect(RegFile **files, size_t n)
 {
-	nr_usks = 0;
-	for (size_t i = 0; i < t->nr_rfiles; i++)
-		if (t->rfiles[i]->kind == FILE_KIND__FILE_UNIX_SK && t->rfiles[i]->unix_sk)
-			nr_usks++;
-	usks = calloc(nr_usks ? nr_usks : 1, sizeof(*usks));
+	usks = calloc(n, sizeof(*usks));
 	if (!usks)
 		return -ENOMEM;
-	nr_usks = 0;
-	for (size_t i = 0; i < t->nr_rfiles; i++) {
-		RegFile *f = t->rfiles[i];
+	for (nr_usks = 0; nr_usks < n; nr_usks++) {
+		RegFile *f = files[nr_usks];
 
-		if (f->kind != FILE_KIND__FILE_UNIX_SK || !f->unix_sk)
-			continue;
-		usks[nr_usks++] = (struct usk){.f = f, .e = f->unix_sk, .fd = -1, .spare = -1};
+		if (!f->unix_sk) {
+			pr_err("%s: files.img has no unix socket state for it (corrupt image?)",
+			       f->path);
+			return -EBADMSG;
+		}
+		usks[nr_usks] = (struct usk){.f = f, .e = f->unix_sk, .fd = -1, .spare = -1};
 	}
 	for (size_t i = 0; i < nr_usks; i++) {
 		struct usk *u = &usks[i], *p;
@@ -856,9 +852,10 @@ static bool connected_orphan(const struct usk *u)
 	return u->e->type != SOCK_DGRAM && !u->e->has_peer_ino && u->e->state == TCP_ESTABLISHED;
 }
 
-static int build_all(struct tree *t)
+/* Every unix socket of the image at once: pairs need both ends. */
+static int unix_prepare(struct tree *t, RegFile **files, size_t n, int *fds)
 {
-	int ret = collect(t);
+	int ret = collect(files, n);
 
 	/* 1: pairs, and connected sockets whose peer had closed (a pair, one end shut). */
 	for (size_t i = 0; i < nr_usks && !ret; i++) {
@@ -911,30 +908,9 @@ static int build_all(struct tree *t)
 			close(u->spare);
 			u->spare = -1;
 		}
+		fds[i] = u->fd;
 	}
 	return ret;
-}
-
-static int unix_open(struct tree *t, RegFile *f)
-{
-	if (!usks_built) {
-		int ret;
-
-		usks_built = true;
-		ret = build_all(t);
-		if (ret)
-			return ret;
-	}
-	for (size_t i = 0; i < nr_usks; i++) {
-		if (usks[i].f != f)
-			continue;
-		if (usks[i].handed || usks[i].fd < 0)
-			break;
-		usks[i].handed = true;
-		return usks[i].fd;
-	}
-	pr_err("%s: unix socket not found among the image's sockets (corrupt files.img?)", f->path);
-	return -EINVAL;
 }
 
 const struct fd_type unix_sk_type = {
@@ -942,5 +918,5 @@ const struct fd_type unix_sk_type = {
 	.kind = FILE_KIND__FILE_UNIX_SK,
 	.match = unix_match,
 	.dump = unix_dump,
-	.open = unix_open,
+	.prepare = unix_prepare,
 };

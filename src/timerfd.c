@@ -66,15 +66,10 @@ static int timerfd_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 		pr_err("pid %d: fd %d: timerfd_gettime on its timerfd failed: %m", ctx->pid, fd);
 		return ret;
 	}
-	ret = anonfd_fdinfo(ctx, fd, dup, "timerfd", &buf);
+	ret = anonfd_dump_start(ctx, fd, dup, "timerfd", &timerfd_entry__descriptor, &buf,
+				(void **)&e);
 	if (ret)
 		return ret;
-	e = malloc(sizeof(*e));
-	if (!e) {
-		ret = -ENOMEM;
-		goto free_buf;
-	}
-	timerfd_entry__init(e);
 	f->timerfd = e;
 	clk = anonfd_field(buf, "clockid:");
 	ticks = anonfd_field(buf, "ticks:");
