@@ -56,7 +56,7 @@ one() { # one NAME [ARGS...]
 }
 # On 6.12 POSIX timer ids come back through amber's filler path (no
 # PR_TIMER_CREATE_RESTORE_IDS before 6.17).  KQ_E2E_PROGS=a,b,c (rig env) to choose.
-list=$(echo "${KQ_E2E_PROGS:-counter-static,counter,mem,regs,signals,files,ident,cmdline,timers,threads,tree}" | tr , ' ')
+list=$(echo "${KQ_E2E_PROGS:-counter-static,counter,mem,regs,signals,files,ident,cmdline,timers,threads,tree,clonevm,cow}" | tr , ' ')
 for prog in $list; do
 	[ -x "$P/$prog" ] || continue
 	PENV=""
