@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -398,11 +400,63 @@ static int hash_file(int dirfd, const char *name, uint64_t *size, uint64_t *hash
 	return 0;
 }
 
-int img_verify_dir(int dirfd, const char *dir, Inventory **out)
+/* A large file is hashed through a read-only mapping: no copy, no malloc. */
+static int hash_mapped(int dirfd, const char *name, uint64_t size, uint64_t *hash)
+{
+	int fd = sys_openat(dirfd, name, O_RDONLY | O_CLOEXEC, 0);
+	void *p;
+
+	if (fd < 0)
+		return fd;
+	p = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED)
+		return -errno;
+	/* the processes amber forks meanwhile need not inherit it */
+	madvise(p, size, MADV_DONTFORK);
+	madvise(p, size, MADV_SEQUENTIAL);
+	*hash = XXH3_64bits(p, size);
+	munmap(p, size);
+	return 0;
+}
+
+#define ASYNC_MIN (16UL << 20) /* files this large are hashed in the background */
+
+struct img_verify {
+	pthread_t thread;
+	int dirfd;
+	const char *dir;
+	Inventory *inv;
+	int ret;
+	const char *bad; /* the file that did not hash right */
+};
+
+static void *verify_large(void *arg)
+{
+	struct img_verify *v = arg;
+
+	for (size_t i = 0; i < v->inv->n_files && !v->ret; i++) {
+		InventoryFile *f = v->inv->files[i];
+		uint64_t hash = 0;
+
+		if (f->size < ASYNC_MIN)
+			continue;
+		v->ret = hash_mapped(v->dirfd, f->name, f->size, &hash);
+		if (!v->ret && hash != f->xxh3)
+			v->ret = -EBADMSG;
+		if (v->ret)
+			v->bad = f->name;
+	}
+	return NULL;
+}
+
+int img_verify_start(int dirfd, const char *dir, Inventory **out, struct img_verify **job)
 {
 	Inventory *inv = NULL;
+	struct img_verify *v;
 	int ret;
 
+	*job = NULL;
 	if (faccessat(dirfd, "inventory.img", F_OK, 0)) {
 		pr_err("%s is not a complete amber image: inventory.img is missing (the dump did "
 		       "not finish, or this is not an image directory); dump again",
@@ -416,6 +470,7 @@ int img_verify_dir(int dirfd, const char *dir, Inventory **out)
 	for (size_t i = 0; i < inv->n_files; i++) {
 		InventoryFile *f = inv->files[i];
 		uint64_t size = 0, hash = 0;
+		struct stat sb;
 
 		if (strchr(f->name, '/')) {
 			pr_err("%s: inventory names a file outside the image (%s); refusing", dir,
@@ -423,7 +478,11 @@ int img_verify_dir(int dirfd, const char *dir, Inventory **out)
 			ret = -EBADMSG;
 			goto free_inv;
 		}
-		ret = hash_file(dirfd, f->name, &size, &hash);
+		if (fstatat(dirfd, f->name, &sb, 0) || (uint64_t)sb.st_size < ASYNC_MIN ||
+		    (uint64_t)sb.st_size != f->size)
+			ret = hash_file(dirfd, f->name, &size, &hash);
+		else
+			size = sb.st_size, hash = f->xxh3; /* checked by verify_large() */
 		if (ret) {
 			pr_err("%s: image file %s is missing or unreadable (%s); the image is "
 			       "incomplete, dump again",
@@ -445,9 +504,54 @@ int img_verify_dir(int dirfd, const char *dir, Inventory **out)
 			goto free_inv;
 		}
 	}
+	v = calloc(1, sizeof(*v));
+	if (!v) {
+		ret = -ENOMEM;
+		goto free_inv;
+	}
+	*v = (struct img_verify){.dirfd = dirfd, .dir = dir, .inv = inv};
+	ret = -pthread_create(&v->thread, NULL, verify_large, v);
+	if (ret) {
+		free(v);
+		goto free_inv;
+	}
+	*job = v;
 	*out = inv;
 	return 0;
 free_inv:
 	inventory__free_unpacked(inv, NULL);
+	return ret;
+}
+
+int img_verify_wait(struct img_verify *v)
+{
+	int ret;
+
+	if (!v)
+		return 0;
+	pthread_join(v->thread, NULL);
+	ret = v->ret;
+	if (ret == -EBADMSG)
+		pr_err("%s: image file %s is corrupt (checksum mismatch); refusing to restore, "
+		       "dump again",
+		       v->dir, v->bad);
+	else if (ret)
+		pr_err("%s: image file %s is unreadable (%s); the image is incomplete, dump again",
+		       v->dir, v->bad, strerror(-ret));
+	free(v);
+	return ret;
+}
+
+int img_verify_dir(int dirfd, const char *dir, Inventory **out)
+{
+	struct img_verify *job;
+	int ret = img_verify_start(dirfd, dir, out, &job);
+
+	if (!ret)
+		ret = img_verify_wait(job);
+	if (ret && job) {
+		inventory__free_unpacked(*out, NULL);
+		*out = NULL;
+	}
 	return ret;
 }

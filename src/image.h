@@ -82,5 +82,13 @@ int img_read_one(int dirfd, enum img_kind kind, const ProtobufCMessageDescriptor
  * the versions understood.  Logs what is wrong and how to fix it.
  */
 int img_verify_dir(int dirfd, const char *dir, Inventory **inv);
+/*
+ * The same, but the checksums of large files (pages) are computed by a
+ * thread while the caller goes on; img_verify_wait() joins it and says
+ * whether they matched.  Nothing restored may run before it returned 0.
+ */
+struct img_verify;
+int img_verify_start(int dirfd, const char *dir, Inventory **inv, struct img_verify **job);
+int img_verify_wait(struct img_verify *job);
 
 #endif

@@ -642,14 +642,16 @@ static void kill_tree(struct tree *t)
 static int do_restore(struct opts *o)
 {
 	struct tree t = {.o = o};
-	int ret;
+	struct img_verify *verify = NULL;
+	int ret, vret;
 
 	t.dirfd = sys_open(o->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
 	if (t.dirfd < 0) {
 		pr_err("cannot open image directory %s: %s", o->dir, strerror(-t.dirfd));
 		return t.dirfd;
 	}
-	ret = img_verify_dir(t.dirfd, o->dir, &t.inv);
+	/* the pages files are hashed meanwhile: nothing runs before they matched */
+	ret = img_verify_start(t.dirfd, o->dir, &t.inv, &verify);
 	if (ret)
 		goto close_dir;
 	{
@@ -689,6 +691,10 @@ static int do_restore(struct opts *o)
 		ret = restore_process(t.rprocs[p]);
 	for (size_t p = 0; !ret && p < t.nr_procs; p++)
 		ret = finish_process(t.rprocs[p]);
+	/* a corrupt pages file explains any failure above best */
+	vret = img_verify_wait(verify);
+	verify = NULL;
+	ret = vret ? vret : ret;
 	if (!ret)
 		ret = make_zombies(&t);
 	if (ret)
@@ -717,6 +723,8 @@ kill_tree:
 	if (!ret)
 		ret = -EIO;
 close_dir:
+	if (verify) /* an early failure: still join the hashing (and say if it failed) */
+		img_verify_wait(verify);
 	if (o->shell_job && !o->detached)
 		reclaim_terminal();
 	close(t.dirfd);
@@ -731,7 +739,7 @@ int cmd_restore(int argc, char **argv)
 	if (opts_parse(argc, argv, &o, true))
 		return 2;
 	ret = do_restore(&o);
-	if (ret & RESTORE_WAITED)
+	if (ret > 0 && (ret & RESTORE_WAITED)) /* -errno has that bit set too */
 		return ret & 0xff;
 	return ret ? 1 : 0;
 }
