@@ -2,6 +2,7 @@
 /*
  * Benchmark workloads, started by bench/run.sh:
  *   workload mem MIB        one process with MIB of touched anonymous memory
+ *   workload sparse MIB     the same with every other page touched (one run per page)
  *   workload tree N         a tree of N sleeping processes (root + N-1 children)
  *   workload threads N      one process with N threads (sleeping)
  *   workload fds N          a tree of N processes with 50 open files each
@@ -28,13 +29,13 @@ int main(int argc, char **argv)
 
 	if (argc < 3)
 		return 2;
-	if (!strcmp(argv[1], "mem")) {
-		size_t len = (size_t)n << 20;
+	if (!strcmp(argv[1], "mem") || !strcmp(argv[1], "sparse")) {
+		size_t len = (size_t)n << 20, step = argv[1][0] == 's' ? 8192 : 4096;
 		char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 		if (p == MAP_FAILED)
 			return 1;
-		for (size_t i = 0; i < len; i += 4096)
+		for (size_t i = 0; i < len; i += step)
 			p[i] = (char)(i >> 12) | 1;
 	} else if (!strcmp(argv[1], "tree")) {
 		for (long i = 1; i < n; i++)

@@ -33,7 +33,8 @@
 
 #define TASK_SIZE_MAX (1UL << 56)
 #define SCRATCH_SIZE  (1UL << 20)
-#define IO_CHUNK      (8UL << 20)
+#define IO_CHUNK      (1UL << 20) /* fits in L2: read, write and hash hit the cache */
+#define IO_BATCH      256	  /* runs per write of the pages file */
 #define MAX_AUXV      (2 * 64)
 
 /* The madv bits of vma_entry: hints reapplied with madvise() on restore. */
@@ -243,8 +244,49 @@ struct page_writer {
 	int memfd; /* /proc/PID/mem: the pages are read through it */
 	uint64_t nr_pages, nr_inherited;
 	struct cow_dump cow;
+	/* queued runs, read into buf one by one and written together once it is full */
+	struct iovec riov[IO_BATCH];
+	unsigned long nr_iov;
+	size_t fill;
 };
 
+/* Reads the queued runs into buf and appends buf to pages-PID.img. */
+static int flush_pages(struct page_writer *w)
+{
+	char *p = w->buf;
+	ssize_t n;
+	int ret;
+
+	if (!w->fill)
+		return 0;
+	/*
+	 * Not process_vm_readv(): its read-only pin unshares a page the process
+	 * shares copy-on-write (with a child, say), so a dump would cost the
+	 * tree memory and lose the sharing.  /proc/PID/mem does not.
+	 */
+	for (unsigned long i = 0; i < w->nr_iov; p += w->riov[i++].iov_len) {
+		const struct iovec *r = &w->riov[i];
+
+		n = sys_pread_full(w->memfd, p, r->iov_len, (off_t)(uintptr_t)r->iov_base);
+		if (n != (ssize_t)r->iov_len) {
+			pr_err("pid %d: cannot read memory at %#lx (%zu bytes): %s", w->ctx->pid,
+			       (unsigned long)r->iov_base, r->iov_len,
+			       n < 0 ? strerror((int)-n) : "short read");
+			return n < 0 ? (int)n : -EIO;
+		}
+	}
+	ret = img_write(w->pages, w->buf, w->fill);
+	if (ret)
+		return ret;
+	w->fill = 0;
+	w->nr_iov = 0;
+	return dump_check_interrupted();
+}
+
+/*
+ * Queues start..end to be read; small runs share one write.  The pagemap entry is written now: its offset only depends on the
+ * runs before it.
+ */
 static int copy_run(struct page_writer *w, uint64_t start, uint64_t end)
 {
 	PagemapEntry pe = PAGEMAP_ENTRY__INIT;
@@ -256,28 +298,20 @@ static int copy_run(struct page_writer *w, uint64_t start, uint64_t end)
 	ret = img_put(w->pagemap, &pe.base);
 	if (ret)
 		return ret;
-	for (uint64_t a = start; a < end; a += IO_CHUNK) {
-		size_t len = end - a < IO_CHUNK ? end - a : IO_CHUNK;
-		/*
-		 * Not process_vm_readv(): its read-only pin unshares a page the
-		 * process shares copy-on-write (with a child, say), so a dump would
-		 * cost the tree memory and lose the sharing.  /proc/PID/mem does not.
-		 */
-		ssize_t n = sys_pread_full(w->memfd, w->buf, len, (off_t)a);
-		if (n != (ssize_t)len) {
-			pr_err("pid %d: cannot read memory at %#lx (%zu bytes): %s", w->ctx->pid,
-			       (unsigned long)a, len, n < 0 ? strerror((int)-n) : "short read");
-			return n < 0 ? (int)n : -EIO;
-		}
-		ret = img_write(w->pages, w->buf, len);
-		if (ret)
-			return ret;
-		ret = dump_check_interrupted();
-		if (ret)
-			return ret;
-	}
 	w->offset += end - start;
 	w->nr_pages += pe.nr_pages;
+	while (start < end) {
+		size_t len = end - start < IO_CHUNK - w->fill ? end - start : IO_CHUNK - w->fill;
+
+		w->riov[w->nr_iov++] = (struct iovec){(void *)start, len};
+		w->fill += len;
+		start += len;
+		if (w->fill == IO_CHUNK || w->nr_iov == IO_BATCH) {
+			ret = flush_pages(w);
+			if (ret)
+				return ret;
+		}
+	}
 	return 0;
 }
 
@@ -404,6 +438,8 @@ static int mem_dump_pages(struct dump_ctx *ctx)
 		else if (e->kind == VMA_KIND__VMA_VDSO) /* for a kernel with another vDSO */
 			ret = copy_run(&w, e->start, e->end);
 	}
+	if (!ret)
+		ret = flush_pages(&w);
 	if (ret)
 		goto abort_pages;
 	pr_info("pid %d: %llu pages saved, %llu shared with its parent", ctx->pid,
