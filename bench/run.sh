@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: MIT
 #
 # make bench: time amber dump and restore on the workloads of bench/workload.c,
-# and the same with CRIU where an upstream CRIU 4.x is installed (`criu` in
-# PATH, or CRIU=path), printed side by side as ratios (amber / CRIU; < 1 means
+# and the same with upstream CRIU 4.x (`criu` in PATH or CRIU=path; otherwise
+# bench/get-criu.sh builds 4.1.1 once into /var/cache/amber-criu, unless
+# BENCH_CRIU=0), printed side by side as ratios (amber / CRIU; < 1 means
 # amber is faster).  Images go to a tmpfs (BENCH_DIR, default /dev/shm) so the
 # disk does not dominate.  Each row is the median of BENCH_RUNS runs (3).
 # BENCH_ONLY=REGEX runs only the rows whose name matches (e.g. 'memory|page').
@@ -20,11 +21,19 @@ mkdir -p "$DIR"
 trap 'rm -rf "$DIR"' EXIT
 gcc -O2 -pthread -o "$W" "$ROOT/bench/workload.c" || exit 1
 
-if [ -n "$CRIU" ] && ! "$CRIU" --version 2>/dev/null | grep -qE 'Version: ([4-9]|[1-9][0-9])\.'; then
-	echo "# $CRIU is not CRIU 4.x (Debian's 3.17 does not work on this kernel): amber only"
-	CRIU=
+is_criu4() { [ -n "$1" ] && "$1" --version 2>/dev/null | grep -qE 'Version: ([4-9]|[1-9][0-9])\.'; }
+if ! is_criu4 "$CRIU" && [ "${BENCH_CRIU:-1}" = 1 ]; then
+	# Debian 12's criu (3.17) does not work on 6.x kernels: build 4.1.1 once
+	[ -n "$CRIU" ] && echo "# $CRIU is not CRIU 4.x; building upstream 4.1.1 (bench/get-criu.sh)"
+	CRIU=$("$ROOT/bench/get-criu.sh" 2>"$DIR/get-criu.log" | tail -n 1) ||
+		{ echo "# bench/get-criu.sh failed:"; tail -n 5 "$DIR/get-criu.log" | sed 's/^/#   /'; }
 fi
-[ -n "$CRIU" ] || echo "# no upstream CRIU 4.x installed: amber only (set CRIU=path to compare)"
+is_criu4 "$CRIU" || CRIU=
+if [ -n "$CRIU" ]; then
+	echo "# CRIU: $CRIU ($("$CRIU" --version | head -n 1))"
+else
+	echo "# no upstream CRIU 4.x: amber only (set CRIU=path to compare)"
+fi
 # In a VM with free page reporting the host takes back freed guest memory; the
 # first touch of such memory then costs a host fault (measured here ~2.6 s/GiB
 # against ~0.3 s/GiB), and the large rows vary with what the host has reclaimed.
