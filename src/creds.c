@@ -118,23 +118,29 @@ struct cap_data {
 	uint32_t effective, permitted, inheritable;
 };
 
-static long inj(struct thread *t, const char *what, long nr, long a1, long a2, long a3)
-{
-	long r = infect_call(t->inf, nr, a1, a2, a3, 0, 0, 0);
+/* The syscalls that restore one thread's credentials, run as one batch. */
+struct cred_plan {
+	struct infect_sc sc[64 + 64 + 16];
+	const char *what[64 + 64 + 16];
+	size_t n;
+};
 
-	if (r < 0)
-		pr_err("tid %d: cannot restore %s: %s", t->tid, what, strerror((int)-r));
-	return r;
+static void add(struct cred_plan *p, const char *what, long nr, long a1, long a2, long a3)
+{
+	p->sc[p->n] = (struct infect_sc){nr, {a1, a2, a3, 0, 0, 0}, 0};
+	p->what[p->n++] = what;
 }
 
 /*
  * Credentials last: after them the task may lack the privilege for the rest.
  * KEEP_CAPS holds the capabilities over the uid change, then capset trims
- * them to the saved sets.
+ * them to the saved sets.  Some prctl values are reset by credential changes,
+ * so they come after.  One batch: ~20 syscalls per thread in one stop.
  */
-static int restore_creds(struct thread *t)
+static int creds_restore_thread(struct restore_ctx *ctx, struct thread *t)
 {
 	Creds *cr = t->core->creds;
+	TaskCore *c = t->core;
 	struct cap_header hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
 	struct cap_data data[2] = {
 		{(uint32_t)cr->cap_eff, (uint32_t)cr->cap_prm, (uint32_t)cr->cap_inh},
@@ -142,61 +148,56 @@ static int restore_creds(struct thread *t)
 		 (uint32_t)(cr->cap_inh >> 32)},
 	};
 	unsigned long s = t->inf->scratch;
+	struct cred_plan *p = calloc(1, sizeof(*p));
 	int ret;
 
+	if (!p)
+		return -ENOMEM;
 	for (int cap = 0; cap < 64; cap++) {
 		if (cr->cap_bnd & (1ULL << cap))
 			continue;
 		if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) != 1)
 			continue; /* unknown to this kernel, or already dropped */
-		if (inj(t, "the capability bounding set", SYS_prctl, PR_CAPBSET_DROP, cap, 0) < 0)
-			return -EPERM;
+		add(p, "the capability bounding set", SYS_prctl, PR_CAPBSET_DROP, cap, 0);
 	}
-	if (inj(t, "securebits", SYS_prctl, PR_SET_SECUREBITS,
-		cr->securebits | 0x10 /* KEEP_CAPS */, 0) < 0)
-		return -EPERM;
-	ret = infect_write(t->inf, s, cr->groups, cr->n_groups * sizeof(uint32_t));
-	if (ret)
-		return ret;
-	if (inj(t, "supplementary groups", SYS_setgroups, cr->n_groups, s, 0) < 0 ||
-	    inj(t, "gids", SYS_setresgid, cr->gid, cr->egid, cr->sgid) < 0 ||
-	    inj(t, "fsgid", SYS_setfsgid, cr->fsgid, 0, 0) < 0 ||
-	    inj(t, "uids", SYS_setresuid, cr->uid, cr->euid, cr->suid) < 0 ||
-	    inj(t, "fsuid", SYS_setfsuid, cr->fsuid, 0, 0) < 0)
-		return -EPERM;
+	add(p, "securebits", SYS_prctl, PR_SET_SECUREBITS, cr->securebits | 0x10 /* KEEP_CAPS */,
+	    0);
+	add(p, "supplementary groups", SYS_setgroups, cr->n_groups, s + 4096, 0);
+	add(p, "gids", SYS_setresgid, cr->gid, cr->egid, cr->sgid);
+	add(p, "fsgid", SYS_setfsgid, cr->fsgid, 0, 0);
+	add(p, "uids", SYS_setresuid, cr->uid, cr->euid, cr->suid);
+	add(p, "fsuid", SYS_setfsuid, cr->fsuid, 0, 0);
+	add(p, "capabilities", SYS_capset, s, s + 64, 0);
+	/* KEEP_CAPS off again needs no capability (securebits would: CAP_SETPCAP) */
+	if (!(cr->securebits & 0x10))
+		add(p, "keep-caps", SYS_prctl, PR_SET_KEEPCAPS, 0, 0);
+	for (int cap = 0; cap < 64; cap++)
+		if (cr->cap_amb & (1ULL << cap))
+			add(p, "ambient capabilities", SYS_prctl, PR_CAP_AMBIENT,
+			    PR_CAP_AMBIENT_RAISE, cap);
+	add(p, "the parent-death signal", SYS_prctl, PR_SET_PDEATHSIG, c->pdeath_sig, 0);
+	if (ctx->core->dumpable <= 1)
+		add(p, "dumpable", SYS_prctl, PR_SET_DUMPABLE, ctx->core->dumpable, 0);
+	if (c->no_new_privs)
+		add(p, "no_new_privs", SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0);
+
 	ret = infect_write(t->inf, s, &hdr, sizeof(hdr));
 	if (!ret)
 		ret = infect_write(t->inf, s + 64, data, sizeof(data));
-	if (ret)
-		return ret;
-	if (inj(t, "capabilities", SYS_capset, s, s + 64, 0) < 0)
-		return -EPERM;
-	/* KEEP_CAPS off again needs no capability (securebits would: CAP_SETPCAP) */
-	if (!(cr->securebits & 0x10) && inj(t, "keep-caps", SYS_prctl, PR_SET_KEEPCAPS, 0, 0) < 0)
-		return -EPERM;
-	for (int cap = 0; cap < 64; cap++)
-		if ((cr->cap_amb & (1ULL << cap)) &&
-		    inj(t, "ambient capabilities", SYS_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE,
-			cap) < 0)
-			return -EPERM;
-	return 0;
-}
-
-static int creds_restore_thread(struct restore_ctx *ctx, struct thread *t)
-{
-	TaskCore *c = t->core;
-	int ret = restore_creds(t);
-
-	if (ret)
-		return ret;
-	/* Credential changes reset these, so they come after (dumpable is the mm's). */
-	if (inj(t, "the parent-death signal", SYS_prctl, PR_SET_PDEATHSIG, c->pdeath_sig, 0) < 0 ||
-	    (ctx->core->dumpable <= 1 &&
-	     inj(t, "dumpable", SYS_prctl, PR_SET_DUMPABLE, ctx->core->dumpable, 0) < 0))
-		return -EPERM;
-	if (c->no_new_privs && inj(t, "no_new_privs", SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0) < 0)
-		return -EPERM;
-	return 0;
+	if (!ret)
+		ret = infect_write(t->inf, s + 4096, cr->groups, cr->n_groups * sizeof(uint32_t));
+	if (!ret)
+		ret = infect_batch(t->inf, p->sc, p->n);
+	/* in order: the first failure explains the rest (all ran, as root or not) */
+	for (size_t i = 0; !ret && i < p->n; i++) {
+		if (p->sc[i].ret >= 0)
+			continue;
+		pr_err("tid %d: cannot restore %s: %s", t->tid, p->what[i],
+		       strerror((int)-p->sc[i].ret));
+		ret = -EPERM;
+	}
+	free(p);
+	return ret;
 }
 
 const struct resource_ops creds_ops = {

@@ -340,12 +340,13 @@ int infect_batch(struct infect *inf, struct infect_sc *sc, size_t n)
 {
 	unsigned long code = inf->scratch + inf->scratch_size / 2;
 	unsigned long table = code + BATCH_ENTRY;
-	size_t cap = (inf->scratch_size / 2) / BATCH_ENTRY - 2;
+	size_t cap = (inf->scratch_size / 2) / BATCH_ENTRY;
 	int64_t *buf;
 	int ret = 0;
 
-	if (!inf->scratch || cap < 1)
+	if (!inf->scratch || cap < 3)
 		return -EINVAL;
+	cap -= 2; /* the executor's own entry, and the end marker */
 	if (!inf->batch_loaded) {
 		ret = infect_write(inf, code, pie_batch, sizeof(pie_batch));
 		if (ret)

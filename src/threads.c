@@ -78,35 +78,57 @@ static int threads_restore_read(struct restore_ctx *ctx)
 	return 0;
 }
 
-static int clone_thread(struct restore_ctx *ctx, struct thread *t)
-{
-	unsigned long args_at = ctx->inf.scratch + 8192, tid_at = args_at + 256;
-	struct clone_args a = {
-		.flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD |
-			 CLONE_SYSVSEM,
-		/* never runs on it: its registers are loaded before it is let go */
-		.stack = ctx->inf.scratch + 65536,
-		.stack_size = 65536,
-		.set_tid = tid_at,
-		.set_tid_size = 1,
-	};
-	int64_t tid = t->tid;
-	int status, ret;
-	long r;
+#define ARGS_AT	  (128UL << 10) /* in the scratch area: clone_args, then the tids */
+#define ARGS_SIZE 128
 
-	ret = infect_write(&ctx->inf, args_at, &a, sizeof(a));
-	if (!ret)
-		ret = infect_write(&ctx->inf, tid_at, &tid, sizeof(int32_t));
-	if (ret)
-		return ret;
-	r = infect_call(&ctx->inf, SYS_clone3, args_at, sizeof(a), 0, 0, 0, 0);
-	if (r != t->tid) {
-		pr_err("pid %d: cannot recreate thread %d: %s", ctx->pid, t->tid,
-		       r < 0 ? strerror((int)-r) : "got another tid");
-		return r < 0 ? (int)r : -EEXIST;
+/* Threads first..first+n-1, cloned by the leader in one batch of clone3 calls. */
+static int clone_threads(struct restore_ctx *ctx, size_t first, size_t n)
+{
+	unsigned long base = ctx->inf.scratch + ARGS_AT;
+	struct infect_sc *sc = calloc(n, sizeof(*sc));
+	int ret = 0;
+
+	if (!sc)
+		return -ENOMEM;
+	for (size_t i = 0; i < n && !ret; i++) {
+		unsigned long at = base + i * ARGS_SIZE, tid_at = at + ARGS_SIZE - 8;
+		struct clone_args a = {
+			.flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD |
+				 CLONE_SYSVSEM,
+			/* never runs on it: its registers are loaded before it is let go */
+			.stack = ctx->inf.scratch + 65536,
+			.stack_size = 65536,
+			.set_tid = tid_at,
+			.set_tid_size = 1,
+		};
+		int32_t tid = ctx->threads[first + i].tid;
+
+		ret = infect_write(&ctx->inf, at, &a, sizeof(a));
+		if (!ret)
+			ret = infect_write(&ctx->inf, tid_at, &tid, sizeof(tid));
+		sc[i] = (struct infect_sc){SYS_clone3, {(long)at, sizeof(a), 0, 0, 0, 0}, 0};
 	}
-	/* auto-attached (PTRACE_O_TRACECLONE): stopped before its first instruction */
-	r = sys_waitpid(t->tid, &status, __WALL);
+	if (!ret)
+		ret = infect_batch(&ctx->inf, sc, n);
+	for (size_t i = 0; !ret && i < n; i++) {
+		struct thread *t = &ctx->threads[first + i];
+
+		if (sc[i].ret != t->tid) {
+			pr_err("pid %d: cannot recreate thread %d: %s", ctx->pid, t->tid,
+			       sc[i].ret < 0 ? strerror((int)-sc[i].ret) : "got another tid");
+			ret = sc[i].ret < 0 ? (int)sc[i].ret : -EEXIST;
+		}
+	}
+	free(sc);
+	return ret;
+}
+
+/* A new thread: auto-attached (PTRACE_O_TRACECLONE), stopped before its first instruction. */
+static int take_thread(struct restore_ctx *ctx, struct thread *t)
+{
+	int status, ret;
+	long r = sys_waitpid(t->tid, &status, __WALL);
+
 	if (r < 0 || !WIFSTOPPED(status)) {
 		pr_err("thread %d did not stop after its creation", t->tid);
 		return -ESRCH;
@@ -116,6 +138,7 @@ static int clone_thread(struct restore_ctx *ctx, struct thread *t)
 		return ret;
 	t->inf->syscall_ip = ctx->inf.syscall_ip;
 	t->inf->scratch = ctx->inf.scratch;
+	t->inf->scratch_size = ctx->inf.scratch_size;
 	ret = infect_write(t->inf, ctx->inf.scratch, t->core->comm, strlen(t->core->comm) + 1);
 	if (ret)
 		return ret;
@@ -127,6 +150,9 @@ static int clone_thread(struct restore_ctx *ctx, struct thread *t)
 
 static int threads_restore_inject(struct restore_ctx *ctx)
 {
+	/* clone_args slots that fit between ARGS_AT and the batch executor's half */
+	size_t chunk = (ctx->inf.scratch_size / 2 - ARGS_AT) / ARGS_SIZE;
+	int ret = 0;
 	long r;
 
 	if (ctx->nr_threads == 1)
@@ -137,12 +163,15 @@ static int threads_restore_inject(struct restore_ctx *ctx)
 		pr_err("pid %d: cannot trace its new threads: %s", ctx->pid, strerror((int)-r));
 		return (int)r;
 	}
-	for (size_t i = 1; i < ctx->nr_threads; i++) {
-		int ret = clone_thread(ctx, &ctx->threads[i]);
+	for (size_t i = 1; !ret && i < ctx->nr_threads; i += chunk) {
+		size_t n = ctx->nr_threads - i < chunk ? ctx->nr_threads - i : chunk;
 
-		if (ret)
-			return ret;
+		ret = clone_threads(ctx, i, n);
+		for (size_t k = i; !ret && k < i + n; k++)
+			ret = take_thread(ctx, &ctx->threads[k]);
 	}
+	if (ret)
+		return ret;
 	r = sys_ptrace(PTRACE_SETOPTIONS, ctx->pid, NULL, (void *)(long)PTRACE_O_EXITKILL);
 	return r ? (int)r : 0;
 }
