@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/prctl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -236,11 +237,116 @@ static int mem_dump(struct dump_ctx *ctx)
 
 /* ---- pages ---- */
 
+/*
+ * Reading the pages and writing (and hashing) them overlap: a thread writes
+ * the buffers the dump has filled while it fills the next ones.
+ */
+#define NR_BUFS 4
+
+struct pages_out {
+	struct img *img;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	char *buf[NR_BUFS];
+	size_t len[NR_BUFS];
+	unsigned long head, tail; /* filled up to head, written up to tail */
+	bool done, started;
+	int err;
+};
+
+static void *pages_out_run(void *arg)
+{
+	struct pages_out *o = arg;
+
+	pthread_mutex_lock(&o->lock);
+	for (;;) {
+		while (o->tail == o->head && !o->done)
+			pthread_cond_wait(&o->cond, &o->lock);
+		if (o->tail == o->head)
+			break;
+		pthread_mutex_unlock(&o->lock);
+		if (!o->err) {
+			int err = img_write(o->img, o->buf[o->tail % NR_BUFS],
+					    o->len[o->tail % NR_BUFS]);
+
+			pthread_mutex_lock(&o->lock);
+			o->err = err;
+		} else {
+			pthread_mutex_lock(&o->lock);
+		}
+		o->tail++;
+		pthread_cond_broadcast(&o->cond);
+	}
+	pthread_mutex_unlock(&o->lock);
+	return NULL;
+}
+
+static int pages_out_start(struct pages_out *o, struct img *img)
+{
+	o->img = img;
+	pthread_mutex_init(&o->lock, NULL);
+	pthread_cond_init(&o->cond, NULL);
+	for (int i = 0; i < NR_BUFS; i++) {
+		o->buf[i] = malloc(IO_CHUNK);
+		if (!o->buf[i])
+			return -ENOMEM;
+	}
+	if (pthread_create(&o->thread, NULL, pages_out_run, o))
+		return -EAGAIN;
+	o->started = true;
+	return 0;
+}
+
+/* A free buffer to fill (waits for the writer if all are queued). */
+static char *pages_out_buf(struct pages_out *o)
+{
+	char *b;
+
+	pthread_mutex_lock(&o->lock);
+	while (o->head - o->tail == NR_BUFS)
+		pthread_cond_wait(&o->cond, &o->lock);
+	b = o->buf[o->head % NR_BUFS];
+	pthread_mutex_unlock(&o->lock);
+	return b;
+}
+
+static int pages_out_submit(struct pages_out *o, size_t len)
+{
+	int err;
+
+	pthread_mutex_lock(&o->lock);
+	o->len[o->head % NR_BUFS] = len;
+	o->head++;
+	err = o->err;
+	pthread_cond_broadcast(&o->cond);
+	pthread_mutex_unlock(&o->lock);
+	return err;
+}
+
+/* Everything written (or the first error); the thread is gone after it. */
+static int pages_out_finish(struct pages_out *o)
+{
+	if (o->started) {
+		pthread_mutex_lock(&o->lock);
+		o->done = true;
+		pthread_cond_broadcast(&o->cond);
+		pthread_mutex_unlock(&o->lock);
+		pthread_join(o->thread, NULL);
+		o->started = false;
+	}
+	for (int i = 0; i < NR_BUFS; i++) {
+		free(o->buf[i]);
+		o->buf[i] = NULL;
+	}
+	return o->err;
+}
+
 struct page_writer {
 	struct dump_ctx *ctx;
 	struct img *pagemap, *pages;
 	uint64_t offset; /* in pages-PID.img, after the header */
-	char *buf;
+	struct pages_out out;
 	int memfd; /* /proc/PID/mem: the pages are read through it */
 	uint64_t nr_pages, nr_inherited;
 	struct cow_dump cow;
@@ -250,15 +356,16 @@ struct page_writer {
 	size_t fill;
 };
 
-/* Reads the queued runs into buf and appends buf to pages-PID.img. */
+/* Reads the queued runs into a buffer and hands it to the writer thread. */
 static int flush_pages(struct page_writer *w)
 {
-	char *p = w->buf;
+	char *p;
 	ssize_t n;
 	int ret;
 
 	if (!w->fill)
 		return 0;
+	p = pages_out_buf(&w->out);
 	/*
 	 * Not process_vm_readv(): its read-only pin unshares a page the process
 	 * shares copy-on-write (with a child, say), so a dump would cost the
@@ -275,7 +382,7 @@ static int flush_pages(struct page_writer *w)
 			return n < 0 ? (int)n : -EIO;
 		}
 	}
-	ret = img_write(w->pages, w->buf, w->fill);
+	ret = pages_out_submit(&w->out, w->fill);
 	if (ret)
 		return ret;
 	w->fill = 0;
@@ -418,9 +525,8 @@ static int mem_dump_pages(struct dump_ctx *ctx)
 	}
 	snprintf(path, sizeof(path), "/proc/%d/mem", ctx->pid);
 	w.memfd = sys_open(path, O_RDONLY | O_CLOEXEC, 0);
-	w.buf = malloc(IO_CHUNK);
-	if (w.memfd < 0 || !w.buf) {
-		ret = w.memfd < 0 ? w.memfd : -ENOMEM;
+	if (w.memfd < 0) {
+		ret = w.memfd;
 		goto close_fds;
 	}
 	ret = img_create(ctx->imgs, IMG_PAGEMAP, &w.pagemap, "pagemap-%d.img", ctx->pid);
@@ -429,6 +535,9 @@ static int mem_dump_pages(struct dump_ctx *ctx)
 	ret = img_create(ctx->imgs, IMG_PAGES, &w.pages, "pages-%d.img", ctx->pid);
 	if (ret)
 		goto abort_pagemap;
+	ret = pages_out_start(&w.out, w.pages);
+	if (ret)
+		goto abort_pages;
 	cow_dump_open(ctx, &w.cow);
 	for (size_t i = 0; i < ctx->mm->n_vmas && !ret; i++) {
 		VmaEntry *e = ctx->mm->vmas[i];
@@ -440,6 +549,8 @@ static int mem_dump_pages(struct dump_ctx *ctx)
 	}
 	if (!ret)
 		ret = flush_pages(&w);
+	if (pages_out_finish(&w.out) && !ret)
+		ret = w.out.err;
 	if (ret)
 		goto abort_pages;
 	pr_info("pid %d: %llu pages saved, %llu shared with its parent", ctx->pid,
@@ -450,12 +561,12 @@ static int mem_dump_pages(struct dump_ctx *ctx)
 	ret = img_finish(w.pagemap);
 	goto close_fds;
 abort_pages:
+	pages_out_finish(&w.out);
 	img_abort(w.pages);
 abort_pagemap:
 	img_abort(w.pagemap);
 close_fds:
 	cow_dump_close(&w.cow);
-	free(w.buf);
 	if (w.memfd >= 0)
 		close(w.memfd);
 	close(pagemap_fd);

@@ -82,7 +82,8 @@ void sys_fault_reset(void)
 
 int sys_fault(enum sys_op op)
 {
-	long n = ++calls[op];
+	/* atomic: the pages of a dump are written by a second thread (mem.c) */
+	long n = __atomic_add_fetch(&calls[op], 1, __ATOMIC_RELAXED);
 
 	if (!faults[op].err)
 		return 0;
