@@ -1101,7 +1101,9 @@ out:
 }
 
 /* The syscalls that rebuild the address space, run as one batch (pie/batch.S). */
-enum step_kind { STEP_MMAP, STEP_MREMAP, STEP_PREAD, STEP_MPROTECT, STEP_MADVISE };
+enum step_kind { STEP_MMAP, STEP_MREMAP, STEP_PREAD, STEP_PREADV, STEP_MPROTECT, STEP_MADVISE };
+
+#define IOV_GROUP 1024 /* IOV_MAX: runs per preadv */
 
 struct plan {
 	struct infect_sc *sc;
@@ -1109,8 +1111,13 @@ struct plan {
 		enum step_kind kind;
 		const VmaEntry *vma;
 		const PagemapEntry *run;
+		size_t first, nruns; /* STEP_PREADV: ctx->pm[first..first+nruns) */
 	} * steps;
 	size_t n, cap;
+	/* iovecs of the preadv steps: built here, copied to iov_area in the task */
+	struct iovec *iov;
+	size_t nr_iov;
+	unsigned long iov_area;
 };
 
 static int plan_add(struct plan *p, enum step_kind kind, const VmaEntry *vma,
@@ -1130,8 +1137,45 @@ static int plan_add(struct plan *p, enum step_kind kind, const VmaEntry *vma,
 		p->cap = cap;
 	}
 	p->sc[p->n] = (struct infect_sc){nr, {a1, a2, a3, a4, a5, a6}, 0};
-	p->steps[p->n++] = (struct step){kind, vma, run};
+	p->steps[p->n++] = (struct step){kind, vma, run, 0, 0};
 	return 0;
+}
+
+/*
+ * Runs of one VMA lie back to back in the pages file: one preadv per
+ * IOV_GROUP of them instead of a pread each (sparse memory has many runs).
+ */
+static int plan_runs(struct restore_ctx *ctx, struct plan *p, const VmaEntry *e, size_t *pm)
+{
+	size_t end = *pm;
+	int ret = 0;
+
+	while (end < ctx->nr_pm && ctx->pm[end]->vaddr < e->end)
+		end++;
+	while (!ret && *pm < end) {
+		size_t n = end - *pm < IOV_GROUP ? end - *pm : IOV_GROUP;
+		const PagemapEntry *pe = ctx->pm[*pm];
+
+		if (n == 1 || !p->iov_area) {
+			ret = plan_add(p, STEP_PREAD, e, pe, SYS_pread64, ctx->pages_fd, pe->vaddr,
+				       pe->nr_pages * PAGE_SIZE, IMG_HDR_SIZE + pe->offset, 0, 0);
+			(*pm)++;
+			continue;
+		}
+		for (size_t k = 0; k < n; k++)
+			p->iov[p->nr_iov + k] = (struct iovec){
+				(void *)ctx->pm[*pm + k]->vaddr, ctx->pm[*pm + k]->nr_pages * PAGE_SIZE};
+		ret = plan_add(p, STEP_PREADV, e, pe, SYS_preadv, ctx->pages_fd,
+			       (long)(p->iov_area + p->nr_iov * sizeof(struct iovec)), (long)n,
+			       IMG_HDR_SIZE + pe->offset, 0, 0);
+		if (!ret) {
+			p->steps[p->n - 1].first = *pm;
+			p->steps[p->n - 1].nruns = n;
+		}
+		p->nr_iov += n;
+		*pm += n;
+	}
+	return ret;
 }
 
 static int plan_advice(struct plan *p, const VmaEntry *e)
@@ -1180,12 +1224,8 @@ static int plan_vma(struct restore_ctx *ctx, struct plan *p, size_t i, size_t *p
 	ret = plan_add(p, STEP_MMAP, e, NULL, SYS_mmap, e->start, len, prot, flags, fd,
 		       anon ? 0 : e->pgoff);
 	/* the pages straight from the image into place */
-	for (; !ret && *pm < ctx->nr_pm && ctx->pm[*pm]->vaddr < e->end; (*pm)++) {
-		const PagemapEntry *pe = ctx->pm[*pm];
-
-		ret = plan_add(p, STEP_PREAD, e, pe, SYS_pread64, ctx->pages_fd, pe->vaddr,
-			       pe->nr_pages * PAGE_SIZE, IMG_HDR_SIZE + pe->offset, 0, 0);
-	}
+	if (!ret)
+		ret = plan_runs(ctx, p, e, pm);
 	if (!ret && prot != (long)e->prot)
 		ret = plan_add(p, STEP_MPROTECT, e, NULL, SYS_mprotect, e->start, len, e->prot, 0,
 			       0, 0);
@@ -1233,6 +1273,35 @@ static int check_step(struct restore_ctx *ctx, const struct step *st, long r)
 		       (unsigned long long)e->start, (unsigned long long)e->end,
 		       *path ? " of " : "", path, strerror(err ? err : EFAULT));
 		return err ? -err : -EFAULT;
+	case STEP_PREADV:
+		if (r <= 0) {
+			pr_err("pid %d: cannot load pages at %llx: %s", ctx->pid,
+			       (unsigned long long)st->run->vaddr,
+			       r ? strerror(err) : "image ends early");
+			return r ? (int)r : -EIO;
+		}
+		/* short: finish run by run */
+		for (size_t k = 0; k < st->nruns; k++) {
+			const PagemapEntry *pe = ctx->pm[st->first + k];
+			uint64_t len = pe->nr_pages * PAGE_SIZE;
+			int ret;
+
+			if ((uint64_t)r >= len) {
+				r -= (long)len;
+				continue;
+			}
+			ret = finish_pread(ctx, pe, (uint64_t)r);
+			if (ret)
+				return ret;
+			r = 0;
+			for (size_t m = k + 1; m < st->nruns; m++) {
+				ret = finish_pread(ctx, ctx->pm[st->first + m], 0);
+				if (ret)
+					return ret;
+			}
+			return 0;
+		}
+		return 0;
 	case STEP_PREAD:
 		if (r > 0)
 			return finish_pread(ctx, st->run, (uint64_t)r);
@@ -1255,11 +1324,35 @@ static int check_step(struct restore_ctx *ctx, const struct step *st, long r)
 }
 
 /* Every VMA with its pages, protection and advice: one batch, checked in order. */
+/*
+ * Room for the preadv iovecs in the task, next to the scratch area (which is
+ * in the middle of a large gap, so nothing of the image is mapped there).
+ */
+static int map_iov_area(struct restore_ctx *ctx, struct plan *p, size_t *size)
+{
+	long r;
+
+	*size = (ctx->nr_pm * sizeof(struct iovec) + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1);
+	if (ctx->nr_pm < 2 * 64) /* few runs: pread each */
+		return 0;
+	p->iov = malloc(*size);
+	if (!p->iov)
+		return -ENOMEM;
+	r = infect_call(&ctx->inf, SYS_mmap, ctx->inf.scratch + ctx->inf.scratch_size, *size,
+			PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+			-1, 0);
+	if (r == (long)(ctx->inf.scratch + ctx->inf.scratch_size))
+		p->iov_area = (unsigned long)r;
+	else if (r >= 0)
+		infect_call(&ctx->inf, SYS_munmap, r, *size, 0, 0, 0, 0);
+	return 0;
+}
+
 static int map_vmas(struct restore_ctx *ctx, bool proxy)
 {
 	struct plan p = {0};
-	size_t pm = 0;
-	int ret = 0;
+	size_t pm = 0, iov_size = 0;
+	int ret = map_iov_area(ctx, &p, &iov_size);
 
 	for (size_t i = 0; !ret && i < ctx->mm->n_vmas; i++) {
 		VmaEntry *e = ctx->mm->vmas[i];
@@ -1272,6 +1365,8 @@ static int map_vmas(struct restore_ctx *ctx, bool proxy)
 		ret = cow_slot(ctx, i) ? plan_moved(ctx, &p, e, cow_slot(ctx, i), &pm)
 				       : plan_vma(ctx, &p, i, &pm);
 	}
+	if (!ret && p.nr_iov)
+		ret = infect_write(&ctx->inf, p.iov_area, p.iov, p.nr_iov * sizeof(*p.iov));
 	if (!ret)
 		ret = infect_batch(&ctx->inf, p.sc, p.n);
 	if (ret)
@@ -1280,6 +1375,9 @@ static int map_vmas(struct restore_ctx *ctx, bool proxy)
 	/* in order: the first failure is the one that explains the others */
 	for (size_t i = 0; !ret && i < p.n; i++)
 		ret = check_step(ctx, &p.steps[i], p.sc[i].ret);
+	if (p.iov_area)
+		infect_call(&ctx->inf, SYS_munmap, p.iov_area, iov_size, 0, 0, 0, 0);
+	free(p.iov);
 	free(p.sc);
 	free(p.steps);
 	return ret;
