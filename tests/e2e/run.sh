@@ -97,6 +97,18 @@ is_free_running() {
 	[ -n "$s" ] && [ "$s" != Z ] && [ "$s" != t ] && [ "$s" != T ] &&
 		[ "$(status_field "$1" TracerPid)" = 0 ]
 }
+# runs_on WHAT [SECONDS]: after WHAT (a dump that must leave the program alone)
+# $PID runs freely and, told to go, passes its own checks within SECONDS (60).
+runs_on() {
+	local rc
+	wait_for 5 is_free_running "$PID" ||
+		{ fail "after $1 pid $PID is not running freely: state $(proc_state "$PID"), TracerPid $(status_field "$PID" TracerPid)"; return 1; }
+	touch "$T/go"
+	wait_for "${2:-60}" exited "$PID"
+	wait "$PID"
+	rc=$?
+	[ $rc = 0 ] || { fail "after $1 the program fails its own checks (exit $rc)"; attach_all; return 1; }
+}
 # restored: the pid exists again with the program's exe, nobody tracing it
 is_restored() { # PID EXE
 	is_free_running "$1" && [ "$(readlink "/proc/$1/exe" 2>/dev/null)" = "$2" ]
@@ -612,13 +624,7 @@ t_leave_running_continue() {
 	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -R -v
 	rc=$?
 	[ $rc = 0 ] || { fail "amber dump -R exited with $rc"; attach "$W/dump.log"; return 1; }
-	wait_for 5 is_free_running "$PID" ||
-		{ fail "after dump -R the target is not running freely: state $(proc_state "$PID")"; return 1; }
-	touch "$T/go"
-	wait_for 15 exited "$PID"
-	wait "$PID"
-	rc=$?
-	[ $rc = 0 ] || { fail "the target failed its own checks after dump -R (exit $rc)"; attach_all; return 1; }
+	runs_on "dump -R" 15 || return 1
 	note "the original passed its checks after dump -R"
 	wait_for 10 is_gone "$PID" || { fail "pid $PID still there"; return 1; }
 	amber_to "$W/restore.log" 60 restore -D "$W/img"
@@ -640,13 +646,7 @@ t_restore_pid_busy() {
 	rc=$?
 	[ $rc != 0 ] || fail "amber restore exited 0 while pid $PID is in use"
 	note "amber restore exited $rc: $(grep -v '^+ ' "$W/restore.log" | tail -n 1)"
-	wait_for 5 is_free_running "$PID" ||
-		{ fail "the original is not running freely: state $(proc_state "$PID")"; return 1; }
-	touch "$T/go"
-	wait_for 15 exited "$PID"
-	wait "$PID"
-	rc=$?
-	[ $rc = 0 ] || { fail "the original failed its own checks (exit $rc)"; attach_all; return 1; }
+	runs_on "dump -R (the original)" 15 || return 1
 	! grep -q '^FAIL' "$W/log"
 }
 

@@ -46,12 +46,7 @@ nl_runs_on() {
 	local rc
 	grep -q "locked .* in nft table" "$W/dump.log" || { fail "$1: the dump locked no connection"; attach "$W/dump.log"; return 1; }
 	nl_no_table "$1" || return 1
-	wait_for 5 is_free_running "$PID" || { fail "the tree is not running after $1"; return 1; }
-	touch "$T/go"
-	wait_for 60 exited "$PID"
-	wait "$PID"
-	rc=$?
-	[ $rc = 0 ] || { fail "after $1 the program fails its checks (exit $rc)"; attach_all; return 1; }
+	runs_on "$1"
 }
 
 t_netlock_dump_fails() {

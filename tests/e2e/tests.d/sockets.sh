@@ -33,12 +33,7 @@ refused_dump() {
 	grep -q -- "$pat" "$W/dump.log" ||
 		{ fail "the refusal does not say '$pat'"; attach "$W/dump.log"; return 1; }
 	[ ! -e "$W/img/inventory.img" ] || { fail "a refused dump left inventory.img"; return 1; }
-	wait_for 5 is_free_running "$PID" || { fail "the tree is not running after the refused dump"; return 1; }
-	touch "$T/go"
-	wait_for 60 exited "$PID"
-	wait "$PID"
-	rc=$?
-	[ $rc = 0 ] || { fail "after the refused dump the program fails its checks (exit $rc)"; attach_all; return 1; }
+	runs_on "the refused dump" || return 1
 	note "amber said: $(grep -m1 -- "$pat" "$W/dump.log")"
 }
 
@@ -63,12 +58,7 @@ t_sockets_leave_running() {
 	rc=$?
 	[ $rc = 0 ] || { fail "amber dump -R --tcp-established exited with $rc"; attach "$W/dump.log"; return 1; }
 	[ -e "$W/img/inventory.img" ] || { fail "no inventory.img"; return 1; }
-	wait_for 5 is_free_running "$PID" || { fail "the tree is not running after dump -R"; return 1; }
-	touch "$T/go"
-	wait_for 60 exited "$PID"
-	wait "$PID"
-	rc=$?
-	[ $rc = 0 ] || { fail "after dump -R the program fails its checks (exit $rc)"; attach_all; return 1; }
+	runs_on "dump -R"
 }
 
 # a dump that fails after the connections went into repair mode must leave them working
@@ -82,11 +72,6 @@ t_sockets_dump_fails() {
 	[ $rc != 0 ] || { fail "the dump succeeded despite the injected fault"; return 1; }
 	grep -q "fault injection" "$W/dump.log" || { fail "the fault did not fire"; attach "$W/dump.log"; return 1; }
 	grep -q "dumping files" "$W/dump.log" || { fail "the dump failed before the sockets were dumped"; attach "$W/dump.log"; return 1; }
-	wait_for 5 is_free_running "$PID" || { fail "the tree is not running after the failed dump"; return 1; }
-	touch "$T/go"
-	wait_for 60 exited "$PID"
-	wait "$PID"
-	rc=$?
-	[ $rc = 0 ] || { fail "after the failed dump the program fails its checks (exit $rc)"; attach_all; return 1; }
+	runs_on "the failed dump" || return 1
 	note "amber said: $(grep -v '^+ ' "$W/dump.log" | grep -iv 'info\|debug\|fault injection' | tail -n 2 | tr '\n' ' ')"
 }
