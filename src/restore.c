@@ -349,6 +349,7 @@ static void __attribute__((noreturn)) child_setup(struct tree *t, size_t idx, bo
 
 /* The tree, for CLONE_VM children, which start with nothing but an index. */
 static struct tree *vm_tree;
+static pid_t amber_pid; /* the root's parent */
 #define VM_CHILD_STACK (256 << 10)
 
 static void vm_child_main(void *arg)
@@ -414,8 +415,11 @@ static void __attribute__((noreturn)) child_main(struct tree *t, size_t idx)
 	sigfillset(&all);
 	sigdelset(&all, SIGTRAP);
 	sigprocmask(SIG_SETMASK, &all, NULL);
-	/* Dies with its parent if the restore fails midway. */
+	/* Dies with its parent if the restore fails midway (and if that was
+	 * before the prctl: the pid is the image's and must not stay taken). */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != (idx ? (pid_t)t->pstree[idx]->ppid : amber_pid))
+		_exit(1);
 	if (read(syncs[idx].go[0], &c, 1) != 1)
 		_exit(1);
 	if (t->pstree[idx]->zombie)
@@ -529,6 +533,7 @@ static int create_tree(struct tree *t)
 	int ret;
 
 	vm_tree = t;
+	amber_pid = getpid();
 	pid = sys_clone3_set_tid(t->pstree[0]->pid, SIGCHLD, 0);
 	if (pid == 0)
 		child_main(t, 0);

@@ -271,20 +271,22 @@ long sys_clone3_set_tid(pid_t tid, int exit_signal, uint64_t flags)
 
 /*
  * long amber_clone3_vm(struct clone_args *args, size_t size, int go_fd,
- *			void (*fn)(void *), void *arg)
+ *			void (*fn)(void *), void *arg, pid_t parent)
  * clone3() whose child starts on args->stack in the caller's address space.
  * The child shares the caller's TLS and libc state while the caller runs
  * on, so it touches neither: it waits for a byte on go_fd with a raw read
  * and only then calls fn(arg) (the caller is stopped by then); if the read
- * fails or fn returns, it exits (this task only).
+ * fails or fn returns, it exits (this task only).  It dies with its parent
+ * (PR_SET_PDEATHSIG) from the start, and exits if the parent is already gone
+ * (getppid() is no longer parent): an image pid must not stay taken.
  */
 long amber_clone3_vm(struct clone_args *args, size_t size, int go_fd, void (*fn)(void *),
-		     void *arg);
+		     void *arg, pid_t parent);
 __asm__(".text\n"
 	".globl amber_clone3_vm\n"
 	".type amber_clone3_vm, @function\n"
 	"amber_clone3_vm:\n"
-	"	mov %rcx, %r9\n"	/* fn: the syscall clobbers rcx */
+	"	mov %rcx, %r10\n"	/* fn: the syscall clobbers rcx */
 	"	mov $435, %eax\n"	/* __NR_clone3 */
 	"	syscall\n"
 	"	test %rax, %rax\n"
@@ -295,7 +297,16 @@ __asm__(".text\n"
 	"	sub $16, %rsp\n"
 	"	mov %rdx, %r12\n"	/* go_fd */
 	"	mov %r8, %r13\n"	/* arg */
-	"	mov %r9, %r14\n"	/* fn */
+	"	mov %r10, %r14\n"	/* fn */
+	"	mov %r9, %r15\n"	/* parent */
+	"	mov $157, %eax\n"	/* prctl(PR_SET_PDEATHSIG, SIGKILL): dies with */
+	"	mov $1, %edi\n"	/* a parent whose restore failed, before go too */
+	"	mov $9, %esi\n"
+	"	syscall\n"
+	"	mov $110, %eax\n"	/* getppid */
+	"	syscall\n"
+	"	cmp %r15, %rax\n"
+	"	jne 3f\n"
 	"2:	xor %eax, %eax\n"	/* __NR_read */
 	"	mov %r12, %rdi\n"
 	"	mov %rsp, %rsi\n"
@@ -329,7 +340,7 @@ long sys_clone3_vm(pid_t tid, uint64_t flags, void *stack, size_t stack_size, in
 	args.stack_size = stack_size;
 	args.set_tid = (uintptr_t)&set_tid;
 	args.set_tid_size = 1;
-	return amber_clone3_vm(&args, sizeof(args), go_fd, fn, arg);
+	return amber_clone3_vm(&args, sizeof(args), go_fd, fn, arg, getpid());
 }
 
 int sys_pidfd_open(pid_t pid)

@@ -46,7 +46,8 @@ TESTS=(
 	fault_dump_ptrace_30_EPERM fault_dump_wait_2_EINTR fault_dump_vm_read_EIO
 	fault_dump_pread_EIO fault_dump_read_7_EIO fault_dump_kcmp_EPERM
 	fault_dump_pidfd_getfd_EPERM fault_dump_mmap_ENOMEM
-	fault_restore_clone3_EPERM fault_restore_mmap_ENOMEM fault_restore_read_EIO
+	fault_restore_clone3_EPERM fault_restore_clone3_vm fault_restore_clone3_tree
+	fault_restore_mmap_ENOMEM fault_restore_read_EIO
 	fault_restore_open_3_EACCES fault_restore_ptrace_5_EPERM fault_restore_pread_EIO
 )
 
@@ -835,9 +836,10 @@ t_fault_dump_mmap_ENOMEM() { fault_dump mem 'mmap:*:ENOMEM' hard; }
 # free), and the image is still good afterwards.
 fault_restore() { # PROG SPEC
 	[ $SELFTEST = 1 ] && return 77
-	local prog=$1 spec=$2 rc exe fired=unknown
+	local prog=$1 spec=$2 rc exe fired=unknown tree p
 	start_prog "$PROGS/$prog" "$T" || return
 	exe=$(readlink "/proc/$PID/exe")
+	tree="$PID $(cat /proc/"$PID"/task/*/children 2>/dev/null)"
 	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v || { fail "amber dump failed"; attach "$W/dump.log"; return 1; }
 	wait_for 10 is_gone "$PID" || { fail "pid $PID still exists after the dump"; return 1; }
 	echo "+ AMBER_FAULT=$spec" >>"$W/restore.log"
@@ -866,11 +868,12 @@ fault_restore() { # PROG SPEC
 		return 1
 	fi
 	[ "$(grep -cv '^+ ' "$W/restore.log")" -gt 0 ] || fail "amber restore failed without a message"
-	if ! wait_for 10 is_gone "$PID"; then
-		fail "pid $PID is in use after the failed restore (state $(proc_state "$PID"))"
-		kill -9 "$PID" 2>/dev/null
-		wait_for 10 is_gone "$PID"
-	fi
+	for p in $tree; do # every pid of the image is free again
+		wait_for 10 is_gone "$p" && continue
+		fail "pid $p is in use after the failed restore (state $(proc_state "$p"), $(tr '\0' ' ' <"/proc/$p/cmdline"))"
+		kill -9 "$p" 2>/dev/null
+		wait_for 10 is_gone "$p"
+	done
 	note "amber said: $(grep -v '^+ ' "$W/restore.log" | grep -iv 'debug\|fault injection' | tail -n 2 | tr '\n' ' ')"
 	# the image is still good
 	(exec timeout -k 5 120 "$AMBER" restore -D "$W/img" >>"$W/restore2.log" 2>&1) &
@@ -884,6 +887,9 @@ fault_restore() { # PROG SPEC
 	! grep -q '^FAIL' "$W/log"
 }
 t_fault_restore_clone3_EPERM() { fault_restore counter 'clone3:*:EPERM'; }
+# clone3 1: the root, 2: its first CLONE_VM child (waiting for its go), 3 fails
+t_fault_restore_clone3_vm() { fault_restore clonevm 'clone3:3:EPERM'; }
+t_fault_restore_clone3_tree() { fault_restore tree 'clone3:3:EPERM'; }
 t_fault_restore_mmap_ENOMEM() { fault_restore counter 'mmap:*:ENOMEM'; }
 t_fault_restore_read_EIO() { fault_restore counter 'read:*:EIO'; }
 t_fault_restore_open_3_EACCES() { fault_restore counter 'open:3:EACCES'; }
