@@ -15,7 +15,9 @@
 
 #include "amber.pb-c.h"
 
-#define IMG_VERSION  1
+#define IMG_VERSION  2
+/* pages-PID.img: the pages start page-aligned (userfaultfd copies need that) */
+#define PAGES_DATA_OFF 4096
 #define IMG_HDR_SIZE 8
 
 enum img_kind {

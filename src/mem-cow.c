@@ -357,7 +357,7 @@ static int premap_vma(struct restore_ctx *ctx, size_t i, size_t *pm)
 		if (pe->in_parent)
 			continue;
 		if (sys_pread_full(ctx->pages_fd, (void *)(slot + (pe->vaddr - v->start)), rlen,
-				   (off_t)(IMG_HDR_SIZE + pe->offset)) != (ssize_t)rlen) {
+				   (off_t)(PAGES_DATA_OFF + pe->offset)) != (ssize_t)rlen) {
 			pr_err("pid %d: cannot load pages at %llx from pages-%d.img", ctx->pid,
 			       (unsigned long long)pe->vaddr, ctx->pid);
 			return -EIO;

@@ -511,6 +511,7 @@ static int scan_vma(struct page_writer *w, int pagemap_fd, const VmaEntry *v)
 
 static int mem_dump_pages(struct dump_ctx *ctx)
 {
+	static const char zero_pad[PAGES_DATA_OFF - IMG_HDR_SIZE];
 	struct page_writer w = {.ctx = ctx, .cow = {.pagemap_fd = -1, .parent_pagemap_fd = -1}};
 	char path[64];
 	int pagemap_fd, ret;
@@ -535,7 +536,9 @@ static int mem_dump_pages(struct dump_ctx *ctx)
 	ret = img_create(ctx->imgs, IMG_PAGES, &w.pages, "pages-%d.img", ctx->pid);
 	if (ret)
 		goto abort_pagemap;
-	ret = pages_out_start(&w.out, w.pages);
+	ret = img_write(w.pages, zero_pad, PAGES_DATA_OFF - IMG_HDR_SIZE);
+	if (!ret)
+		ret = pages_out_start(&w.out, w.pages);
 	if (ret)
 		goto abort_pages;
 	cow_dump_open(ctx, &w.cow);
@@ -631,7 +634,7 @@ static int mem_restore_read(struct restore_ctx *ctx)
 		    pe->nr_pages > TASK_SIZE_MAX / PAGE_SIZE ||
 		    pe->vaddr + len > mm->vmas[v]->end ||
 		    !(has_pages(mm->vmas[v]->kind) || mm->vmas[v]->kind == VMA_KIND__VMA_VDSO) ||
-		    (!pe->in_parent && pe->offset + len + IMG_HDR_SIZE > psize)) {
+		    (!pe->in_parent && pe->offset + len + PAGES_DATA_OFF > psize)) {
 			pr_err("pagemap-%d.img: run at %llx does not fit the image; it is corrupt",
 			       ctx->pid, (unsigned long long)pe->vaddr);
 			return -EBADMSG;
@@ -1068,7 +1071,7 @@ static int vdso_proxy_patch(struct restore_ctx *ctx)
 	if (!img)
 		return -ENOMEM;
 	fd = open_pages(ctx);
-	if (fd < 0 || sys_pread_full(fd, img, len, IMG_HDR_SIZE + run->offset) != (ssize_t)len) {
+	if (fd < 0 || sys_pread_full(fd, img, len, PAGES_DATA_OFF + run->offset) != (ssize_t)len) {
 		ret = -EIO;
 		goto out;
 	}
@@ -1158,7 +1161,7 @@ static int plan_runs(struct restore_ctx *ctx, struct plan *p, const VmaEntry *e,
 
 		if (n == 1 || !p->iov_area) {
 			ret = plan_add(p, STEP_PREAD, e, pe, SYS_pread64, ctx->pages_fd, pe->vaddr,
-				       pe->nr_pages * PAGE_SIZE, IMG_HDR_SIZE + pe->offset, 0, 0);
+				       pe->nr_pages * PAGE_SIZE, PAGES_DATA_OFF + pe->offset, 0, 0);
 			(*pm)++;
 			continue;
 		}
@@ -1167,7 +1170,7 @@ static int plan_runs(struct restore_ctx *ctx, struct plan *p, const VmaEntry *e,
 				(void *)ctx->pm[*pm + k]->vaddr, ctx->pm[*pm + k]->nr_pages * PAGE_SIZE};
 		ret = plan_add(p, STEP_PREADV, e, pe, SYS_preadv, ctx->pages_fd,
 			       (long)(p->iov_area + p->nr_iov * sizeof(struct iovec)), (long)n,
-			       IMG_HDR_SIZE + pe->offset, 0, 0);
+			       PAGES_DATA_OFF + pe->offset, 0, 0);
 		if (!ret) {
 			p->steps[p->n - 1].first = *pm;
 			p->steps[p->n - 1].nruns = n;
@@ -1206,7 +1209,8 @@ static int plan_moved(struct restore_ctx *ctx, struct plan *p, const VmaEntry *e
 	return ret ? ret : plan_advice(p, e);
 }
 
-static int plan_vma(struct restore_ctx *ctx, struct plan *p, size_t i, size_t *pm)
+/* no_runs: the pages come later, by userfaultfd (mem-uffd.c) */
+static int plan_vma(struct restore_ctx *ctx, struct plan *p, size_t i, size_t *pm, bool no_runs)
 {
 	const VmaEntry *e = ctx->mm->vmas[i];
 	bool anon = e->kind == VMA_KIND__VMA_ANON_PRIVATE || e->kind == VMA_KIND__VMA_VDSO;
@@ -1224,6 +1228,8 @@ static int plan_vma(struct restore_ctx *ctx, struct plan *p, size_t i, size_t *p
 	ret = plan_add(p, STEP_MMAP, e, NULL, SYS_mmap, e->start, len, prot, flags, fd,
 		       anon ? 0 : e->pgoff);
 	/* the pages straight from the image into place */
+	while (no_runs && *pm < ctx->nr_pm && ctx->pm[*pm]->vaddr < e->end)
+		(*pm)++;
 	if (!ret)
 		ret = plan_runs(ctx, p, e, pm);
 	if (!ret && prot != (long)e->prot)
@@ -1239,7 +1245,7 @@ static int finish_pread(struct restore_ctx *ctx, const PagemapEntry *pe, uint64_
 
 	while (done < len) {
 		long r = infect_call(&ctx->inf, SYS_pread64, ctx->pages_fd, pe->vaddr + done,
-				     len - done, IMG_HDR_SIZE + pe->offset + done, 0, 0);
+				     len - done, PAGES_DATA_OFF + pe->offset + done, 0, 0);
 
 		if (r <= 0) {
 			pr_err("pid %d: cannot load pages at %llx: %s", ctx->pid,
@@ -1348,11 +1354,52 @@ static int map_iov_area(struct restore_ctx *ctx, struct plan *p, size_t *size)
 	return 0;
 }
 
+#define UFFD_MIN_VMA (1UL << 20)  /* pages of one VMA below this: pread */
+#define UFFD_MIN     (32UL << 20) /* pages of the process below this: no userfaultfd */
+
+/*
+ * The private anonymous VMAs whose pages UFFDIO_COPY fills (mem-uffd.c);
+ * returns their bytes.  AMBER_UFFD=0 turns it off, =1 takes every such VMA.
+ */
+static uint64_t select_uffd(struct restore_ctx *ctx, bool *sel)
+{
+	const char *env = getenv("AMBER_UFFD");
+	bool all = env && !strcmp(env, "1");
+	uint64_t total = 0;
+	size_t pm = 0;
+
+	if (env && !strcmp(env, "0"))
+		return 0;
+	for (size_t i = 0; i < ctx->mm->n_vmas; i++) {
+		VmaEntry *e = ctx->mm->vmas[i];
+		uint64_t bytes = 0;
+
+		while (pm < ctx->nr_pm && ctx->pm[pm]->vaddr < e->start)
+			pm++;
+		for (size_t k = pm; k < ctx->nr_pm && ctx->pm[k]->vaddr < e->end; k++)
+			bytes += ctx->pm[k]->nr_pages * PAGE_SIZE;
+		/* writable ones only: registering a read-only VMA loses its VM_ACCOUNT */
+		if (e->kind != VMA_KIND__VMA_ANON_PRIVATE || !(e->prot & PROT_WRITE) ||
+		    cow_slot(ctx, i) || !bytes || (!all && bytes < UFFD_MIN_VMA))
+			continue;
+		sel[i] = true;
+		total += bytes;
+	}
+	return all || total >= UFFD_MIN ? total : 0;
+}
+
 static int map_vmas(struct restore_ctx *ctx, bool proxy)
 {
 	struct plan p = {0};
 	size_t pm = 0, iov_size = 0;
-	int ret = map_iov_area(ctx, &p, &iov_size);
+	bool *sel = calloc(ctx->mm->n_vmas + 1, sizeof(*sel));
+	int uffd = -1;
+	int ret = sel ? map_iov_area(ctx, &p, &iov_size) : -ENOMEM;
+
+	if (!ret && select_uffd(ctx, sel))
+		uffd = uffd_open(ctx);
+	if (uffd < 0 && sel)
+		memset(sel, 0, (ctx->mm->n_vmas + 1) * sizeof(*sel));
 
 	for (size_t i = 0; !ret && i < ctx->mm->n_vmas; i++) {
 		VmaEntry *e = ctx->mm->vmas[i];
@@ -1363,7 +1410,7 @@ static int map_vmas(struct restore_ctx *ctx, bool proxy)
 		if (is_vdso_part(e->kind) && !(proxy && e->kind == VMA_KIND__VMA_VDSO))
 			continue;
 		ret = cow_slot(ctx, i) ? plan_moved(ctx, &p, e, cow_slot(ctx, i), &pm)
-				       : plan_vma(ctx, &p, i, &pm);
+				       : plan_vma(ctx, &p, i, &pm, sel[i]);
 	}
 	if (!ret && p.nr_iov)
 		ret = infect_write(&ctx->inf, p.iov_area, p.iov, p.nr_iov * sizeof(*p.iov));
@@ -1375,6 +1422,11 @@ static int map_vmas(struct restore_ctx *ctx, bool proxy)
 	/* in order: the first failure is the one that explains the others */
 	for (size_t i = 0; !ret && i < p.n; i++)
 		ret = check_step(ctx, &p.steps[i], p.sc[i].ret);
+	if (!ret && uffd >= 0)
+		ret = uffd_fill(ctx, uffd, sel);
+	if (uffd >= 0)
+		close(uffd);
+	free(sel);
 	if (p.iov_area)
 		infect_call(&ctx->inf, SYS_munmap, p.iov_area, iov_size, 0, 0, 0, 0);
 	free(p.iov);

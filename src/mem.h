@@ -41,4 +41,11 @@ unsigned long cow_slot(const struct restore_ctx *ctx, size_t i);
 void cow_area(unsigned long *lo, unsigned long *hi);
 bool cow_eligible(const VmaEntry *v);
 
+/* ---- restore: large anonymous VMAs filled with UFFDIO_COPY (mem-uffd.c) ---- */
+
+/* A userfaultfd of the task's mm, as amber's fd; -errno: use pread. */
+int uffd_open(struct restore_ctx *ctx);
+/* Copies the runs of the VMAs i with sel[i] (mapped, still empty) into place. */
+int uffd_fill(struct restore_ctx *ctx, int uffd, const bool *sel);
+
 #endif
