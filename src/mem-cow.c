@@ -205,7 +205,7 @@ static unsigned long find_area(struct tree *t, unsigned long size)
 	size_t nr_own = 0;
 	unsigned long best = 0, best_len = 0, prev = 1UL << 32;
 
-	if (proc_parse_vmas(getpid(), &own, &nr_own))
+	if (proc_parse_maps(getpid(), &own, &nr_own))
 		return 0;
 	for (size_t p = 0; p < t->nr_procs; p++)
 		cap += t->rprocs[p]->mm ? t->rprocs[p]->mm->n_vmas : 0;

@@ -929,7 +929,7 @@ static int replace_address_space(struct restore_ctx *ctx, bool *proxy)
 	unsigned long top = 0;
 	int ret;
 
-	ret = proc_parse_vmas(ctx->pid, &vmas, &nr);
+	ret = proc_parse_maps(ctx->pid, &vmas, &nr);
 	if (ret)
 		return ret;
 	for (size_t i = 0; i < nr; i++) {

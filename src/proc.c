@@ -152,14 +152,14 @@ void proc_free_vmas(struct vma *vmas, size_t nr)
 	free(vmas);
 }
 
-int proc_parse_vmas(pid_t pid, struct vma **out, size_t *nr_out)
+static int parse_vmas(pid_t pid, const char *file, struct vma **out, size_t *nr_out)
 {
 	char path[64], *buf, *line, *save;
 	struct vma *vmas = NULL, *cur = NULL;
 	size_t nr = 0, cap = 0;
 	int ret;
 
-	snprintf(path, sizeof(path), "/proc/%d/smaps", pid);
+	snprintf(path, sizeof(path), "/proc/%d/%s", pid, file);
 	ret = sys_read_file(path, &buf, NULL);
 	if (ret) {
 		pr_err("cannot read %s: %s", path, strerror(-ret));
@@ -221,6 +221,17 @@ free_all:
 	free(buf);
 	proc_free_vmas(vmas, nr);
 	return ret;
+}
+
+int proc_parse_vmas(pid_t pid, struct vma **out, size_t *nr_out)
+{
+	return parse_vmas(pid, "smaps", out, nr_out);
+}
+
+/* Ranges, protections and names only: /proc/PID/maps, much cheaper than smaps. */
+int proc_parse_maps(pid_t pid, struct vma **out, size_t *nr_out)
+{
+	return parse_vmas(pid, "maps", out, nr_out);
 }
 
 int proc_parse_fdinfo(pid_t pid, int fd, uint64_t *pos, unsigned *flags)

@@ -36,6 +36,8 @@ int proc_parse_stat(pid_t pid, struct proc_stat *st);
 int proc_parse_status(pid_t pid, struct proc_status *st);
 /* Reads maps + smaps VmFlags; caller frees with proc_free_vmas(). */
 int proc_parse_vmas(pid_t pid, struct vma **vmas, size_t *nr);
+/* The same without the smaps details (vmflags stay 0). */
+int proc_parse_maps(pid_t pid, struct vma **vmas, size_t *nr);
 void proc_free_vmas(struct vma *vmas, size_t nr);
 /* fdinfo pos/flags/mnt_id */
 int proc_parse_fdinfo(pid_t pid, int fd, uint64_t *pos, unsigned *flags);
