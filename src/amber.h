@@ -200,4 +200,22 @@ int files_add(struct dump_ctx *ctx, RegFile *f);
 int files_dump_path(struct dump_ctx *ctx, const char *procpath, const char *path, int flags,
 		    uint64_t pos, int *id);
 
+/* The pstree.img entry of pid, or NULL. */
+static inline PstreeEntry *tree_entry(const struct tree *t, uint32_t pid)
+{
+	for (size_t i = 0; i < t->nr_pstree; i++)
+		if (t->pstree[i]->pid == pid)
+			return t->pstree[i];
+	return NULL;
+}
+
+/* The restore context of pid (zombies have none), or NULL. */
+static inline struct restore_ctx *tree_rproc(const struct tree *t, uint32_t pid)
+{
+	for (size_t p = 0; p < t->nr_procs; p++)
+		if ((uint32_t)t->rprocs[p]->pid == pid)
+			return t->rprocs[p];
+	return NULL;
+}
+
 #endif

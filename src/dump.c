@@ -272,10 +272,7 @@ static int commit_image(struct tree *t)
 
 static bool known_pid(struct tree *t, pid_t pid)
 {
-	for (size_t i = 0; i < t->nr_pstree; i++)
-		if (t->pstree[i]->pid == (uint32_t)pid)
-			return true;
-	return false;
+	return tree_entry(t, (uint32_t)pid) != NULL;
 }
 
 static PstreeEntry *add_pstree(struct tree *t, const struct proc_stat *st, pid_t pid)
@@ -451,14 +448,6 @@ static int check_tree_layout(struct tree *t)
 	return 0;
 }
 
-static PstreeEntry *entry_of(struct tree *t, uint32_t pid)
-{
-	for (size_t i = 0; i < t->nr_pstree; i++)
-		if (t->pstree[i]->pid == pid)
-			return t->pstree[i];
-	return NULL;
-}
-
 static int kcmp_type;
 static int kcmp_err;
 
@@ -523,13 +512,13 @@ static int check_sharing(struct tree *t)
 				i > 0 && !sys_kcmp(v[i - 1]->pid, v[i]->pid, kcmp_type, 0, 0);
 			bool with_next = i + 1 < t->nr_procs &&
 					 !sys_kcmp(v[i]->pid, v[i + 1]->pid, kcmp_type, 0, 0);
-			PstreeEntry *e = entry_of(t, v[i]->pid);
+			PstreeEntry *e = tree_entry(t, v[i]->pid);
 			protobuf_c_boolean *flag, *has;
 
 			if (!with_prev && !with_next)
 				continue;
 			flag = share_flag(e, kcmp_type, &has);
-			if (entry_of(t, e->ppid) && !entry_of(t, e->ppid)->zombie &&
+			if (tree_entry(t, e->ppid) && !tree_entry(t, e->ppid)->zombie &&
 			    !sys_kcmp(e->ppid, v[i]->pid, kcmp_type, 0, 0))
 				*has = *flag = 1;
 		}
@@ -549,7 +538,7 @@ static int check_sharing(struct tree *t)
 			for (size_t m = i; j > i && m <= j; m++) {
 				protobuf_c_boolean *has;
 
-				tops += !*share_flag(entry_of(t, v[m]->pid), kcmp_type, &has);
+				tops += !*share_flag(tree_entry(t, v[m]->pid), kcmp_type, &has);
 			}
 			if (tops > 1) {
 				pr_err("pid %d and others share their %s, but not through their "
@@ -580,7 +569,7 @@ static int check_sharing(struct tree *t)
 			ret = -EOPNOTSUPP;
 		}
 	for (size_t p = 0; !ret && p < t->nr_procs; p++)
-		t->dprocs[p]->shares_vm = entry_of(t, t->dprocs[p]->pid)->clone_vm;
+		t->dprocs[p]->shares_vm = tree_entry(t, t->dprocs[p]->pid)->clone_vm;
 	free(v);
 	return ret;
 }

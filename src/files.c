@@ -814,10 +814,8 @@ static int files_restore_tree(struct tree *t)
 static int files_restore_child(struct restore_ctx *ctx)
 {
 	/* A table shared with the parent (CLONE_FILES) is the parent's to fill. */
-	for (size_t i = 0; i < ctx->tree->nr_pstree; i++)
-		if (ctx->tree->pstree[i]->pid == (uint32_t)ctx->pid &&
-		    ctx->tree->pstree[i]->clone_files)
-			return 0;
+	if (tree_entry(ctx->tree, (uint32_t)ctx->pid)->clone_files)
+		return 0;
 	/* Everything below fd_base is amber's and goes; the target's fds go there. */
 	if (close_range(0, ctx->tree->fd_base - 1, 0)) {
 		pr_err("close_range failed: %m");

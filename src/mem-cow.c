@@ -37,7 +37,6 @@
 #define PM_PFN_MASK ((1ULL << 55) - 1)
 #define COW_BATCH   512
 #define GIB	    (1UL << 30)
-#define USER_TOP    0x7ffffffff000UL
 
 bool cow_eligible(const VmaEntry *v)
 {
@@ -65,23 +64,16 @@ static ssize_t same_vma(const MmEntry *mm, const VmaEntry *v)
 	return -1;
 }
 
-static PstreeEntry *pstree_of(struct tree *t, uint32_t pid)
-{
-	for (size_t i = 0; i < t->nr_pstree; i++)
-		if (t->pstree[i]->pid == pid)
-			return t->pstree[i];
-	return NULL;
-}
-
 /* ---- dump ---- */
 
-void cow_dump_open(struct dump_ctx *ctx, struct cow_dump *cd)
+void cow_dump_open(struct dump_ctx *ctx, struct cow_dump *cd, int pagemap_fd)
 {
-	PstreeEntry *e = pstree_of(ctx->tree, (uint32_t)ctx->pid);
+	PstreeEntry *e = tree_entry(ctx->tree, (uint32_t)ctx->pid);
 	char path[64];
 
 	memset(cd, 0, sizeof(*cd));
-	cd->pagemap_fd = cd->parent_pagemap_fd = -1;
+	cd->pagemap_fd = pagemap_fd;
+	cd->parent_pagemap_fd = -1;
 	for (size_t p = 0; e && p < ctx->tree->nr_procs; p++) {
 		struct dump_ctx *c = ctx->tree->dprocs[p];
 
@@ -90,11 +82,9 @@ void cow_dump_open(struct dump_ctx *ctx, struct cow_dump *cd)
 	}
 	if (!cd->parent)
 		return;
-	snprintf(path, sizeof(path), "/proc/%d/pagemap", ctx->pid);
-	cd->pagemap_fd = sys_open(path, O_RDONLY | O_CLOEXEC, 0);
 	snprintf(path, sizeof(path), "/proc/%d/pagemap", cd->parent->pid);
 	cd->parent_pagemap_fd = sys_open(path, O_RDONLY | O_CLOEXEC, 0);
-	if (cd->pagemap_fd < 0 || cd->parent_pagemap_fd < 0) {
+	if (cd->parent_pagemap_fd < 0) {
 		/* not an error: the pages are then saved again */
 		pr_info("pid %d: cannot compare its pages with its parent's", ctx->pid);
 		cow_dump_close(cd);
@@ -103,11 +93,9 @@ void cow_dump_open(struct dump_ctx *ctx, struct cow_dump *cd)
 
 void cow_dump_close(struct cow_dump *cd)
 {
-	if (cd->pagemap_fd >= 0)
-		close(cd->pagemap_fd);
 	if (cd->parent_pagemap_fd >= 0)
 		close(cd->parent_pagemap_fd);
-	cd->pagemap_fd = cd->parent_pagemap_fd = -1;
+	cd->parent_pagemap_fd = -1;
 	cd->parent = NULL;
 }
 
@@ -160,14 +148,13 @@ unsigned long cow_slot(const struct restore_ctx *ctx, size_t i)
 	return ctx->cow_slot ? ctx->cow_slot[i] : 0;
 }
 
+/* The parent whose memory a process can inherit (not a CLONE_VM child), or NULL. */
 static struct restore_ctx *parent_of(struct tree *t, struct restore_ctx *ctx)
 {
-	PstreeEntry *e = pstree_of(t, (uint32_t)ctx->pid);
+	PstreeEntry *e = tree_entry(t, (uint32_t)ctx->pid);
+	struct restore_ctx *parent = e ? tree_rproc(t, e->ppid) : NULL;
 
-	for (size_t p = 0; e && p < t->nr_procs; p++)
-		if ((uint32_t)t->rprocs[p]->pid == e->ppid && !t->rprocs[p]->shares_vm)
-			return t->rprocs[p];
-	return NULL;
+	return parent && !parent->shares_vm ? parent : NULL;
 }
 
 /* Index of the VMA holding run pe (mem.c checked that one does). */
@@ -178,17 +165,6 @@ static size_t vma_of(const MmEntry *mm, const PagemapEntry *pe)
 	while (i + 1 < mm->n_vmas && mm->vmas[i]->end <= pe->vaddr)
 		i++;
 	return i;
-}
-
-struct range {
-	unsigned long start, end;
-};
-
-static int cmp_range(const void *a, const void *b)
-{
-	const struct range *x = a, *y = b;
-
-	return x->start < y->start ? -1 : x->start > y->start;
 }
 
 /*
@@ -203,7 +179,7 @@ static unsigned long find_area(struct tree *t, unsigned long size)
 	size_t n = 0, cap = 0;
 	struct vma *own = NULL;
 	size_t nr_own = 0;
-	unsigned long best = 0, best_len = 0, prev = 1UL << 32;
+	unsigned long best = 0, best_len = 0;
 
 	if (proc_parse_maps(getpid(), &own, &nr_own))
 		return 0;
@@ -219,17 +195,7 @@ static unsigned long find_area(struct tree *t, unsigned long size)
 	for (size_t i = 0; i < nr_own; i++)
 		if (own[i].start < USER_TOP) /* not [vsyscall] */
 			r[n++] = (struct range){own[i].start, own[i].end};
-	qsort(r, n, sizeof(*r), cmp_range);
-	for (size_t i = 0; i <= n; i++) {
-		unsigned long next = i < n ? r[i].start : USER_TOP;
-
-		if (next > prev && next - prev > best_len) {
-			best = prev;
-			best_len = next - prev;
-		}
-		if (i < n && r[i].end > prev)
-			prev = r[i].end;
-	}
+	best = largest_gap(r, n, &best_len);
 	free(r);
 free_own:
 	proc_free_vmas(own, nr_own);

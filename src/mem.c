@@ -512,7 +512,7 @@ static int scan_vma(struct page_writer *w, int pagemap_fd, const VmaEntry *v)
 static int mem_dump_pages(struct dump_ctx *ctx)
 {
 	static const char zero_pad[PAGES_DATA_OFF - IMG_HDR_SIZE];
-	struct page_writer w = {.ctx = ctx, .cow = {.pagemap_fd = -1, .parent_pagemap_fd = -1}};
+	struct page_writer w = {.ctx = ctx, .cow = {.parent_pagemap_fd = -1}};
 	char path[64];
 	int pagemap_fd, ret;
 
@@ -541,7 +541,7 @@ static int mem_dump_pages(struct dump_ctx *ctx)
 		ret = pages_out_start(&w.out, w.pages);
 	if (ret)
 		goto abort_pages;
-	cow_dump_open(ctx, &w.cow);
+	cow_dump_open(ctx, &w.cow, pagemap_fd);
 	for (size_t i = 0; i < ctx->mm->n_vmas && !ret; i++) {
 		VmaEntry *e = ctx->mm->vmas[i];
 
@@ -769,11 +769,6 @@ static int mem_restore_tree(struct tree *t)
 	return cow_plan(t);
 }
 
-static int mem_restore_prefork(struct restore_ctx *ctx)
-{
-	return ctx->shares_vm ? 0 : cow_prefork(ctx);
-}
-
 struct vdso_block {
 	unsigned long start, end;
 	unsigned long part_start[3], part_end[3]; /* by kind - VDSO */
@@ -840,67 +835,75 @@ static int move_block(struct restore_ctx *ctx, struct vdso_block *cur, unsigned 
 	return 0;
 }
 
-/* The biggest hole in the target's layout, for the scratch area. */
+static int cmp_range(const void *a, const void *b)
+{
+	const struct range *x = a, *y = b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+void range_sort(struct range *r, size_t n)
+{
+	qsort(r, n, sizeof(*r), cmp_range);
+}
+
+unsigned long largest_gap(struct range *r, size_t n, unsigned long *len)
+{
+	unsigned long best = 0, prev = 1UL << 32;
+
+	*len = 0;
+	range_sort(r, n);
+	for (size_t i = 0; i <= n; i++) {
+		unsigned long next = i < n ? r[i].start : USER_TOP;
+
+		if (next > prev && next - prev > *len) {
+			best = prev;
+			*len = next - prev;
+		}
+		if (i < n && r[i].end > prev)
+			prev = r[i].end;
+	}
+	return best;
+}
+
 /* The middle of the largest gap between the VMAs of mm and mem-cow.c's area. */
 static unsigned long find_gap(MmEntry *mm, unsigned long size)
 {
-	unsigned long best = 0, best_len = 0, prev = 1UL << 32, lo, hi;
-	bool area_done;
+	struct range *r = malloc((mm->n_vmas + 1) * sizeof(*r));
+	unsigned long best, len;
+	size_t n = 0;
 
-	cow_area(&lo, &hi);
-	area_done = lo == hi;
-	for (size_t i = 0; i <= mm->n_vmas;) {
-		unsigned long start = i < mm->n_vmas ? mm->vmas[i]->start : 0x7ffffffff000UL;
-		unsigned long end = i < mm->n_vmas ? mm->vmas[i]->end : 0;
-		bool area = !area_done && lo < start;
-
-		if (area) {
-			start = lo;
-			end = hi;
-			area_done = true;
-		}
-		if (start > prev && start - prev > best_len) {
-			best = prev;
-			best_len = start - prev;
-		}
-		if (end > prev)
-			prev = end;
-		if (!area)
-			i++;
-	}
-	if (best_len < size + (64UL << 20))
+	if (!r)
 		return 0;
-	return (best + best_len / 2) & ~(PAGE_SIZE - 1);
-}
-
-struct keep {
-	unsigned long start, end;
-};
-
-static int cmp_keep(const void *a, const void *b)
-{
-	const struct keep *x = a, *y = b;
-
-	return x->start < y->start ? -1 : x->start > y->start;
+	for (size_t i = 0; i < mm->n_vmas; i++)
+		r[n++] = (struct range){mm->vmas[i]->start, mm->vmas[i]->end};
+	cow_area(&r[n].start, &r[n].end);
+	if (r[n].start != r[n].end)
+		n++;
+	best = largest_gap(r, n, &len);
+	free(r);
+	if (len < size + (64UL << 20))
+		return 0;
+	return (best + len / 2) & ~(PAGE_SIZE - 1);
 }
 
 /* Unmap everything below top but the vDSO block and this process's premapped VMAs. */
 static int clear_address_space(struct restore_ctx *ctx, const struct vdso_block *cur,
 			       unsigned long top)
 {
-	struct keep *k = malloc((ctx->mm->n_vmas + 1) * sizeof(*k));
+	struct range *k = malloc((ctx->mm->n_vmas + 1) * sizeof(*k));
 	unsigned long pos = 0;
 	size_t n = 0;
 	long r = 0;
 
 	if (!k)
 		return -ENOMEM;
-	k[n++] = (struct keep){cur->start, cur->end};
+	k[n++] = (struct range){cur->start, cur->end};
 	for (size_t i = 0; i < ctx->mm->n_vmas; i++)
 		if (cow_slot(ctx, i))
-			k[n++] = (struct keep){cow_slot(ctx, i), cow_slot(ctx, i) + ctx->mm->vmas[i]->end -
+			k[n++] = (struct range){cow_slot(ctx, i), cow_slot(ctx, i) + ctx->mm->vmas[i]->end -
 									 ctx->mm->vmas[i]->start};
-	qsort(k, n, sizeof(*k), cmp_keep);
+	range_sort(k, n);
 	for (size_t i = 0; !r && i <= n; i++) {
 		unsigned long end = i < n ? k[i].start : top;
 
@@ -1512,6 +1515,6 @@ const struct resource_ops mem_ops = {
 	.dump_late = mem_dump_pages,
 	.restore_read = mem_restore_read,
 	.restore_tree = mem_restore_tree,
-	.restore_prefork = mem_restore_prefork,
+	.restore_prefork = cow_prefork, /* never run in a CLONE_VM child (restore.c) */
 	.restore_inject = mem_restore_inject,
 };

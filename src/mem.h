@@ -10,17 +10,30 @@
 
 #undef PAGE_SIZE
 #define PAGE_SIZE 4096UL
+#define USER_TOP  0x7ffffffff000UL /* top of the x86-64 user address space */
+
+/* An address range [start, end). */
+struct range {
+	unsigned long start, end;
+};
+
+void range_sort(struct range *r, size_t n);
+/* Sorts r; the largest gap between its ranges from 4 GiB to the top of user
+ * space starts at the return value and is *len bytes long. */
+unsigned long largest_gap(struct range *r, size_t n, unsigned long *len);
 
 /* ---- dump: which pages a process still shares with its parent ---- */
 
 struct cow_dump {
 	struct dump_ctx *parent; /* NULL: nothing is inherited */
-	int pagemap_fd, parent_pagemap_fd;
+	int pagemap_fd;	       /* the process's, borrowed from the caller */
+	int parent_pagemap_fd; /* opened here */
 	bool vma_ok; /* the current VMA is the parent's too (cow_dump_vma) */
 };
 
-/* Finds the parent in the tree and opens both pagemaps (needs root for PFNs). */
-void cow_dump_open(struct dump_ctx *ctx, struct cow_dump *cd);
+/* Finds the parent in the tree and opens its pagemap; pagemap_fd is the
+ * process's own, still the caller's to close (PFNs need root). */
+void cow_dump_open(struct dump_ctx *ctx, struct cow_dump *cd, int pagemap_fd);
 void cow_dump_close(struct cow_dump *cd);
 /* Whether pages of this VMA can be taken from the parent on restore. */
 void cow_dump_vma(struct cow_dump *cd, const VmaEntry *v);

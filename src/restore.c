@@ -211,14 +211,6 @@ static int read_pstree(struct tree *t)
 	return ret;
 }
 
-static struct restore_ctx *proc_of(struct tree *t, uint32_t pid)
-{
-	for (size_t p = 0; p < t->nr_procs; p++)
-		if (t->rprocs[p]->pid == (pid_t)pid)
-			return t->rprocs[p];
-	return NULL;
-}
-
 static int read_processes(struct tree *t)
 {
 	t->rprocs = calloc(t->nr_pstree, sizeof(*t->rprocs));
@@ -427,11 +419,27 @@ static void __attribute__((noreturn)) child_main(struct tree *t, size_t idx)
 	child_setup(t, idx, false);
 }
 
+/* The restore_prefork (or restore_child) hooks, in the child; a failure ends it. */
+static void child_hooks(struct restore_ctx *ctx, int report_fd, bool prefork)
+{
+	for (const struct resource_ops *const *r = resources; *r; r++) {
+		int (*fn)(struct restore_ctx *) = prefork ? (*r)->restore_prefork
+							  : (*r)->restore_child;
+		char msg[64];
+
+		if (!fn || !fn(ctx))
+			continue;
+		snprintf(msg, sizeof(msg), "restore of %s failed", (*r)->name);
+		child_report(report_fd, msg);
+		_exit(1);
+	}
+}
+
 /* After "go": vm says the process shares its parent's memory (and log_fd). */
 static void __attribute__((noreturn)) child_setup(struct tree *t, size_t idx, bool vm)
 {
 	PstreeEntry *e = t->pstree[idx];
-	struct restore_ctx *ctx = proc_of(t, e->pid);
+	struct restore_ctx *ctx = tree_rproc(t, e->pid);
 	int report_fd = syncs[idx].report[1];
 
 	if (!vm) {
@@ -452,30 +460,13 @@ static void __attribute__((noreturn)) child_setup(struct tree *t, size_t idx, bo
 		_exit(1);
 	}
 	/* what the children inherit (copy-on-write memory) exists before them */
-	for (const struct resource_ops *const *r = resources; !vm && *r; r++) {
-		if ((*r)->restore_prefork && (*r)->restore_prefork(ctx)) {
-			char msg[64];
-
-			snprintf(msg, sizeof(msg), "restore of %s failed", (*r)->name);
-			child_report(report_fd, msg);
-			_exit(1);
-		}
-	}
+	if (!vm)
+		child_hooks(ctx, report_fd, true);
 	if (fork_children(t, e)) {
 		child_report(report_fd, "cannot create its children");
 		_exit(1);
 	}
-	for (const struct resource_ops *const *r = resources; *r; r++) {
-		if (!(*r)->restore_child)
-			continue;
-		if ((*r)->restore_child(ctx)) {
-			char msg[64];
-
-			snprintf(msg, sizeof(msg), "restore of %s failed", (*r)->name);
-			child_report(report_fd, msg);
-			_exit(1);
-		}
-	}
+	child_hooks(ctx, report_fd, false);
 	child_report(report_fd, NULL);
 	/* amber takes over from this stop (not raise(): a CLONE_VM child has its
 	 * parent's TLS, and with it the parent's cached tid) */
@@ -554,7 +545,7 @@ static int create_tree(struct tree *t)
 	ret = seize_and_go(t, 0);
 	for (size_t i = 0; !ret && i < t->nr_pstree; i++) {
 		PstreeEntry *e = t->pstree[i];
-		struct restore_ctx *ctx = proc_of(t, e->pid);
+		struct restore_ctx *ctx = tree_rproc(t, e->pid);
 
 		if (e->zombie)
 			continue;
