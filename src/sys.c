@@ -253,18 +253,16 @@ int sys_kcmp(pid_t pid1, pid_t pid2, int type, unsigned long idx1, unsigned long
 
 long sys_clone3_set_tid(pid_t tid, int exit_signal, uint64_t flags)
 {
-	struct clone_args args;
 	pid_t set_tid = tid;
+	struct clone_args args = {.flags = flags,
+				  .exit_signal = (uint64_t)exit_signal,
+				  .set_tid = (uintptr_t)&set_tid,
+				  .set_tid_size = 1};
 	int f = injected(SYS_CLONE3);
 	long r;
 
 	if (f)
 		return -f;
-	memset(&args, 0, sizeof(args));
-	args.flags = flags;
-	args.exit_signal = exit_signal;
-	args.set_tid = (uintptr_t)&set_tid;
-	args.set_tid_size = 1;
 	r = syscall(SYS_clone3, &args, sizeof(args));
 	return r < 0 ? -errno : r;
 }
@@ -327,19 +325,17 @@ __asm__(".text\n"
 long sys_clone3_vm(pid_t tid, uint64_t flags, void *stack, size_t stack_size, int go_fd,
 		   void (*fn)(void *), void *arg)
 {
-	struct clone_args args;
 	pid_t set_tid = tid;
+	struct clone_args args = {.flags = flags | CLONE_VM,
+				  .exit_signal = SIGCHLD,
+				  .stack = (uintptr_t)stack,
+				  .stack_size = stack_size,
+				  .set_tid = (uintptr_t)&set_tid,
+				  .set_tid_size = 1};
 	int f = injected(SYS_CLONE3);
 
 	if (f)
 		return -f;
-	memset(&args, 0, sizeof(args));
-	args.flags = flags | CLONE_VM;
-	args.exit_signal = SIGCHLD;
-	args.stack = (uintptr_t)stack;
-	args.stack_size = stack_size;
-	args.set_tid = (uintptr_t)&set_tid;
-	args.set_tid_size = 1;
 	return amber_clone3_vm(&args, sizeof(args), go_fd, fn, arg, getpid());
 }
 
