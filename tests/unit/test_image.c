@@ -23,6 +23,7 @@
 #include "image.h"
 #include "log.h"
 #include "sys.h"
+#include "unit.h"
 
 #define ROOT_PID 4321
 #define NR_PM 3
@@ -32,26 +33,13 @@ struct fixture {
 	int dirfd;
 };
 
-static void set_faults(const char *spec)
-{
-	sys_fault_reset();
-	if (spec)
-		setenv("AMBER_FAULT", spec, 1);
-	else
-		unsetenv("AMBER_FAULT");
-	sys_fault_init();
-}
-
 static int setup(void **state)
 {
 	struct fixture *fx = calloc(1, sizeof(*fx));
 
 	if (!fx)
 		return -1;
-	snprintf(fx->dir, sizeof(fx->dir), "/tmp/amber-unit-XXXXXX");
-	if (!mkdtemp(fx->dir))
-		return -1;
-	fx->dirfd = open(fx->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fx->dirfd = unit_mkdir(fx->dir);
 	if (fx->dirfd < 0)
 		return -1;
 	set_faults(NULL);
@@ -62,12 +50,10 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fixture *fx = *state;
-	char cmd[128];
 
 	set_faults(NULL);
 	close(fx->dirfd);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
-	if (system(cmd))
+	if (unit_remove(fx->dir, NULL))
 		return -1;
 	free(fx);
 	return 0;

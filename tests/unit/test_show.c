@@ -25,6 +25,7 @@
 #include "image.h"
 #include "log.h"
 #include "sys.h"
+#include "unit.h"
 
 #define PID 4242
 
@@ -40,13 +41,10 @@ static int setup(void **state)
 
 	if (!fx)
 		return -1;
-	snprintf(fx->dir, sizeof(fx->dir), "/tmp/amber-unit-XXXXXX");
-	if (!mkdtemp(fx->dir))
-		return -1;
-	snprintf(fx->out, sizeof(fx->out), "%s.json", fx->dir);
-	fx->dirfd = open(fx->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fx->dirfd = unit_mkdir(fx->dir);
 	if (fx->dirfd < 0)
 		return -1;
+	snprintf(fx->out, sizeof(fx->out), "%s.json", fx->dir);
 	*state = fx;
 	return 0;
 }
@@ -54,11 +52,9 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fixture *fx = *state;
-	char cmd[256];
 
 	close(fx->dirfd);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s'", fx->dir, fx->out);
-	if (system(cmd))
+	if (unit_remove(fx->dir, fx->out))
 		return -1;
 	free(fx);
 	return 0;

@@ -21,16 +21,7 @@
 
 #include "log.h"
 #include "sys.h"
-
-static void set_faults(const char *spec)
-{
-	sys_fault_reset();
-	if (spec)
-		setenv("AMBER_FAULT", spec, 1);
-	else
-		unsetenv("AMBER_FAULT");
-	sys_fault_init();
-}
+#include "unit.h"
 
 static int reset(void **state)
 {
