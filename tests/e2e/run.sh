@@ -516,6 +516,14 @@ count_continues_and_pidfile() {
 
 # --shell-job: a job in a tmux pane, dumped and restored in the pane, keeps writing to it.
 tm() { tmux -L "$TMUX_SOCK" "$@"; }
+# tm_shell: a fresh tmux session "e2e" with a clean bash at its prompt, as a new user has
+tm_shell() {
+	tm kill-server 2>/dev/null
+	tm new-session -d -s e2e -x 160 -y 50 "env -i PATH=$PATH HOME=/root TERM=screen PS1='pane\$ ' bash --norc --noprofile" ||
+		{ fail "tmux new-session failed"; return 1; }
+	echo "$(tm display -p -t e2e '#{pane_pid}')" >>"$W/pids"
+	wait_for 5 eval 'tm capture-pane -p -t e2e | grep -q "pane\\$"' || { fail "no shell prompt in the pane"; tm kill-server; return 1; }
+}
 ticks_after_mark() {
 	tm capture-pane -p -t e2e -S -3000 | awk 'f && /^tick [0-9]+$/ {print $2} $0 == "RESTORE-MARK" {f = 1}'
 }
@@ -525,11 +533,7 @@ t_shell_job() {
 	local rc=0 exe last_tick first_after
 	mkdir -p "$T"
 	chmod 0777 "$T"
-	tm kill-server 2>/dev/null
-	tm new-session -d -s e2e -x 160 -y 50 "env -i PATH=$PATH HOME=/root TERM=screen PS1='pane\$ ' bash --norc --noprofile" ||
-		{ fail "tmux new-session failed"; return 1; }
-	echo "$(tm display -p -t e2e '#{pane_pid}')" >>"$W/pids"
-	wait_for 5 eval 'tm capture-pane -p -t e2e | grep -q "pane\\$"' || { fail "no shell prompt in the pane"; tm kill-server; return 1; }
+	tm_shell || return 1
 	tm send-keys -t e2e "cd $T && $PROGS/counter $T tty" Enter
 	if ! wait_for 10 test -e "$T/ready"; then
 		fail "the job did not start in the pane"

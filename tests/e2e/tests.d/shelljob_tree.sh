@@ -9,11 +9,7 @@ t_shell_job_tree() {
 	local rc=0 kid
 	mkdir -p "$T/a"
 	chmod 0777 "$T" "$T/a"
-	tm kill-server 2>/dev/null
-	tm new-session -d -s e2e -x 160 -y 50 "env -i PATH=$PATH HOME=/root TERM=screen PS1='pane\$ ' bash --norc --noprofile" ||
-		{ fail "tmux new-session failed"; return 1; }
-	echo "$(tm display -p -t e2e '#{pane_pid}')" >>"$W/pids"
-	wait_for 5 eval 'tm capture-pane -p -t e2e | grep -q "pane\\$"' || { fail "no shell prompt"; tm kill-server; return 1; }
+	tm_shell || return 1
 	tm send-keys -t e2e "cd $T && sh -c '$PROGS/counter $T/a tty & exec $PROGS/counter $T tty'" Enter
 	if ! wait_for 10 eval 'test -e "$T/ready" && test -e "$T/a/ready"'; then
 		fail "the job did not start in the pane"
