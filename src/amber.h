@@ -152,6 +152,9 @@ struct resource_ops {
 	int (*dump_tree)(struct tree *t);
 	/* Once per dump, after every process's dump (tables shared by all). */
 	int (*dump_tree_late)(struct tree *t);
+	/* The dumped processes run on (the dump failed, or -R): undo, before
+	 * they do, what must not outlive the freeze (sockets in repair mode). */
+	void (*dump_undo)(struct tree *t);
 	/* Once per restore, in amber before any process exists: tree-wide objects
 	 * (file descriptions, pipes) that every restored process inherits. */
 	int (*restore_tree)(struct tree *t);

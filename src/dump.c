@@ -624,8 +624,12 @@ static void kill_tree(struct tree *t)
 	}
 }
 
+/* Let the processes run on, after the resources undid what they must not see. */
 static void release_tree(struct tree *t)
 {
+	for (const struct resource_ops *const *r = resources; *r; r++)
+		if ((*r)->dump_undo)
+			(*r)->dump_undo(t);
 	for (size_t p = 0; p < t->nr_procs; p++) {
 		for_threads_release(t->dprocs[p]);
 		infect_detach(&t->dprocs[p]->inf);

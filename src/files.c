@@ -834,10 +834,18 @@ static int files_restore_child(struct restore_ctx *ctx)
 	return 0;
 }
 
+static void files_dump_undo(struct tree *t)
+{
+	for (const struct fd_type *const *ft = fd_types; *ft; ft++)
+		if ((*ft)->dump_undo)
+			(*ft)->dump_undo();
+}
+
 const struct resource_ops files_ops = {
 	.name = "files",
 	.dump_tree = files_dump_tree,
 	.dump_tree_late = files_dump_tree_late,
+	.dump_undo = files_dump_undo,
 	.restore_read = files_restore_read,
 	.restore_tree = files_restore_tree,
 	.restore_child = files_restore_child,

@@ -41,6 +41,8 @@ struct fd_type {
 	int (*prepare)(struct tree *t, RegFile **files, size_t n, int *fds);
 	/* Optional: once every description is open (epoll adds its targets). */
 	int (*post_open)(struct tree *t, RegFile *f, int fd);
+	/* Optional, dump: the processes run on; see resource_ops.dump_undo. */
+	void (*dump_undo)(void);
 };
 
 extern const struct fd_type *const fd_types[]; /* NULL-terminated */

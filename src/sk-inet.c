@@ -271,9 +271,10 @@ static int repair_off(int fd, int reuse)
 }
 
 /*
- * At exit: a socket whose process is dead (the dump killed the tree) is
- * closed still in repair mode, so it goes without FIN or RST; one whose
- * process lives on (the dump failed) is put back in normal mode.
+ * Before a failed dump lets the processes run (dump_undo), or at exit: a
+ * socket whose process is dead (the dump killed the tree) is closed still in
+ * repair mode, so it goes without FIN or RST; one whose process lives on is
+ * put back in normal mode first (a send in repair mode fails with EINVAL).
  */
 static void repair_release(void)
 {
@@ -945,4 +946,5 @@ const struct fd_type inet_sk_type = {
 	.match = inet_match,
 	.dump = inet_dump,
 	.prepare = inet_prepare,
+	.dump_undo = repair_release,
 };
