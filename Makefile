@@ -16,6 +16,8 @@ PROGS_SRC := $(wildcard tests/e2e/progs/*.c)
 PROGS     := $(PROGS_SRC:tests/e2e/progs/%.c=$(B)/progs/%)
 UNIT_SRC  := $(wildcard tests/unit/*.c)
 UNITS     := $(UNIT_SRC:tests/unit/%.c=$(B)/unit/%)
+TOOL_SRC  := $(wildcard tests/tools/*.c)
+TOOLS     := $(TOOL_SRC:tests/tools/%.c=$(B)/tools/%)
 
 all: $(B)/amber
 
@@ -60,17 +62,23 @@ $(B)/unit/%: tests/unit/%.c $(B)/libamber.a
 	@mkdir -p $(B)/unit
 	$(CC) $(CFLAGS) -o $@ $< $(B)/libamber.a $(LDLIBS) -lcmocka
 
+# Helpers of the tests (tests/tools/): image editing as an attacker would.
+$(B)/tools/%: tests/tools/%.c $(B)/libamber.a
+	@mkdir -p $(B)/tools
+	$(CC) $(CFLAGS) -o $@ $< $(B)/libamber.a $(LDLIBS)
+
 progs: $(PROGS)
 units: $(UNITS)
+tools: $(TOOLS)
 
 setup:
 	scripts/setup.sh
 
-test: all progs units
+test: all progs units tools
 	tests/run-all.sh
 
 # test plus the kernel rig (kernel/, QEMU): what CI runs
-test-all: all progs units
+test-all: all progs units tools
 	tests/test-all.sh
 
 bench: all progs
@@ -85,5 +93,5 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all setup progs units test test-all bench demo format clean
+.PHONY: all setup progs units tools test test-all bench demo format clean
 -include $(OBJS:.o=.d) $(PROGS:=.d)
