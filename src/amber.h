@@ -87,9 +87,10 @@ struct tree {
 	int ghosts; /* ghost files written so far */
 	struct dump_ctx **dprocs;
 	/* restore */
+	struct img_dir *img; /* every image file, opened and checked once */
 	Inventory *inv;
-	uid_t image_uid; /* owner of inventory.img: what the image may grant */
-	gid_t image_gid;
+	uid_t image_uid; /* owner of the image directory and files: what it may grant */
+	gid_t image_gid; /* group of inventory.img */
 	RegFile **rfiles;
 	size_t nr_rfiles;
 	int *desc_fd; /* per file id: amber's fd on it, inherited by every process */
@@ -122,7 +123,7 @@ struct dump_ctx {
 struct restore_ctx {
 	struct opts *o;
 	struct tree *tree;
-	int dirfd;
+	struct img_dir *img;
 	Inventory *inv;
 	pid_t pid;
 	TaskCore *core;

@@ -471,7 +471,7 @@ static int files_dump_tree_late(struct tree *t)
 static int read_files_img(struct restore_ctx *ctx)
 {
 	struct tree *t = ctx->tree;
-	int ret = img_read_all(ctx->dirfd, IMG_FILES, &reg_file__descriptor, &t->rfiles,
+	int ret = img_read_all(ctx->img, IMG_FILES, &reg_file__descriptor, &t->rfiles,
 			       &t->nr_rfiles, "files.img");
 
 	for (size_t i = 0; !ret && i < t->nr_rfiles; i++) {
@@ -503,7 +503,7 @@ static int files_restore_read(struct restore_ctx *ctx)
 	}
 	ctx->files = ctx->tree->rfiles;
 	ctx->nr_files = ctx->tree->nr_rfiles;
-	ret = img_read_all(ctx->dirfd, IMG_FDS, &fd_entry__descriptor, &ctx->fds, &ctx->nr_fds,
+	ret = img_read_all(ctx->img, IMG_FDS, &fd_entry__descriptor, &ctx->fds, &ctx->nr_fds,
 			   "fds-%d.img", ctx->pid);
 	for (size_t i = 0; !ret && i < ctx->nr_fds; i++) {
 		FdEntry *e = ctx->fds[i];
@@ -560,7 +560,7 @@ static int ghost_fd(struct tree *t, RegFile *f)
 	for (size_t i = 0; i < nr_ghosts; i++)
 		if (!strcmp(ghosts[i].name, f->ghost))
 			return ghosts[i].fd;
-	ret = img_open(t->dirfd, IMG_GHOST, &img, "%s", f->ghost);
+	ret = img_open(t->img, IMG_GHOST, &img, "%s", f->ghost);
 	if (ret)
 		return ret;
 	fd = open(f->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, f->mode & 07777);
@@ -578,13 +578,18 @@ static int ghost_fd(struct tree *t, RegFile *f)
 		pr_err("cannot recreate deleted file %s: %m", f->path);
 		goto close_img;
 	}
-	while ((r = read(img->fd, buf, sizeof(buf))) > 0)
+	while ((r = img_read(img, buf, sizeof(buf))) > 0)
 		if (sys_write_full(fd, buf, r) != r) {
 			ret = -EIO;
 			pr_err("cannot refill deleted file %s", f->path);
 			close(fd);
 			goto close_img;
 		}
+	if (r < 0) {
+		ret = (int)r;
+		close(fd);
+		goto close_img;
+	}
 	fd = up(t, fd);
 	ghosts = realloc(ghosts, (nr_ghosts + 1) * sizeof(*ghosts));
 	ghosts[nr_ghosts].name = f->ghost;

@@ -50,8 +50,8 @@ fail:
 
 static int fs_restore_read(struct restore_ctx *ctx)
 {
-	return img_read_one(ctx->dirfd, IMG_FS, &fs_entry__descriptor,
-			    (ProtobufCMessage **)&ctx->fs, "fs-%d.img", ctx->pid);
+	return img_read_one(ctx->img, IMG_FS, &fs_entry__descriptor, (ProtobufCMessage **)&ctx->fs,
+			    "fs-%d.img", ctx->pid);
 }
 
 /*

@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: MIT
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -224,61 +227,839 @@ int img_set_commit(struct img_set *set, Inventory *inv)
 	return 0;
 }
 
-int img_open(int dirfd, enum img_kind kind, struct img **out, const char *fmt, ...)
+/* ---- reading ---- */
+
+#define OPEN_FLAGS (O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC)
+#define ASYNC_MIN  (16UL << 20) /* raw files this large are hashed in the background */
+#define IMG_PAGE   4096UL
+
+static const struct {
+	const char *name;   /* as the errors name it */
+	const char *sysctl; /* the restoring kernel's value, if it has one */
+	uint64_t value;	    /* else (or if unreadable) this */
+} lims[LIM__COUNT] = {
+	[LIM_NR_OPEN] = {"fs.nr_open", "/proc/sys/fs/nr_open", 1 << 20},
+	[LIM_MAP_COUNT] = {"vm.max_map_count", "/proc/sys/vm/max_map_count", 65530},
+	[LIM_THREADS_MAX] = {"kernel.threads-max", "/proc/sys/kernel/threads-max", 1 << 22},
+	[LIM_PID_MAX] = {"kernel.pid_max", "/proc/sys/kernel/pid_max", 1 << 22},
+	[LIM_SIGPENDING] = {"RLIMIT_SIGPENDING", NULL, 0},
+	[LIM_INOTIFY] = {"fs.inotify.max_user_watches", "/proc/sys/fs/inotify/max_user_watches",
+			 1 << 20},
+	[LIM_NGROUPS] = {"NGROUPS_MAX", NULL, NGROUPS_MAX},
+	[LIM_NSIG] = {"the 64 signals", NULL, 64},
+	[LIM_RLIMITS] = {"RLIM_NLIMITS", NULL, RLIM_NLIMITS},
+	[LIM_ITIMERS] = {"the 3 interval timers", NULL, 3},
+	/* the kernel saves fewer (AT_VECTOR_SIZE); mem.c's MAX_AUXV */
+	[LIM_AUXV] = {"amber's 128 auxv words", NULL, 128},
+	/* sk-unix.c's MAX_QUEUED: dump refuses more */
+	[LIM_QUEUED] = {"amber's 65536 messages queued per socket", NULL, 65536},
+	[LIM_DIRENTS] = {"the number of files in the image directory", NULL, 0},
+};
+
+static void read_limits(struct img_dir *d)
 {
-	struct img *img = calloc(1, sizeof(*img));
-	uint32_t hdr[2];
-	va_list ap;
-	ssize_t r;
+	struct rlimit rl;
 
-	if (!img)
-		return -ENOMEM;
-	va_start(ap, fmt);
-	vsnprintf(img->name, sizeof(img->name), fmt, ap);
-	va_end(ap);
-	img->kind = kind;
-	img->fd = sys_openat(dirfd, img->name, O_RDONLY | O_CLOEXEC, 0);
-	if (img->fd < 0) {
-		int ret = img->fd;
+	for (int i = 0; i < LIM__COUNT; i++) {
+		char *buf;
 
-		pr_err("cannot open image file %s: %s", img->name, strerror(-ret));
-		free(img);
-		return ret;
+		if (i == LIM_DIRENTS)
+			continue;
+		d->lim[i] = lims[i].value;
+		if (lims[i].sysctl && !sys_read_file(lims[i].sysctl, &buf, NULL)) {
+			unsigned long long v = strtoull(buf, NULL, 10);
+
+			if (v)
+				d->lim[i] = v;
+			free(buf);
+		}
 	}
-	r = sys_read_full(img->fd, hdr, sizeof(hdr));
-	if (r != sizeof(hdr) || hdr[0] != img_magic(kind) || hdr[1] != IMG_VERSION) {
+	/* a restored process gets no higher limit than amber's own */
+	d->lim[LIM_SIGPENDING] = d->lim[LIM_THREADS_MAX];
+	if (!getrlimit(RLIMIT_SIGPENDING, &rl) && rl.rlim_max != RLIM_INFINITY)
+		d->lim[LIM_SIGPENDING] = rl.rlim_max;
+}
+
+static bool has_records(enum img_kind kind)
+{
+	return kind != IMG_PAGES && kind != IMG_GHOST;
+}
+
+/*
+ * The largest record of a kind a real process can need, from the wire sizes
+ * of its fields (a varint field takes at most 11 bytes with its tag).
+ */
+static uint64_t max_record(const struct img_dir *d, enum img_kind kind, const char **why)
+{
+	const uint64_t *l = d->lim;
+
+	switch (kind) {
+	case IMG_INVENTORY: /* a name of < 64 bytes, a size and a hash per file */
+		*why = lims[LIM_DIRENTS].name;
+		return 1024 + l[LIM_DIRENTS] * 96;
+	case IMG_CORE: /* XSAVE, signals, timers, groups, threads */
+		*why = "a task's state (RLIMIT_SIGPENDING, NGROUPS_MAX, kernel.threads-max)";
+		return 4096 + 16384 + l[LIM_NSIG] * 64 + l[LIM_SIGPENDING] * (160 + 80) +
+		       (l[LIM_RLIMITS] + l[LIM_ITIMERS]) * 40 + l[LIM_NGROUPS] * 6 +
+		       l[LIM_THREADS_MAX] * 6;
+	case IMG_MM:
+		*why = "vm.max_map_count mappings";
+		return 4096 + l[LIM_AUXV] * 11 + l[LIM_MAP_COUNT] * 96 + 65536;
+	case IMG_PAGEMAP:
+		*why = "one run of pages";
+		return 64;
+	case IMG_FDS:
+		*why = "one fd";
+		return 32;
+	case IMG_FS:
+		*why = "two paths (PATH_MAX)";
+		return 2 * PATH_MAX + 64;
+	case IMG_PSTREE:
+		*why = "one process";
+		return 96;
+	case IMG_FILES: /* what is large in it (data, watches) is bounded by wire_rules */
+		*why = "amber's image format";
+		return IMG_MAX_RECORD;
+	default:
+		*why = "a raw file";
+		return 0;
+	}
+}
+
+/* How many records a file of a kind may hold, before the other files are known. */
+static uint64_t max_count(const struct img_dir *d, enum img_kind kind, const char **why)
+{
+	switch (kind) {
+	case IMG_INVENTORY:
+	case IMG_CORE:
+	case IMG_MM:
+	case IMG_FS:
+		*why = "one";
+		return 1;
+	case IMG_FDS:
+		*why = lims[LIM_NR_OPEN].name;
+		return d->lim[LIM_NR_OPEN];
+	case IMG_PSTREE:
+		*why = lims[LIM_PID_MAX].name;
+		return d->lim[LIM_PID_MAX];
+	default: /* bounded by the other files: check_counts() */
+		*why = "";
+		return UINT64_MAX;
+	}
+}
+
+/* Files amber writes: inventory.img, files.img, pstree.img and KIND-N.img. */
+static int kind_of_name(const char *name, enum img_kind *kind)
+{
+	static const struct {
+		const char *prefix;
+		enum img_kind kind;
+	} numbered[] = {
+		{"core-", IMG_CORE},   {"mm-", IMG_MM},	  {"pagemap-", IMG_PAGEMAP},
+		{"pages-", IMG_PAGES}, {"fds-", IMG_FDS}, {"fs-", IMG_FS},
+		{"ghost-", IMG_GHOST},
+	};
+
+	if (!strcmp(name, "files.img") || !strcmp(name, "pstree.img")) {
+		*kind = name[0] == 'f' ? IMG_FILES : IMG_PSTREE;
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(numbered) / sizeof(numbered[0]); i++) {
+		size_t pl = strlen(numbered[i].prefix), digits;
+
+		if (strncmp(name, numbered[i].prefix, pl))
+			continue;
+		digits = strspn(name + pl, "0123456789");
+		if (digits && digits <= 10 && !strcmp(name + pl + digits, ".img")) {
+			*kind = numbered[i].kind;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static int cmp_file(const void *a, const void *b)
+{
+	return strcmp((*(struct img_file *const *)a)->name, (*(struct img_file *const *)b)->name);
+}
+
+static struct img_file *find_file(const struct img_dir *d, const char *name)
+{
+	struct img_file key, *kp = &key, **f;
+
+	if (d->browse) { /* unsorted, and few */
+		for (size_t i = 0; i < d->nr_files; i++)
+			if (!strcmp(d->files[i]->name, name))
+				return d->files[i];
+		return NULL;
+	}
+	snprintf(key.name, sizeof(key.name), "%s", name);
+	f = bsearch(&kp, d->files, d->nr_files, sizeof(*d->files), cmp_file);
+	return f ? *f : NULL;
+}
+
+static int add_file(struct img_dir *d, const char *name, enum img_kind kind, struct img_file **out)
+{
+	struct img_file *f;
+
+	if (d->nr_files == d->cap) {
+		size_t cap = d->cap ? 2 * d->cap : 16;
+		struct img_file **nf = realloc(d->files, cap * sizeof(*nf));
+
+		if (!nf)
+			return -ENOMEM;
+		d->files = nf;
+		d->cap = cap;
+	}
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	snprintf(f->name, sizeof(f->name), "%s", name);
+	f->kind = kind;
+	f->fd = -1;
+	f->max_records = UINT64_MAX;
+	d->files[d->nr_files++] = f;
+	*out = f;
+	return 0;
+}
+
+static int check_header(const struct img_dir *d, const struct img_file *f)
+{
+	uint32_t hdr[2];
+	ssize_t r = sys_pread_full(f->fd, hdr, sizeof(hdr), 0);
+
+	if (r < 0) {
+		pr_err("%s: cannot read image file %s: %s", d->path, f->name, strerror((int)-r));
+		return (int)r;
+	}
+	if (r != sizeof(hdr) || hdr[0] != img_magic(f->kind) || hdr[1] != IMG_VERSION ||
+	    (f->kind == IMG_PAGES && f->size < PAGES_DATA_OFF)) {
 		pr_err("image file %s is not a %s image of version %d (corrupt, or written by "
 		       "another amber version)",
-		       img->name, img_kind_name(kind), IMG_VERSION);
-		close(img->fd);
-		free(img);
+		       f->name, img_kind_name(f->kind), IMG_VERSION);
 		return -EBADMSG;
 	}
+	return 0;
+}
+
+/*
+ * An image is one user's: what it may grant is bounded by who owns it, so
+ * every file must be that user's alone, as the directory is (st: fstat of
+ * the open file; a name cannot be swapped underneath an fd).
+ */
+static int check_owned(const struct img_dir *d, const char *name, const struct stat *st)
+{
+	if (!S_ISREG(st->st_mode)) {
+		pr_err("%s: image file %s is not a regular file; refusing", d->path, name);
+		return -EPERM;
+	}
+	if (st->st_nlink != 1) {
+		pr_err("%s: image file %s has %lu links: a file linked from elsewhere is not the "
+		       "image's own; refusing (copy it instead)",
+		       d->path, name, (unsigned long)st->st_nlink);
+		return -EPERM;
+	}
+	if (st->st_uid != d->uid) {
+		pr_err("%s: image file %s belongs to uid %u, the directory to uid %u: an image "
+		       "must be one user's files; refusing",
+		       d->path, name, st->st_uid, d->uid);
+		return -EPERM;
+	}
+	if (st->st_mode & (S_IWGRP | S_IWOTH)) {
+		pr_err("%s: image file %s is writable by group or others; refusing (chmod go-w)",
+		       d->path, name);
+		return -EPERM;
+	}
+	return 0;
+}
+
+/* Open name once, relative to the directory, links not followed, and check it. */
+static int open_checked(struct img_dir *d, const char *name, enum img_kind kind,
+			struct img_file **out, struct stat *st)
+{
+	struct img_file *f;
+	int ret = add_file(d, name, kind, &f);
+
+	if (ret)
+		return ret;
+	f->fd = sys_openat(d->dirfd, name, OPEN_FLAGS, 0);
+	if (f->fd < 0) {
+		ret = f->fd;
+		if (ret == -ELOOP)
+			pr_err("%s: image file %s is a symbolic link; restore reads only the "
+			       "directory's own files, refusing",
+			       d->path, name);
+		else if (ret == -ENOENT && kind == IMG_INVENTORY)
+			pr_err("%s is not a complete amber image: inventory.img is missing (the "
+			       "dump did not finish, or this is not an image directory); dump "
+			       "again",
+			       d->path);
+		else
+			pr_err("%s: image file %s is missing or unreadable (%s); the image is "
+			       "incomplete, dump again",
+			       d->path, name, strerror(-ret));
+		return ret;
+	}
+	if (fstat(f->fd, st)) {
+		ret = -errno;
+		pr_err("%s: cannot stat image file %s: %m", d->path, name);
+		return ret;
+	}
+	f->size = st->st_size;
+	*out = f;
+	return d->browse ? 0 : check_owned(d, name, st);
+}
+
+/*
+ * Hash a file through its fd; a record file's records are checked as they
+ * stream by (length, count), so that a crafted one is refused before anything
+ * of it is decoded or allocated.
+ */
+static int scan_file(const struct img_dir *d, struct img_file *f, uint64_t *hash)
+{
+	static uint8_t buf[1 << 20];
+	const char *why, *cwhy;
+	uint64_t max_len = max_record(d, f->kind, &why), max_nr = max_count(d, f->kind, &cwhy);
+	uint64_t done = 0, skip = IMG_HDR_SIZE, nr = 0;
+	bool records = has_records(f->kind);
+	XXH3_state_t *st = XXH3_createState();
+	uint8_t head[12];
+	size_t have = 0;
+	int ret = 0;
+
+	if (!st)
+		return -ENOMEM;
+	XXH3_64bits_reset(st);
+	for (;;) {
+		ssize_t r = sys_read_full(f->fd, buf, sizeof(buf));
+
+		if (r < 0) {
+			ret = (int)r;
+			pr_err("%s: cannot read image file %s: %s", d->path, f->name,
+			       strerror(-ret));
+			goto free_state;
+		}
+		if (done + r > f->size)
+			break; /* grew meanwhile: refused below */
+		XXH3_64bits_update(st, buf, r);
+		for (size_t i = 0; records && i < (size_t)r;) {
+			uint32_t len;
+			size_t k;
+
+			if (skip) {
+				k = skip < r - i ? skip : r - i;
+				skip -= k;
+				i += k;
+				continue;
+			}
+			k = sizeof(head) - have < r - i ? sizeof(head) - have : r - i;
+			memcpy(head + have, buf + i, k);
+			have += k;
+			i += k;
+			if (have < sizeof(head))
+				continue;
+			memcpy(&len, head, 4);
+			have = 0;
+			skip = len;
+			if (len > max_len) {
+				pr_err("%s: image file %s holds a record of %u bytes, more than %s "
+				       "can need (%llu); refusing",
+				       d->path, f->name, len, why, (unsigned long long)max_len);
+				ret = -EFBIG;
+				goto free_state;
+			}
+			if (++nr > max_nr) {
+				pr_err("%s: image file %s holds more than %llu record(s) (%s); "
+				       "refusing",
+				       d->path, f->name, (unsigned long long)max_nr, cwhy);
+				ret = -EFBIG;
+				goto free_state;
+			}
+		}
+		done += r;
+		if ((size_t)r < sizeof(buf))
+			break;
+	}
+	if (done != f->size) {
+		pr_err("%s: image file %s changed size while it was checked; refusing", d->path,
+		       f->name);
+		ret = -EBADMSG;
+	} else if (records && (have || skip)) {
+		pr_err("%s: image file %s ends inside a record: it is truncated or altered; "
+		       "refusing to restore, dump again",
+		       d->path, f->name);
+		ret = -EBADMSG;
+	} else if (records && !nr && max_nr == 1) {
+		pr_err("%s: image file %s is empty; re-dump the process", d->path, f->name);
+		ret = -EBADMSG;
+	}
+	f->nr_records = nr;
+	*hash = XXH3_64bits_digest(st);
+free_state:
+	XXH3_freeState(st);
+	return ret;
+}
+
+/*
+ * Counts that depend on the other files: every open file is some process's
+ * fd, mapping or executable; every run of pages holds at least one page
+ * saved in some pages file.
+ */
+static int check_counts(struct img_dir *d)
+{
+	uint64_t fds = 0, mms = 0, pages = 0;
+	const char *why;
+
+	for (size_t i = 0; i < d->nr_files; i++) {
+		struct img_file *f = d->files[i];
+
+		if (f->kind == IMG_FDS)
+			fds += f->nr_records;
+		else if (f->kind == IMG_MM)
+			mms++;
+		else if (f->kind == IMG_PAGES)
+			pages += (f->size - PAGES_DATA_OFF) / IMG_PAGE;
+	}
+	for (size_t i = 0; i < d->nr_files; i++) {
+		struct img_file *f = d->files[i];
+
+		if (f->kind == IMG_FILES) {
+			f->max_records = fds + mms * (d->lim[LIM_MAP_COUNT] + 1);
+			why = "one per fd of fds-*.img, and per mapping (vm.max_map_count) and "
+			      "executable of each process";
+		} else if (f->kind == IMG_PAGEMAP) {
+			f->max_records = pages;
+			why = "one per page saved in pages-*.img at most";
+		} else {
+			f->max_records = max_count(d, f->kind, &why);
+		}
+		if (f->nr_records > f->max_records) {
+			pr_err("%s: image file %s holds %llu records, more than the image's other "
+			       "files allow (%llu: %s); refusing",
+			       d->path, f->name, (unsigned long long)f->nr_records,
+			       (unsigned long long)f->max_records, why);
+			return -EFBIG;
+		}
+	}
+	return 0;
+}
+
+/* Entries of the directory: the inventory cannot list more files than that. */
+static int count_dirents(struct img_dir *d)
+{
+	int fd = fcntl(d->dirfd, F_DUPFD_CLOEXEC, 0);
+	DIR *dir = fd < 0 ? NULL : fdopendir(fd);
+	uint64_t n = 0;
+
+	if (!dir) {
+		int ret = -errno;
+
+		pr_err("%s: cannot list the image directory: %m", d->path);
+		if (fd >= 0)
+			close(fd);
+		return ret;
+	}
+	rewinddir(dir);
+	while (readdir(dir))
+		n++;
+	rewinddir(dir); /* the offset is shared with dirfd (amber show lists it again) */
+	closedir(dir);
+	d->lim[LIM_DIRENTS] = n;
+	return 0;
+}
+
+static int dir_new(int dirfd, const char *path, bool browse, struct img_dir **out)
+{
+	struct img_dir *d = calloc(1, sizeof(*d));
+	struct stat st;
+	int ret;
+
+	if (!d)
+		return -ENOMEM;
+	d->dirfd = dirfd;
+	d->path = path;
+	d->browse = browse;
+	*out = d;
+	if (fstat(dirfd, &st)) {
+		ret = -errno;
+		pr_err("cannot stat image directory %s: %m", path);
+		return ret;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		pr_err("%s is not a directory", path);
+		return -ENOTDIR;
+	}
+	d->uid = st.st_uid;
+	d->gid = st.st_gid;
+	/* Anyone who may add or rename entries could swap the files in (sticky or not). */
+	if (!browse && (st.st_mode & (S_IWGRP | S_IWOTH))) {
+		pr_err("%s: the image directory is writable by group or others, who could swap "
+		       "its files; refusing (chmod go-w %s)",
+		       path, path);
+		return -EPERM;
+	}
+	return count_dirents(d);
+}
+
+/* One fd per listed file, and what amber itself needs besides. */
+static void raise_nofile(const struct img_dir *d, size_t n)
+{
+	rlim_t want = n + 256;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = want;
+	if (rl.rlim_max < want)
+		rl.rlim_max = want;
+	if (setrlimit(RLIMIT_NOFILE, &rl))
+		pr_warn("%s: cannot raise RLIMIT_NOFILE to %lu for the image's %zu files: %m",
+			d->path, (unsigned long)want, n);
+}
+
+static int open_listed(struct img_dir *d, const InventoryFile *lf)
+{
+	enum img_kind kind;
+	struct img_file *f;
+	struct stat st;
+	int ret;
+
+	if (strlen(lf->name) >= sizeof(f->name) || kind_of_name(lf->name, &kind)) {
+		pr_err("%s: the inventory lists '%s', which is not a file amber writes; refusing",
+		       d->path, lf->name);
+		return -EBADMSG;
+	}
+	ret = open_checked(d, lf->name, kind, &f, &st);
+	if (ret)
+		return ret;
+	if (f->size != lf->size) {
+		pr_err("%s: image file %s is truncated or altered (%llu bytes, expected %llu); "
+		       "refusing to restore, dump again",
+		       d->path, f->name, (unsigned long long)f->size, (unsigned long long)lf->size);
+		return -EBADMSG;
+	}
+	f->xxh3 = lf->xxh3;
+	return 0;
+}
+
+static int hash_mapped(const struct img_file *f, uint64_t *hash)
+{
+	void *p = mmap(NULL, f->size, PROT_READ, MAP_SHARED, f->fd, 0);
+
+	if (p == MAP_FAILED)
+		return -errno;
+	/* the processes amber forks meanwhile need not inherit it */
+	madvise(p, f->size, MADV_DONTFORK);
+	madvise(p, f->size, MADV_SEQUENTIAL);
+	*hash = XXH3_64bits(p, f->size);
+	munmap(p, f->size);
+	return 0;
+}
+
+struct img_verify {
+	pthread_t thread;
+	const struct img_dir *d;
+	int ret;
+	const char *bad; /* the file that did not hash right */
+};
+
+/* Large raw files (pages) through a read-only mapping: no copy, no malloc. */
+static void *verify_large(void *arg)
+{
+	struct img_verify *v = arg;
+
+	for (size_t i = 0; i < v->d->nr_files && !v->ret; i++) {
+		const struct img_file *f = v->d->files[i];
+		uint64_t hash = 0;
+
+		if (!f->async)
+			continue;
+		v->ret = hash_mapped(f, &hash);
+		if (!v->ret && hash != f->xxh3)
+			v->ret = -EBADMSG;
+		if (v->ret)
+			v->bad = f->name;
+	}
+	return NULL;
+}
+
+/* Header, size, records and checksum of every listed file (large raw ones later). */
+static int verify_listed(struct img_dir *d)
+{
+	for (size_t i = 0; i < d->nr_files; i++) {
+		struct img_file *f = d->files[i];
+		uint64_t hash;
+		int ret;
+
+		if (f->kind == IMG_INVENTORY)
+			continue;
+		ret = check_header(d, f);
+		if (ret)
+			return ret;
+		if (!has_records(f->kind) && f->size >= ASYNC_MIN) {
+			f->async = true;
+			continue;
+		}
+		ret = scan_file(d, f, &hash);
+		if (ret)
+			return ret;
+		if (hash != f->xxh3) {
+			pr_err("%s: image file %s is corrupt (checksum mismatch); refusing to "
+			       "restore, dump again",
+			       d->path, f->name);
+			return -EBADMSG;
+		}
+	}
+	return check_counts(d);
+}
+
+int img_dir_open(int dirfd, const char *path, struct img_dir **out)
+{
+	struct img_file *inv;
+	struct img_dir *d;
+	struct img_verify *v;
+	struct stat st;
+	uint64_t hash;
+	int ret;
+
+	*out = NULL;
+	ret = dir_new(dirfd, path, false, &d);
+	if (!ret)
+		ret = open_checked(d, "inventory.img", IMG_INVENTORY, &inv, &st);
+	if (!ret)
+		ret = check_header(d, inv);
+	if (!ret)
+		ret = scan_file(d, inv, &hash);
+	if (ret)
+		goto close_dir;
+	d->gid = st.st_gid;
+	inv->max_records = 1;
+	ret = img_read_one(d, IMG_INVENTORY, &inventory__descriptor, (ProtobufCMessage **)&d->inv,
+			   "inventory.img");
+	if (ret)
+		goto close_dir;
+	raise_nofile(d, d->inv->n_files);
+	for (size_t i = 0; i < d->inv->n_files && !ret; i++)
+		ret = open_listed(d, d->inv->files[i]);
+	if (ret)
+		goto close_dir;
+	qsort(d->files, d->nr_files, sizeof(*d->files), cmp_file);
+	for (size_t i = 1; i < d->nr_files; i++) {
+		if (strcmp(d->files[i - 1]->name, d->files[i]->name))
+			continue;
+		pr_err("%s: the inventory lists %s twice; the image is corrupt", path,
+		       d->files[i]->name);
+		ret = -EBADMSG;
+		goto close_dir;
+	}
+	/* after the opens: AMBER_FAULT=open:N counts the image's files */
+	read_limits(d);
+	ret = verify_listed(d);
+	if (ret)
+		goto close_dir;
+	v = calloc(1, sizeof(*v));
+	if (!v) {
+		ret = -ENOMEM;
+		goto close_dir;
+	}
+	v->d = d;
+	ret = -pthread_create(&v->thread, NULL, verify_large, v);
+	if (ret) {
+		pr_err("%s: cannot start the checksum thread: %s", path, strerror(-ret));
+		free(v);
+		goto close_dir;
+	}
+	d->job = v;
+	*out = d;
+	return 0;
+close_dir:
+	img_dir_close(d);
+	return ret;
+}
+
+int img_dir_wait(struct img_dir *d)
+{
+	struct img_verify *v = d->job;
+
+	if (!v)
+		return d->job_ret;
+	pthread_join(v->thread, NULL);
+	d->job_ret = v->ret;
+	if (v->ret == -EBADMSG)
+		pr_err("%s: image file %s is corrupt (checksum mismatch); refusing to restore, "
+		       "dump again",
+		       d->path, v->bad);
+	else if (v->ret)
+		pr_err("%s: image file %s is unreadable (%s); the image is incomplete, dump again",
+		       d->path, v->bad, strerror(-v->ret));
+	free(v);
+	d->job = NULL;
+	return d->job_ret;
+}
+
+void img_dir_close(struct img_dir *d)
+{
+	if (!d)
+		return;
+	img_dir_wait(d);
+	for (size_t i = 0; i < d->nr_files; i++) {
+		if (d->files[i]->fd >= 0)
+			close(d->files[i]->fd);
+		free(d->files[i]);
+	}
+	free(d->files);
+	if (d->inv)
+		inventory__free_unpacked(d->inv, NULL);
+	free(d);
+}
+
+int img_dir_browse(int dirfd, const char *path, struct img_dir **out)
+{
+	int ret = dir_new(dirfd, path, true, out);
+
+	if (ret) {
+		img_dir_close(*out);
+		*out = NULL;
+		return ret;
+	}
+	read_limits(*out);
+	return 0;
+}
+
+/* The table's entry for name, of that kind; amber show opens it now. */
+static int lookup(struct img_dir *d, enum img_kind kind, const char *name,
+		  const struct img_file **out)
+{
+	struct img_file *f = find_file(d, name);
+	struct stat st;
+	const char *why;
+	int ret;
+
+	if (!f && d->browse) {
+		ret = open_checked(d, name, kind, &f, &st);
+		if (!ret && !S_ISREG(st.st_mode)) {
+			pr_err("image file %s is not a regular file", name);
+			ret = -EBADMSG;
+		}
+		if (!ret)
+			ret = check_header(d, f);
+		if (ret) { /* it was added last: forget it */
+			f = d->files[--d->nr_files];
+			if (f->fd >= 0)
+				close(f->fd);
+			free(f);
+			return ret;
+		}
+		f->max_records = max_count(d, kind, &why);
+	}
+	if (!f) {
+		pr_err("%s: %s is not listed in the image's inventory; refusing to read it (the "
+		       "image was altered: dump again)",
+		       d->path, name);
+		return -EBADMSG;
+	}
+	if (f->kind != kind) {
+		pr_err("image file %s is not a %s image", name, img_kind_name(kind));
+		return -EBADMSG;
+	}
+	*out = f;
+	return 0;
+}
+
+int img_dir_raw(struct img_dir *d, enum img_kind kind, const struct img_file **out, const char *fmt,
+		...)
+{
+	char name[64];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(name, sizeof(name), fmt, ap);
+	va_end(ap);
+	return lookup(d, kind, name, out);
+}
+
+static int open_named(struct img_dir *d, enum img_kind kind, const char *name, struct img **out)
+{
+	const struct img_file *f;
+	struct img *img;
+	int ret = lookup(d, kind, name, &f);
+
+	if (ret)
+		return ret;
+	img = calloc(1, sizeof(*img));
+	if (!img)
+		return -ENOMEM;
+	snprintf(img->name, sizeof(img->name), "%s", name);
+	img->kind = kind;
+	img->fd = f->fd;
+	img->dir = d;
+	img->file = f;
+	img->off = IMG_HDR_SIZE;
+	img->end = f->size;
 	*out = img;
 	return 0;
 }
 
+int img_open(struct img_dir *d, enum img_kind kind, struct img **out, const char *fmt, ...)
+{
+	char name[64];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(name, sizeof(name), fmt, ap);
+	va_end(ap);
+	return open_named(d, kind, name, out);
+}
+
+/*
+ * Through the checked fd, at this reader's own offset, up to the checked size:
+ * the owner may still rewrite the file, so lengths and counts are checked
+ * again here, before anything is allocated.
+ */
 int img_get(struct img *img, const ProtobufCMessageDescriptor *desc, ProtobufCMessage **msg)
 {
 	uint8_t head[12], *buf;
+	const char *why;
+	uint64_t h, max;
 	uint32_t len;
-	uint64_t h;
-	ssize_t r = sys_read_full(img->fd, head, sizeof(head));
+	ssize_t r;
 
-	if (r == 0)
+	if (img->off >= img->end)
 		return 0;
-	if (r < 0)
+	if (img->end - img->off < sizeof(head))
+		goto corrupt;
+	r = sys_pread_full(img->fd, head, sizeof(head), img->off);
+	if (r < 0) {
+		pr_err("cannot read image file %s: %s", img->name, strerror((int)-r));
 		return (int)r;
+	}
 	if (r != sizeof(head))
 		goto corrupt;
 	memcpy(&len, head, 4);
 	memcpy(&h, head + 4, 8);
-	if (len > IMG_MAX_RECORD)
+	if (len > img->end - img->off - sizeof(head))
 		goto corrupt;
+	max = max_record(img->dir, img->kind, &why);
+	if (len > max) {
+		pr_err("image file %s holds a record of %u bytes, more than %s can need (%llu); "
+		       "refusing",
+		       img->name, len, why, (unsigned long long)max);
+		return -EFBIG;
+	}
+	if (img->nr >= img->file->max_records) {
+		pr_err("image file %s holds more than %llu record(s); refusing", img->name,
+		       (unsigned long long)img->file->max_records);
+		return -EFBIG;
+	}
 	buf = malloc(len ? len : 1);
 	if (!buf)
 		return -ENOMEM;
-	r = sys_read_full(img->fd, buf, len);
+	r = sys_pread_full(img->fd, buf, len, img->off + sizeof(head));
+	if (r < 0) {
+		free(buf);
+		pr_err("cannot read image file %s: %s", img->name, strerror((int)-r));
+		return (int)r;
+	}
 	if (r != (ssize_t)len || XXH3_64bits(buf, len) != h) {
 		free(buf);
 		goto corrupt;
@@ -287,21 +1068,42 @@ int img_get(struct img *img, const ProtobufCMessageDescriptor *desc, ProtobufCMe
 	free(buf);
 	if (!*msg)
 		goto corrupt;
+	img->off += sizeof(head) + len;
+	img->nr++;
 	return 1;
 corrupt:
 	pr_err("image file %s is corrupt (bad record); re-dump the process", img->name);
 	return -EBADMSG;
 }
 
+ssize_t img_read(struct img *img, void *buf, size_t len)
+{
+	ssize_t r;
+
+	if (len > img->end - img->off)
+		len = img->end - img->off;
+	if (!len)
+		return 0;
+	r = sys_pread_full(img->fd, buf, len, img->off);
+	if (r < 0) {
+		pr_err("cannot read image file %s: %s", img->name, strerror((int)-r));
+		return r;
+	}
+	if ((size_t)r != len) {
+		pr_err("image file %s is shorter than it was when checked; refusing", img->name);
+		return -EBADMSG;
+	}
+	img->off += r;
+	return r;
+}
+
+/* The fd is the table's: it stays open until img_dir_close(). */
 void img_close(struct img *img)
 {
-	if (!img)
-		return;
-	close(img->fd);
 	free(img);
 }
 
-int img_read_one(int dirfd, enum img_kind kind, const ProtobufCMessageDescriptor *desc,
+int img_read_one(struct img_dir *d, enum img_kind kind, const ProtobufCMessageDescriptor *desc,
 		 ProtobufCMessage **msg, const char *fmt, ...)
 {
 	char name[64];
@@ -312,7 +1114,7 @@ int img_read_one(int dirfd, enum img_kind kind, const ProtobufCMessageDescriptor
 	va_start(ap, fmt);
 	vsnprintf(name, sizeof(name), fmt, ap);
 	va_end(ap);
-	ret = img_open(dirfd, kind, &img, "%s", name);
+	ret = open_named(d, kind, name, &img);
 	if (ret)
 		return ret;
 	ret = img_get(img, desc, msg);
@@ -324,8 +1126,8 @@ int img_read_one(int dirfd, enum img_kind kind, const ProtobufCMessageDescriptor
 	return ret < 0 ? ret : 0;
 }
 
-int img_read_all(int dirfd, enum img_kind kind, const ProtobufCMessageDescriptor *desc, void *out,
-		 size_t *n, const char *fmt, ...)
+int img_read_all(struct img_dir *d, enum img_kind kind, const ProtobufCMessageDescriptor *desc,
+		 void *out, size_t *n, const char *fmt, ...)
 {
 	ProtobufCMessage **arr = NULL, *m;
 	size_t nr = 0, cap = 0;
@@ -337,7 +1139,7 @@ int img_read_all(int dirfd, enum img_kind kind, const ProtobufCMessageDescriptor
 	va_start(ap, fmt);
 	vsnprintf(name, sizeof(name), fmt, ap);
 	va_end(ap);
-	ret = img_open(dirfd, kind, &img, "%s", name);
+	ret = open_named(d, kind, name, &img);
 	if (ret)
 		return ret;
 	while ((ret = img_get(img, desc, &m)) == 1) {
@@ -347,6 +1149,7 @@ int img_read_all(int dirfd, enum img_kind kind, const ProtobufCMessageDescriptor
 			cap = cap ? cap * 2 : 16;
 			na = realloc(arr, cap * sizeof(*na));
 			if (!na) {
+				protobuf_c_message_free_unpacked(m, NULL);
 				ret = -ENOMEM;
 				break;
 			}
@@ -364,194 +1167,4 @@ int img_read_all(int dirfd, enum img_kind kind, const ProtobufCMessageDescriptor
 	*(ProtobufCMessage ***)out = arr;
 	*n = nr;
 	return 0;
-}
-
-static int hash_file(int dirfd, const char *name, uint64_t *size, uint64_t *hash)
-{
-	static char buf[1 << 20];
-	XXH3_state_t *st;
-	struct stat sb;
-	int fd = sys_openat(dirfd, name, O_RDONLY | O_CLOEXEC, 0);
-	ssize_t r;
-
-	if (fd < 0)
-		return fd;
-	if (fstat(fd, &sb)) {
-		close(fd);
-		return -errno;
-	}
-	*size = sb.st_size;
-	st = XXH3_createState();
-	XXH3_64bits_reset(st);
-	while ((r = read(fd, buf, sizeof(buf))) != 0) {
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			r = -errno;
-			XXH3_freeState(st);
-			close(fd);
-			return (int)r;
-		}
-		XXH3_64bits_update(st, buf, r);
-	}
-	*hash = XXH3_64bits_digest(st);
-	XXH3_freeState(st);
-	close(fd);
-	return 0;
-}
-
-/* A large file is hashed through a read-only mapping: no copy, no malloc. */
-static int hash_mapped(int dirfd, const char *name, uint64_t size, uint64_t *hash)
-{
-	int fd = sys_openat(dirfd, name, O_RDONLY | O_CLOEXEC, 0);
-	void *p;
-
-	if (fd < 0)
-		return fd;
-	p = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
-	close(fd);
-	if (p == MAP_FAILED)
-		return -errno;
-	/* the processes amber forks meanwhile need not inherit it */
-	madvise(p, size, MADV_DONTFORK);
-	madvise(p, size, MADV_SEQUENTIAL);
-	*hash = XXH3_64bits(p, size);
-	munmap(p, size);
-	return 0;
-}
-
-#define ASYNC_MIN (16UL << 20) /* files this large are hashed in the background */
-
-struct img_verify {
-	pthread_t thread;
-	int dirfd;
-	const char *dir;
-	Inventory *inv;
-	int ret;
-	const char *bad; /* the file that did not hash right */
-};
-
-static void *verify_large(void *arg)
-{
-	struct img_verify *v = arg;
-
-	for (size_t i = 0; i < v->inv->n_files && !v->ret; i++) {
-		InventoryFile *f = v->inv->files[i];
-		uint64_t hash = 0;
-
-		if (f->size < ASYNC_MIN)
-			continue;
-		v->ret = hash_mapped(v->dirfd, f->name, f->size, &hash);
-		if (!v->ret && hash != f->xxh3)
-			v->ret = -EBADMSG;
-		if (v->ret)
-			v->bad = f->name;
-	}
-	return NULL;
-}
-
-int img_verify_start(int dirfd, const char *dir, Inventory **out, struct img_verify **job)
-{
-	Inventory *inv = NULL;
-	struct img_verify *v;
-	int ret;
-
-	*job = NULL;
-	if (faccessat(dirfd, "inventory.img", F_OK, 0)) {
-		pr_err("%s is not a complete amber image: inventory.img is missing (the dump did "
-		       "not finish, or this is not an image directory); dump again",
-		       dir);
-		return -ENOENT;
-	}
-	ret = img_read_one(dirfd, IMG_INVENTORY, &inventory__descriptor, (ProtobufCMessage **)&inv,
-			   "inventory.img");
-	if (ret)
-		return ret;
-	for (size_t i = 0; i < inv->n_files; i++) {
-		InventoryFile *f = inv->files[i];
-		uint64_t size = 0, hash = 0;
-		struct stat sb;
-
-		if (strchr(f->name, '/')) {
-			pr_err("%s: inventory names a file outside the image (%s); refusing", dir,
-			       f->name);
-			ret = -EBADMSG;
-			goto free_inv;
-		}
-		if (fstatat(dirfd, f->name, &sb, 0) || (uint64_t)sb.st_size < ASYNC_MIN ||
-		    (uint64_t)sb.st_size != f->size)
-			ret = hash_file(dirfd, f->name, &size, &hash);
-		else
-			size = sb.st_size, hash = f->xxh3; /* checked by verify_large() */
-		if (ret) {
-			pr_err("%s: image file %s is missing or unreadable (%s); the image is "
-			       "incomplete, dump again",
-			       dir, f->name, strerror(-ret));
-			goto free_inv;
-		}
-		if (size != f->size) {
-			pr_err("%s: image file %s is truncated or altered (%llu bytes, expected "
-			       "%llu); refusing to restore, dump again",
-			       dir, f->name, (unsigned long long)size, (unsigned long long)f->size);
-			ret = -EBADMSG;
-			goto free_inv;
-		}
-		if (hash != f->xxh3) {
-			pr_err("%s: image file %s is corrupt (checksum mismatch); refusing to "
-			       "restore, dump again",
-			       dir, f->name);
-			ret = -EBADMSG;
-			goto free_inv;
-		}
-	}
-	v = calloc(1, sizeof(*v));
-	if (!v) {
-		ret = -ENOMEM;
-		goto free_inv;
-	}
-	*v = (struct img_verify){.dirfd = dirfd, .dir = dir, .inv = inv};
-	ret = -pthread_create(&v->thread, NULL, verify_large, v);
-	if (ret) {
-		free(v);
-		goto free_inv;
-	}
-	*job = v;
-	*out = inv;
-	return 0;
-free_inv:
-	inventory__free_unpacked(inv, NULL);
-	return ret;
-}
-
-int img_verify_wait(struct img_verify *v)
-{
-	int ret;
-
-	if (!v)
-		return 0;
-	pthread_join(v->thread, NULL);
-	ret = v->ret;
-	if (ret == -EBADMSG)
-		pr_err("%s: image file %s is corrupt (checksum mismatch); refusing to restore, "
-		       "dump again",
-		       v->dir, v->bad);
-	else if (ret)
-		pr_err("%s: image file %s is unreadable (%s); the image is incomplete, dump again",
-		       v->dir, v->bad, strerror(-ret));
-	free(v);
-	return ret;
-}
-
-int img_verify_dir(int dirfd, const char *dir, Inventory **out)
-{
-	struct img_verify *job;
-	int ret = img_verify_start(dirfd, dir, out, &job);
-
-	if (!ret)
-		ret = img_verify_wait(job);
-	if (ret && job) {
-		inventory__free_unpacked(*out, NULL);
-		*out = NULL;
-	}
-	return ret;
 }

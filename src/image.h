@@ -9,7 +9,9 @@
 #ifndef AMBER_IMAGE_H
 #define AMBER_IMAGE_H
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <protobuf-c/protobuf-c.h>
 #include <xxhash.h>
 
@@ -34,6 +36,10 @@ enum img_kind {
 	IMG__COUNT,
 };
 
+struct img_dir;
+struct img_file;
+struct img_verify;
+
 struct img {
 	int fd;
 	char name[64];
@@ -41,6 +47,10 @@ struct img {
 	uint64_t size;
 	XXH3_state_t *hash;
 	struct img_set *set;
+	/* reading: the verified file, where the next record starts, records read */
+	const struct img_dir *dir;
+	const struct img_file *file;
+	uint64_t off, end, nr;
 };
 
 /* Files written so far in one dump, for the inventory. */
@@ -65,32 +75,88 @@ void img_abort(struct img *img);
 int img_set_commit(struct img_set *set, Inventory *inv);
 void img_set_free(struct img_set *set);
 
-int img_open(int dirfd, enum img_kind kind, struct img **out, const char *fmt, ...)
+/*
+ * An image directory opened for reading.  restore reads nothing but what
+ * img_dir_open() checked: the directory is opened once; inventory.img and
+ * every file it lists are opened once each, relative to it and without
+ * following links, and must be regular files with one link, owned by the
+ * directory's owner and not writable by group or others (nor the directory);
+ * each is hashed through that fd, and every later read goes through it.  A
+ * name the inventory does not list cannot be opened.  Record files are
+ * checked record by record as they are hashed: sizes and counts against what
+ * a real process can have (struct img_file), before anything is decoded.
+ */
+struct img_file {
+	char name[64];
+	enum img_kind kind;
+	int fd;
+	uint64_t size, xxh3;
+	uint64_t nr_records;  /* record files: as counted by the check */
+	uint64_t max_records; /* what img_get() accepts */
+	bool async;	      /* hashed by the verification thread */
+};
+
+/* What bounds the records of a real process tree, with the name errors give. */
+enum img_lim {
+	LIM_NR_OPEN,	 /* fds per process */
+	LIM_MAP_COUNT,	 /* VMAs per process */
+	LIM_THREADS_MAX, /* tasks */
+	LIM_PID_MAX,	 /* processes */
+	LIM_SIGPENDING,	 /* queued signals, POSIX timers */
+	LIM_INOTIFY,	 /* inotify watches */
+	LIM_NGROUPS,	 /* supplementary groups */
+	LIM_NSIG,	 /* signal actions */
+	LIM_RLIMITS,	 /* resource limits */
+	LIM_ITIMERS,	 /* interval timers */
+	LIM_AUXV,	 /* auxv words */
+	LIM_QUEUED,	 /* messages queued on a socket */
+	LIM_DIRENTS,	 /* files in the image directory */
+	LIM__COUNT,
+};
+
+struct img_dir {
+	int dirfd; /* the caller's */
+	const char *path;
+	uid_t uid; /* owner of the directory and of every file */
+	gid_t gid; /* group of inventory.img */
+	Inventory *inv;
+	struct img_file **files; /* sorted by name once checked */
+	size_t nr_files, cap;
+	bool browse; /* amber show: files opened by name as asked, nothing checked */
+	uint64_t lim[LIM__COUNT];
+	struct img_verify *job; /* the thread hashing the large files */
+	int job_ret;
+};
+
+/*
+ * Check the image in dirfd (named path in messages) as described above; the
+ * large files' checksums are computed by a thread meanwhile: nothing restored
+ * may run before img_dir_wait() returned 0.  Logs what is wrong and how to
+ * fix it.  On success *out owns (*out)->inv.
+ */
+int img_dir_open(int dirfd, const char *path, struct img_dir **out);
+int img_dir_wait(struct img_dir *d);
+/* Waits for the thread if need be, closes every file. */
+void img_dir_close(struct img_dir *d);
+/* For amber show: reads what is there by name, checking nothing but records. */
+int img_dir_browse(int dirfd, const char *path, struct img_dir **out);
+/* A listed raw file (pages, ghost): its fd (the table's: not to be closed) and size. */
+int img_dir_raw(struct img_dir *d, enum img_kind kind, const struct img_file **out, const char *fmt,
+		...) __attribute__((format(printf, 4, 5)));
+
+int img_open(struct img_dir *d, enum img_kind kind, struct img **out, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 /* 1: a message read; 0: end of file; <0: -errno (corrupt records are -EBADMSG). */
 int img_get(struct img *img, const ProtobufCMessageDescriptor *desc, ProtobufCMessage **msg);
+/* Raw bytes from where the header ended (ghost contents); 0 at the end. */
+ssize_t img_read(struct img *img, void *buf, size_t len);
 void img_close(struct img *img);
 /* Read every record of a file into a malloc'd array (out: address of a T **). */
-int img_read_all(int dirfd, enum img_kind kind, const ProtobufCMessageDescriptor *desc, void *out,
-		 size_t *n, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+int img_read_all(struct img_dir *d, enum img_kind kind, const ProtobufCMessageDescriptor *desc,
+		 void *out, size_t *n, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 /* Read the single message of a file that holds one. */
-int img_read_one(int dirfd, enum img_kind kind, const ProtobufCMessageDescriptor *desc,
+int img_read_one(struct img_dir *d, enum img_kind kind, const ProtobufCMessageDescriptor *desc,
 		 ProtobufCMessage **msg, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
-
-/*
- * Check an image directory before anything is restored from it: inventory
- * present and intact, every listed file present with its size and hash, and
- * the versions understood.  Logs what is wrong and how to fix it.
- */
-int img_verify_dir(int dirfd, const char *dir, Inventory **inv);
-/*
- * The same, but the checksums of large files (pages) are computed by a
- * thread while the caller goes on; img_verify_wait() joins it and says
- * whether they matched.  Nothing restored may run before it returned 0.
- */
-struct img_verify;
-int img_verify_start(int dirfd, const char *dir, Inventory **inv, struct img_verify **job);
-int img_verify_wait(struct img_verify *job);
 
 #endif

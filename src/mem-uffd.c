@@ -91,24 +91,21 @@ int uffd_open(struct restore_ctx *ctx)
 
 int uffd_fill(struct restore_ctx *ctx, int uffd, const bool *sel)
 {
-	struct stat st;
-	char name[64], *map = MAP_FAILED;
+	const struct img_file *pages;
 	size_t pm = 0, nr = 0;
-	int fd, ret = 0;
+	char *map;
+	int ret;
 
-	/* amber's own: the pages_fd it opened went to the processes only */
-	snprintf(name, sizeof(name), "pages-%d.img", ctx->pid);
-	fd = sys_openat(ctx->dirfd, name, O_RDONLY | O_CLOEXEC, 0);
-	if (fd >= 0 && !fstat(fd, &st))
-		map = mmap(NULL, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	/* the checked file's own fd (amber's; the processes got a copy) */
+	ret = img_dir_raw(ctx->img, IMG_PAGES, &pages, "pages-%d.img", ctx->pid);
+	if (ret)
+		return ret;
+	map = mmap(NULL, pages->size, PROT_READ, MAP_SHARED, pages->fd, 0);
 	if (map == MAP_FAILED) {
-		ret = fd < 0 ? fd : -errno;
-		pr_err("pid %d: cannot map %s: %s", ctx->pid, name, strerror(-ret));
-		if (fd >= 0)
-			close(fd);
+		ret = -errno;
+		pr_err("pid %d: cannot map %s: %m", ctx->pid, pages->name);
 		return ret;
 	}
-	close(fd);
 	for (size_t i = 0; !ret && i < ctx->mm->n_vmas; i++) {
 		VmaEntry *e = ctx->mm->vmas[i];
 		struct uffdio_register reg = {
@@ -131,7 +128,7 @@ int uffd_fill(struct restore_ctx *ctx, int uffd, const bool *sel)
 		nr++;
 		ioctl(uffd, UFFDIO_UNREGISTER, &reg.range);
 	}
-	munmap(map, st.st_size);
+	munmap(map, pages->size);
 	if (!ret)
 		pr_info("pid %d: pages of %zu mapping(s) copied in with userfaultfd", ctx->pid, nr);
 	return ret;

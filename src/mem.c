@@ -578,27 +578,20 @@ close_fds:
 
 /* ---- restore ---- */
 
-static uint64_t pages_size(struct restore_ctx *ctx)
-{
-	char name[64];
-
-	snprintf(name, sizeof(name), "pages-%d.img", ctx->pid);
-	for (size_t i = 0; i < ctx->inv->n_files; i++)
-		if (!strcmp(ctx->inv->files[i]->name, name))
-			return ctx->inv->files[i]->size;
-	return 0;
-}
-
 static int mem_restore_read(struct restore_ctx *ctx)
 {
+	const struct img_file *pages;
 	MmEntry *mm;
-	uint64_t psize, prev_end = 0;
+	uint64_t prev_end = 0;
 	size_t v = 0;
 	int ret;
 
 	if (ctx->shares_vm) /* restored with its parent's */
 		return 0;
-	ret = img_read_one(ctx->dirfd, IMG_MM, &mm_entry__descriptor, (ProtobufCMessage **)&mm,
+	ret = img_dir_raw(ctx->img, IMG_PAGES, &pages, "pages-%d.img", ctx->pid);
+	if (ret)
+		return ret;
+	ret = img_read_one(ctx->img, IMG_MM, &mm_entry__descriptor, (ProtobufCMessage **)&mm,
 			   "mm-%d.img", ctx->pid);
 	if (ret)
 		return ret;
@@ -620,9 +613,8 @@ static int mem_restore_read(struct restore_ctx *ctx)
 	if (mm->n_auxv > MAX_AUXV || (mm->has_exe_file_id && mm->exe_file_id >= ctx->nr_files))
 		goto corrupt;
 
-	psize = pages_size(ctx);
-	ret = img_read_all(ctx->dirfd, IMG_PAGEMAP, &pagemap_entry__descriptor, &ctx->pm,
-			   &ctx->nr_pm, "pagemap-%d.img", ctx->pid);
+	ret = img_read_all(ctx->img, IMG_PAGEMAP, &pagemap_entry__descriptor, &ctx->pm, &ctx->nr_pm,
+			   "pagemap-%d.img", ctx->pid);
 	for (size_t i = 0; !ret && i < ctx->nr_pm; i++) {
 		PagemapEntry *pe = ctx->pm[i];
 		uint64_t len = pe->nr_pages * PAGE_SIZE;
@@ -634,7 +626,7 @@ static int mem_restore_read(struct restore_ctx *ctx)
 		    pe->nr_pages > TASK_SIZE_MAX / PAGE_SIZE ||
 		    pe->vaddr + len > mm->vmas[v]->end ||
 		    !(has_pages(mm->vmas[v]->kind) || mm->vmas[v]->kind == VMA_KIND__VMA_VDSO) ||
-		    (!pe->in_parent && pe->offset + len + PAGES_DATA_OFF > psize)) {
+		    (!pe->in_parent && pe->offset + len + PAGES_DATA_OFF > pages->size)) {
 			pr_err("pagemap-%d.img: run at %llx does not fit the image; it is corrupt",
 			       ctx->pid, (unsigned long long)pe->vaddr);
 			return -EBADMSG;
@@ -646,23 +638,6 @@ corrupt:
 	return -EBADMSG;
 }
 
-static int open_pages(struct restore_ctx *ctx)
-{
-	char name[64];
-	int fd;
-
-	snprintf(name, sizeof(name), "pages-%d.img", ctx->pid);
-	fd = sys_openat(ctx->dirfd, name, O_RDONLY | O_CLOEXEC, 0);
-	if (fd < 0)
-		pr_err("pid %d: cannot open %s: %s", ctx->pid, name, strerror(-fd));
-	return fd;
-}
-
-/*
- * Before any process exists: the files behind mappings are the tree's open
- * descriptions (files.c opened them all); each process's pages file is
- * opened here, at an fd every process inherits.
- */
 /*
  * MAP_SHARED|MAP_ANONYMOUS memory is one shmem object, whoever maps it: amber
  * makes one per object of the dump and every process maps it through the
@@ -745,6 +720,11 @@ static int collect_shm(struct tree *t)
 	return 0;
 }
 
+/*
+ * Before any process exists: the files behind mappings are the tree's open
+ * descriptions (files.c opened them all); each process's pages file, as the
+ * image check opened it, goes at an fd every process inherits.
+ */
 static int mem_restore_tree(struct tree *t)
 {
 	int ret = collect_shm(t);
@@ -753,17 +733,21 @@ static int mem_restore_tree(struct tree *t)
 		return ret;
 	for (size_t p = 0; p < t->nr_procs; p++) {
 		struct restore_ctx *ctx = t->rprocs[p];
-		int fd;
+		const struct img_file *pages;
 
 		if (ctx->shares_vm)
 			continue;
-		fd = open_pages(ctx);
-		if (fd < 0)
-			return fd;
-		ctx->pages_fd = fcntl(fd, F_DUPFD_CLOEXEC, t->fd_base);
-		close(fd);
-		if (ctx->pages_fd < 0)
-			return -errno;
+		ret = img_dir_raw(t->img, IMG_PAGES, &pages, "pages-%d.img", ctx->pid);
+		if (ret)
+			return ret;
+		/* the checked file itself (its description: the children pread at offsets) */
+		ctx->pages_fd = fcntl(pages->fd, F_DUPFD_CLOEXEC, t->fd_base);
+		if (ctx->pages_fd < 0) {
+			ret = -errno;
+			pr_err("pid %d: cannot move the pages fd above %d: %m", ctx->pid,
+			       t->fd_base);
+			return ret;
+		}
 		ctx->map_fd = t->desc_fd;
 	}
 	return cow_plan(t);
@@ -1054,8 +1038,9 @@ static int vdso_proxy_patch(struct restore_ctx *ctx)
 	struct vsym osym[64], nsym[64];
 	const uint8_t *ours = (const void *)getauxval(AT_SYSINFO_EHDR);
 	const Elf64_Ehdr *oeh = (const void *)ours;
+	const struct img_file *pages;
 	uint8_t *img;
-	int no, nn, fd, ret = 0, patched = 0;
+	int no, nn, ret = 0, patched = 0;
 	size_t len;
 
 	for (size_t i = 0; i < ctx->mm->n_vmas; i++)
@@ -1073,8 +1058,11 @@ static int vdso_proxy_patch(struct restore_ctx *ctx)
 	img = malloc(len);
 	if (!img)
 		return -ENOMEM;
-	fd = open_pages(ctx);
-	if (fd < 0 || sys_pread_full(fd, img, len, PAGES_DATA_OFF + run->offset) != (ssize_t)len) {
+	ret = img_dir_raw(ctx->img, IMG_PAGES, &pages, "pages-%d.img", ctx->pid);
+	if (ret)
+		goto out;
+	if (sys_pread_full(pages->fd, img, len, PAGES_DATA_OFF + run->offset) != (ssize_t)len) {
+		pr_err("pid %d: cannot read the old vDSO's code from %s", ctx->pid, pages->name);
 		ret = -EIO;
 		goto out;
 	}
@@ -1100,8 +1088,6 @@ static int vdso_proxy_patch(struct restore_ctx *ctx)
 	}
 	pr_info("pid %d: %d vDSO entry points redirected", ctx->pid, patched);
 out:
-	if (fd >= 0)
-		close(fd);
 	free(img);
 	return ret;
 }

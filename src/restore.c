@@ -160,7 +160,7 @@ static void reclaim_terminal(void)
 
 static int read_images(struct restore_ctx *ctx)
 {
-	int ret = img_read_one(ctx->dirfd, IMG_CORE, &task_core__descriptor,
+	int ret = img_read_one(ctx->img, IMG_CORE, &task_core__descriptor,
 			       (ProtobufCMessage **)&ctx->core, "core-%d.img", ctx->pid);
 
 	if (ret)
@@ -191,7 +191,7 @@ static PstreeEntry *find_entry(struct tree *t, uint32_t pid, size_t before)
 /* pstree.img: the root first, every parent before its children, pids unique. */
 static int read_pstree(struct tree *t)
 {
-	int ret = img_read_all(t->dirfd, IMG_PSTREE, &pstree_entry__descriptor, &t->pstree,
+	int ret = img_read_all(t->img, IMG_PSTREE, &pstree_entry__descriptor, &t->pstree,
 			       &t->nr_pstree, "pstree.img");
 
 	if (!ret && !t->nr_pstree) {
@@ -227,7 +227,7 @@ static int read_processes(struct tree *t)
 			return -ENOMEM;
 		ctx->o = t->o;
 		ctx->tree = t;
-		ctx->dirfd = t->dirfd;
+		ctx->img = t->img;
 		ctx->inv = t->inv;
 		ctx->pid = t->pstree[i]->pid;
 		ctx->pages_fd = -1;
@@ -253,7 +253,7 @@ static void compute_fd_base(struct tree *t)
 /* Room for the processes' fds and amber's above them (rlimits.c sets the real limits). */
 static void raise_nofile(struct tree *t)
 {
-	rlim_t want = t->fd_base + 4 * t->nr_pstree + t->nr_rfiles + 64;
+	rlim_t want = t->fd_base + 4 * t->nr_pstree + t->nr_rfiles + t->img->nr_files + 64;
 	struct rlimit rl;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= want)
@@ -638,7 +638,6 @@ static void kill_tree(struct tree *t)
 static int do_restore(struct opts *o)
 {
 	struct tree t = {.o = o};
-	struct img_verify *verify = NULL;
 	int ret, vret;
 
 	t.dirfd = sys_open(o->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
@@ -647,19 +646,13 @@ static int do_restore(struct opts *o)
 		return t.dirfd;
 	}
 	/* the pages files are hashed meanwhile: nothing runs before they matched */
-	ret = img_verify_start(t.dirfd, o->dir, &t.inv, &verify);
+	ret = img_dir_open(t.dirfd, o->dir, &t.img);
 	if (ret)
 		goto close_dir;
-	{
-		struct stat st;
-
-		if (fstatat(t.dirfd, "inventory.img", &st, 0)) {
-			ret = -errno;
-			goto close_dir;
-		}
-		t.image_uid = st.st_uid;
-		t.image_gid = st.st_gid;
-	}
+	t.inv = t.img->inv;
+	/* the directory's owner, checked to own every file: the fds hold what it vouched for */
+	t.image_uid = t.img->uid;
+	t.image_gid = t.img->gid;
 	if (t.inv->shell_job && !o->shell_job) {
 		pr_err("%s was dumped with --shell-job; restore it with -j from a terminal",
 		       o->dir);
@@ -688,8 +681,7 @@ static int do_restore(struct opts *o)
 	for (size_t p = 0; !ret && p < t.nr_procs; p++)
 		ret = finish_process(t.rprocs[p]);
 	/* a corrupt pages file explains any failure above best */
-	vret = img_verify_wait(verify);
-	verify = NULL;
+	vret = img_dir_wait(t.img);
 	ret = vret ? vret : ret;
 	if (!ret)
 		ret = make_zombies(&t);
@@ -719,8 +711,8 @@ kill_tree:
 	if (!ret)
 		ret = -EIO;
 close_dir:
-	if (verify) /* an early failure: still join the hashing (and say if it failed) */
-		img_verify_wait(verify);
+	/* after an early failure this still joins the hashing (and says if it failed) */
+	img_dir_close(t.img);
 	if (o->shell_job && !o->detached)
 		reclaim_terminal();
 	close(t.dirfd);

@@ -25,6 +25,7 @@
 struct show {
 	FILE *out;
 	int dirfd;
+	struct img_dir *img; /* what is there, by name: show also shows broken images */
 	const char *dir;
 	char **errors;
 	size_t nr_errors;
@@ -337,7 +338,7 @@ static void emit_one(struct show *s, enum img_kind kind, const ProtobufCMessageD
 		fputs("null", s->out);
 		return;
 	}
-	ret = img_read_one(s->dirfd, kind, desc, &m, "%s", name);
+	ret = img_read_one(s->img, kind, desc, &m, "%s", name);
 	if (ret) {
 		show_error(s, "%s: %s", name, strerror(-ret));
 		fputs("null", s->out);
@@ -362,7 +363,7 @@ static void emit_all(struct show *s, enum img_kind kind, const ProtobufCMessageD
 		fputs("null", s->out);
 		return;
 	}
-	ret = img_open(s->dirfd, kind, &img, "%s", name);
+	ret = img_open(s->img, kind, &img, "%s", name);
 	if (ret) {
 		show_error(s, "%s: %s", name, strerror(-ret));
 		fputs("null", s->out);
@@ -472,7 +473,7 @@ static size_t tree_pids(struct show *s, uint32_t root, uint32_t **pids, uint32_t
 	size_t n = 0, k = 0;
 
 	*pids = *vm = NULL;
-	if (!img_read_all(s->dirfd, IMG_PSTREE, &pstree_entry__descriptor, &e, &n, "pstree.img") &&
+	if (!img_read_all(s->img, IMG_PSTREE, &pstree_entry__descriptor, &e, &n, "pstree.img") &&
 	    n) {
 		*pids = calloc(n, sizeof(**pids));
 		*vm = calloc(n, sizeof(**vm));
@@ -515,7 +516,7 @@ static void show_image(struct show *s)
 		fputs("null", s->out);
 		nr_pids = scan_pids(s, &pids);
 	} else {
-		ret = img_read_one(s->dirfd, IMG_INVENTORY, &inventory__descriptor,
+		ret = img_read_one(s->img, IMG_INVENTORY, &inventory__descriptor,
 				   (ProtobufCMessage **)&inv, "inventory.img");
 		if (ret) {
 			show_error(s, "inventory.img: %s", strerror(-ret));
@@ -537,15 +538,16 @@ static void show_image(struct show *s)
 	fputs(nr_pids ? "\n  ],\n  \"files\": " : "],\n  \"files\": ", s->out);
 	emit_all(s, IMG_FILES, &reg_file__descriptor, "files.img", 1);
 	if (inv) {
-		Inventory *checked;
+		struct img_dir *checked;
 
-		/* Sizes and checksums of every listed file: logs what is wrong. */
-		ret = img_verify_dir(s->dirfd, s->dir, &checked);
+		/* What restore checks (ownership, sizes, checksums): logs what is wrong. */
+		ret = img_dir_open(s->dirfd, s->dir, &checked);
+		if (!ret)
+			ret = img_dir_wait(checked);
+		img_dir_close(checked);
 		fprintf(s->out, ",\n  \"verified\": %s", ret ? "false" : "true");
 		if (ret)
 			show_error(s, "the image does not verify (see the messages above)");
-		else
-			inventory__free_unpacked(checked, NULL);
 		inventory__free_unpacked(inv, NULL);
 	}
 	free(pids);
@@ -588,10 +590,15 @@ int cmd_show(int argc, char **argv)
 		pr_err("show: cannot open image directory %s: %s", s.dir, strerror(errno));
 		return 1;
 	}
+	if (img_dir_browse(s.dirfd, s.dir, &s.img)) {
+		close(s.dirfd);
+		return 1;
+	}
 	show_image(&s);
 	ret = fflush(s.out) || ferror(s.out) ? 1 : 0;
 	if (ret)
 		pr_err("show: cannot write the output: %s", strerror(errno));
+	img_dir_close(s.img);
 	close(s.dirfd);
 	if (s.nr_errors)
 		ret = 1;

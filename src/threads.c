@@ -61,7 +61,7 @@ static int threads_restore_read(struct restore_ctx *ctx)
 		int ret;
 
 		t->tid = ctx->core->threads[i];
-		ret = img_read_one(ctx->dirfd, IMG_CORE, &task_core__descriptor,
+		ret = img_read_one(ctx->img, IMG_CORE, &task_core__descriptor,
 				   (ProtobufCMessage **)&t->core, "core-%d.img", t->tid);
 		if (ret)
 			return ret;

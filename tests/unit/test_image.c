@@ -2,8 +2,10 @@
 /*
  * Image files: a set written with img_create/img_put/img_finish and
  * img_set_commit reads back, verifies, and every kind of damage (a flipped
- * byte, a truncated or missing file, no inventory) is refused.  Write and
- * read faults are injected through AMBER_FAULT.
+ * byte, a truncated or missing file, no inventory) is refused, and so is
+ * what restore must not trust: files not listed, links, files of another
+ * owner or writable by others, records larger or more numerous than a
+ * process can have.  Write and read faults are injected through AMBER_FAULT.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -64,13 +66,34 @@ static bool exists(struct fixture *fx, const char *name)
 	return !faccessat(fx->dirfd, name, F_OK, 0);
 }
 
-/* fs-PID.img, pagemap-PID.img with NR_PM records, files.img; no inventory yet. */
+static int put_one(struct img_set *set, enum img_kind kind, const char *name,
+		   const ProtobufCMessage *m)
+{
+	struct img *img;
+	int ret = img_create(set, kind, &img, "%s", name);
+
+	if (ret)
+		return ret;
+	ret = img_put(img, m);
+	if (ret) {
+		img_abort(img);
+		return ret;
+	}
+	return img_finish(img);
+}
+
+static int nr_rfiles = 1; /* records of files.img */
+
+/* fs-, pagemap- (NR_PM records), pages-, fds-PID.img, files.img; no inventory yet. */
 static int write_files(struct img_set *set)
 {
+	static char page[4096];
 	PagemapEntry pm;
+	FdEntry fd;
 	FsEntry fs;
 	RegFile rf;
 	struct img *img;
+	char name[64];
 	int ret;
 
 	fs_entry__init(&fs);
@@ -106,6 +129,24 @@ static int write_files(struct img_set *set)
 	if (ret)
 		return ret;
 
+	/* the runs' pages, after the header padded to a page */
+	ret = img_create(set, IMG_PAGES, &img, "pages-%d.img", ROOT_PID);
+	if (ret)
+		return ret;
+	memset(page, 0, sizeof(page));
+	ret = img_write(img, page, PAGES_DATA_OFF - IMG_HDR_SIZE);
+	for (int i = 0; !ret && i < NR_PM * (NR_PM + 1) / 2 + 2; i++) {
+		memset(page, 'a' + i, sizeof(page));
+		ret = img_write(img, page, sizeof(page));
+	}
+	if (ret) {
+		img_abort(img);
+		return ret;
+	}
+	ret = img_finish(img);
+	if (ret)
+		return ret;
+
 	reg_file__init(&rf);
 	rf.id = 0;
 	rf.kind = FILE_KIND__FILE_REG;
@@ -113,14 +154,22 @@ static int write_files(struct img_set *set)
 	rf.size = 12;
 	rf.mode = 0100644;
 	ret = img_create(set, IMG_FILES, &img, "files.img");
+	for (int i = 0; !ret && i < nr_rfiles; i++) {
+		rf.id = i;
+		ret = img_put(img, &rf.base);
+		if (ret)
+			img_abort(img);
+	}
+	if (!ret)
+		ret = img_finish(img);
 	if (ret)
 		return ret;
-	ret = img_put(img, &rf.base);
-	if (ret) {
-		img_abort(img);
-		return ret;
-	}
-	return img_finish(img);
+
+	/* the open file's fd: files.img holds no more files than fds and mappings use */
+	fd_entry__init(&fd);
+	fd.fd = 3;
+	snprintf(name, sizeof(name), "fds-%d.img", ROOT_PID);
+	return put_one(set, IMG_FDS, name, &fd.base);
 }
 
 static int commit(struct img_set *set)
@@ -150,14 +199,48 @@ static int write_image(struct fixture *fx)
 	return commit(&set);
 }
 
+/* img_dir_open and img_dir_wait: the checks restore makes. */
+static int verify(struct fixture *fx, struct img_dir **d)
+{
+	int ret = img_dir_open(fx->dirfd, fx->dir, d);
+
+	if (ret) {
+		assert_null(*d);
+		return ret;
+	}
+	ret = img_dir_wait(*d);
+	if (ret) {
+		img_dir_close(*d);
+		*d = NULL;
+	}
+	return ret;
+}
+
+static int verify_close(struct fixture *fx)
+{
+	struct img_dir *d;
+	int ret = verify(fx, &d);
+
+	img_dir_close(d);
+	return ret;
+}
+
+static struct img_dir *browse(struct fixture *fx)
+{
+	struct img_dir *d;
+
+	assert_int_equal(img_dir_browse(fx->dirfd, fx->dir, &d), 0);
+	return d;
+}
+
 /* Read pagemap-PID.img and check every record. */
-static void check_pagemap(struct fixture *fx)
+static void check_pagemap(struct img_dir *d)
 {
 	ProtobufCMessage *m;
 	struct img *img;
 	int n = 0, ret;
 
-	assert_int_equal(img_open(fx->dirfd, IMG_PAGEMAP, &img, "pagemap-%d.img", ROOT_PID), 0);
+	assert_int_equal(img_open(d, IMG_PAGEMAP, &img, "pagemap-%d.img", ROOT_PID), 0);
 	while ((ret = img_get(img, &pagemap_entry__descriptor, &m)) == 1) {
 		PagemapEntry *pm = (PagemapEntry *)m;
 
@@ -175,24 +258,27 @@ static void check_pagemap(struct fixture *fx)
 
 static void check_image(struct fixture *fx)
 {
-	Inventory *inv = NULL;
+	struct img_dir *d = NULL;
 	FsEntry *fs = NULL;
+	Inventory *inv;
 
-	assert_int_equal(img_verify_dir(fx->dirfd, fx->dir, &inv), 0);
+	assert_int_equal(verify(fx, &d), 0);
+	inv = d->inv;
 	assert_non_null(inv);
 	assert_int_equal(inv->root_pid, ROOT_PID);
 	assert_int_equal(inv->image_version, IMG_VERSION);
 	assert_string_equal(inv->kernel, "6.18-test");
-	assert_int_equal(inv->n_files, 3);
-	inventory__free_unpacked(inv, NULL);
+	assert_int_equal(inv->n_files, 5);
+	assert_int_equal(d->uid, geteuid());
 
-	assert_int_equal(img_read_one(fx->dirfd, IMG_FS, &fs_entry__descriptor,
-				      (ProtobufCMessage **)&fs, "fs-%d.img", ROOT_PID),
+	assert_int_equal(img_read_one(d, IMG_FS, &fs_entry__descriptor, (ProtobufCMessage **)&fs,
+				      "fs-%d.img", ROOT_PID),
 			 0);
 	assert_string_equal(fs->cwd, "/tmp/work dir");
 	assert_string_equal(fs->root, "/");
 	fs_entry__free_unpacked(fs, NULL);
-	check_pagemap(fx);
+	check_pagemap(d);
+	img_dir_close(d);
 }
 
 static void flip_byte(struct fixture *fx, const char *name, off_t off)
@@ -231,8 +317,8 @@ static void test_flipped_byte(void **state)
 {
 	struct fixture *fx = *state;
 	char name[64];
-	Inventory *inv = NULL;
 	ProtobufCMessage *m;
+	struct img_dir *d;
 	struct img *img;
 	int ret;
 
@@ -240,10 +326,11 @@ static void test_flipped_byte(void **state)
 	snprintf(name, sizeof(name), "pagemap-%d.img", ROOT_PID);
 	/* in the last record's payload */
 	flip_byte(fx, name, file_size(fx, name) - 2);
-	assert_int_equal(img_verify_dir(fx->dirfd, fx->dir, &inv), -EBADMSG);
+	assert_int_equal(verify_close(fx), -EBADMSG);
 
 	/* Reading it record by record stops at the bad record. */
-	assert_int_equal(img_open(fx->dirfd, IMG_PAGEMAP, &img, "%s", name), 0);
+	d = browse(fx);
+	assert_int_equal(img_open(d, IMG_PAGEMAP, &img, "%s", name), 0);
 	for (int i = 0; i < NR_PM - 1; i++) {
 		assert_int_equal(img_get(img, &pagemap_entry__descriptor, &m), 1);
 		protobuf_c_message_free_unpacked(m, NULL);
@@ -251,34 +338,40 @@ static void test_flipped_byte(void **state)
 	ret = img_get(img, &pagemap_entry__descriptor, &m);
 	assert_int_equal(ret, -EBADMSG);
 	img_close(img);
+	img_dir_close(d);
 }
 
 static void test_flipped_inventory(void **state)
 {
 	struct fixture *fx = *state;
-	Inventory *inv = NULL;
 
 	assert_int_equal(write_image(fx), 0);
 	flip_byte(fx, "inventory.img", file_size(fx, "inventory.img") - 3);
-	assert_int_equal(img_verify_dir(fx->dirfd, fx->dir, &inv), -EBADMSG);
+	assert_int_equal(verify_close(fx), -EBADMSG);
 }
 
 static void test_bad_header(void **state)
 {
 	struct fixture *fx = *state;
+	struct img_dir *d;
 	struct img *img;
 
 	assert_int_equal(write_image(fx), 0);
 	/* a file of another kind, or one with a damaged magic, is refused */
-	assert_int_equal(img_open(fx->dirfd, IMG_MM, &img, "fs-%d.img", ROOT_PID), -EBADMSG);
+	assert_int_equal(verify(fx, &d), 0);
+	assert_int_equal(img_open(d, IMG_MM, &img, "fs-%d.img", ROOT_PID), -EBADMSG);
+	img_dir_close(d);
+	d = browse(fx);
+	assert_int_equal(img_open(d, IMG_MM, &img, "fs-%d.img", ROOT_PID), -EBADMSG);
 	flip_byte(fx, "files.img", 1);
-	assert_int_equal(img_open(fx->dirfd, IMG_FILES, &img, "files.img"), -EBADMSG);
+	assert_int_equal(img_open(d, IMG_FILES, &img, "files.img"), -EBADMSG);
+	img_dir_close(d);
+	assert_int_equal(verify_close(fx), -EBADMSG);
 }
 
 static void test_truncated(void **state)
 {
 	struct fixture *fx = *state;
-	Inventory *inv = NULL;
 	char name[64];
 	int fd;
 
@@ -288,13 +381,14 @@ static void test_truncated(void **state)
 	assert_true(fd >= 0);
 	assert_int_equal(ftruncate(fd, file_size(fx, name) - 5), 0);
 	close(fd);
-	assert_int_equal(img_verify_dir(fx->dirfd, fx->dir, &inv), -EBADMSG);
+	assert_int_equal(verify_close(fx), -EBADMSG);
 }
 
 static void test_truncated_record(void **state)
 {
 	struct fixture *fx = *state;
 	ProtobufCMessage *m;
+	struct img_dir *d;
 	struct img *img;
 	char name[64];
 	int fd, ret, n = 0;
@@ -305,7 +399,8 @@ static void test_truncated_record(void **state)
 	assert_true(fd >= 0);
 	assert_int_equal(ftruncate(fd, file_size(fx, name) - 1), 0);
 	close(fd);
-	assert_int_equal(img_open(fx->dirfd, IMG_PAGEMAP, &img, "%s", name), 0);
+	d = browse(fx);
+	assert_int_equal(img_open(d, IMG_PAGEMAP, &img, "%s", name), 0);
 	while ((ret = img_get(img, &pagemap_entry__descriptor, &m)) == 1) {
 		protobuf_c_message_free_unpacked(m, NULL);
 		n++;
@@ -313,29 +408,27 @@ static void test_truncated_record(void **state)
 	assert_int_equal(ret, -EBADMSG);
 	assert_int_equal(n, NR_PM - 1);
 	img_close(img);
+	img_dir_close(d);
 }
 
 static void test_missing_inventory(void **state)
 {
 	struct fixture *fx = *state;
-	struct img_set set = { .dirfd = fx->dirfd };
-	Inventory *inv = NULL;
+	struct img_set set = {.dirfd = fx->dirfd};
 
 	/* a dump that stopped before the commit */
 	assert_int_equal(write_files(&set), 0);
 	img_set_free(&set);
-	assert_int_equal(img_verify_dir(fx->dirfd, fx->dir, &inv), -ENOENT);
-	assert_null(inv);
+	assert_int_equal(verify_close(fx), -ENOENT);
 }
 
 static void test_missing_file(void **state)
 {
 	struct fixture *fx = *state;
-	Inventory *inv = NULL;
 
 	assert_int_equal(write_image(fx), 0);
 	assert_int_equal(unlinkat(fx->dirfd, "files.img", 0), 0);
-	assert_int_equal(img_verify_dir(fx->dirfd, fx->dir, &inv), -ENOENT);
+	assert_int_equal(verify_close(fx), -ENOENT);
 }
 
 static void test_enospc(void **state)
@@ -372,8 +465,7 @@ static void test_enospc_on_header(void **state)
 static void test_commit_fails(void **state)
 {
 	struct fixture *fx = *state;
-	struct img_set set = { .dirfd = fx->dirfd };
-	Inventory *inv = NULL;
+	struct img_set set = {.dirfd = fx->dirfd};
 
 	assert_int_equal(write_files(&set), 0);
 	set_faults("rename:1:EIO");
@@ -381,7 +473,7 @@ static void test_commit_fails(void **state)
 	set_faults(NULL);
 	assert_false(exists(fx, "inventory.img"));
 	assert_false(exists(fx, "inventory.img.tmp"));
-	assert_int_equal(img_verify_dir(fx->dirfd, fx->dir, &inv), -ENOENT);
+	assert_int_equal(verify_close(fx), -ENOENT);
 }
 
 static void test_fsync_fails(void **state)
@@ -426,13 +518,13 @@ static void test_eintr_reads(void **state)
 	struct fixture *fx = *state;
 
 	assert_int_equal(write_image(fx), 0);
-	/* the header read, then each record's head and payload: hit several */
+	/* the check reads each file; then each record's head and payload: hit several */
 	for (int nth = 1; nth <= 6; nth++) {
-		char spec[32];
+		char spec[64];
 
-		snprintf(spec, sizeof(spec), "read:%d:EINTR", nth);
+		snprintf(spec, sizeof(spec), "read:%d:EINTR,pread:%d:EINTR", nth, nth);
 		set_faults(spec);
-		check_pagemap(fx);
+		check_image(fx);
 	}
 }
 
@@ -452,6 +544,7 @@ static void test_big_record(void **state)
 	struct img_set set = { .dirfd = fx->dirfd };
 	static uint8_t data[100000];
 	SiginfoEntry si, *back = NULL;
+	struct img_dir *d;
 	struct img *img;
 
 	/* bigger than img_put's stack buffer */
@@ -465,9 +558,11 @@ static void test_big_record(void **state)
 	assert_int_equal(img_put(img, &si.base), 0);
 	assert_int_equal(img_finish(img), 0);
 	img_set_free(&set);
-	assert_int_equal(img_read_one(fx->dirfd, IMG_CORE, &siginfo_entry__descriptor,
+	d = browse(fx);
+	assert_int_equal(img_read_one(d, IMG_CORE, &siginfo_entry__descriptor,
 				      (ProtobufCMessage **)&back, "core-1.img"),
 			 0);
+	img_dir_close(d);
 	assert_int_equal(back->info.len, sizeof(data));
 	assert_memory_equal(back->info.data, data, sizeof(data));
 	siginfo_entry__free_unpacked(back, NULL);
@@ -478,13 +573,151 @@ static void test_empty_file(void **state)
 	struct fixture *fx = *state;
 	struct img_set set = { .dirfd = fx->dirfd };
 	ProtobufCMessage *m = NULL;
+	struct img_dir *d;
 	struct img *img;
 
 	assert_int_equal(img_create(&set, IMG_FS, &img, "fs-1.img"), 0);
 	assert_int_equal(img_finish(img), 0);
 	img_set_free(&set);
-	assert_int_equal(img_read_one(fx->dirfd, IMG_FS, &fs_entry__descriptor, &m, "fs-1.img"),
-			 -EBADMSG);
+	d = browse(fx);
+	assert_int_equal(img_read_one(d, IMG_FS, &fs_entry__descriptor, &m, "fs-1.img"), -EBADMSG);
+	img_dir_close(d);
+}
+
+/* The fixture's files plus name holding n copies of m, all in the inventory. */
+static int write_with(struct fixture *fx, enum img_kind kind, const char *name,
+		      const ProtobufCMessage *m, int n)
+{
+	struct img_set set = {.dirfd = fx->dirfd};
+	struct img *img;
+	int ret = write_files(&set);
+
+	if (!ret)
+		ret = img_create(&set, kind, &img, "%s", name);
+	for (int i = 0; !ret && i < n; i++) {
+		ret = img_put(img, m);
+		if (ret)
+			img_abort(img);
+	}
+	if (!ret)
+		ret = img_finish(img);
+	if (ret) {
+		img_set_free(&set);
+		return ret;
+	}
+	return commit(&set);
+}
+
+static void test_unlisted(void **state)
+{
+	struct fixture *fx = *state;
+	struct img_set set = {.dirfd = fx->dirfd};
+	struct img_dir *d;
+	struct img *img;
+	FsEntry fs;
+
+	assert_int_equal(write_image(fx), 0);
+	/* a file beside the image that its inventory does not list */
+	fs_entry__init(&fs);
+	fs.cwd = fs.root = "/";
+	assert_int_equal(put_one(&set, IMG_FS, "fs-1.img", &fs.base), 0);
+	img_set_free(&set);
+	assert_int_equal(verify(fx, &d), 0);
+	assert_int_equal(img_open(d, IMG_FS, &img, "fs-1.img"), -EBADMSG);
+	assert_int_equal(img_open(d, IMG_FS, &img, "../fs-%d.img", ROOT_PID), -EBADMSG);
+	img_dir_close(d);
+}
+
+static void test_links_refused(void **state)
+{
+	struct fixture *fx = *state;
+
+	assert_int_equal(write_image(fx), 0);
+	/* a second name for a file: the other could be anyone's */
+	assert_int_equal(linkat(fx->dirfd, "files.img", fx->dirfd, "files.link", 0), 0);
+	assert_int_equal(verify_close(fx), -EPERM);
+	assert_int_equal(unlinkat(fx->dirfd, "files.link", 0), 0);
+	assert_int_equal(verify_close(fx), 0);
+	/* a symbolic link in place of the file, even to the real one */
+	assert_int_equal(renameat(fx->dirfd, "files.img", fx->dirfd, "files.real"), 0);
+	assert_int_equal(symlinkat("files.real", fx->dirfd, "files.img"), 0);
+	assert_int_equal(verify_close(fx), -ELOOP);
+}
+
+static void test_writable_refused(void **state)
+{
+	struct fixture *fx = *state;
+
+	assert_int_equal(write_image(fx), 0);
+	assert_int_equal(fchmodat(fx->dirfd, "files.img", 0620, 0), 0);
+	assert_int_equal(verify_close(fx), -EPERM);
+	assert_int_equal(fchmodat(fx->dirfd, "files.img", 0602, 0), 0);
+	assert_int_equal(verify_close(fx), -EPERM);
+	assert_int_equal(fchmodat(fx->dirfd, "files.img", 0644, 0), 0);
+	assert_int_equal(verify_close(fx), 0);
+	/* the directory: sticky or not, others could put their files in */
+	assert_int_equal(fchmod(fx->dirfd, 01777), 0);
+	assert_int_equal(verify_close(fx), -EPERM);
+	assert_int_equal(fchmod(fx->dirfd, 0770), 0);
+	assert_int_equal(verify_close(fx), -EPERM);
+	assert_int_equal(fchmod(fx->dirfd, 0755), 0);
+	assert_int_equal(verify_close(fx), 0);
+}
+
+static void test_foreign_owner(void **state)
+{
+	struct fixture *fx = *state;
+	struct img_dir *d;
+	char cmd[128];
+
+	if (geteuid() != 0)
+		skip();
+	assert_int_equal(write_image(fx), 0);
+	/* one file of another user (here 65534) in root's directory */
+	assert_int_equal(fchownat(fx->dirfd, "files.img", 65534, 65534, 0), 0);
+	assert_int_equal(verify_close(fx), -EPERM);
+	/* all of it that user's: fine, and that is who the image is */
+	snprintf(cmd, sizeof(cmd), "chown -R 65534:65534 %s", fx->dir);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(verify(fx, &d), 0);
+	assert_int_equal(d->uid, 65534);
+	assert_int_equal(d->gid, 65534);
+	img_dir_close(d);
+	/* and root's file in that user's directory */
+	assert_int_equal(fchownat(fx->dirfd, "inventory.img", 0, 0, 0), 0);
+	assert_int_equal(verify_close(fx), -EPERM);
+}
+
+static void test_record_too_large(void **state)
+{
+	struct fixture *fx = *state;
+	static char path[3 * PATH_MAX];
+	FsEntry fs;
+
+	memset(path, 'a', sizeof(path) - 1);
+	fs_entry__init(&fs);
+	fs.cwd = path;
+	fs.root = "/";
+	/* one fs record holds two paths */
+	assert_int_equal(write_with(fx, IMG_FS, "fs-1.img", &fs.base, 1), 0);
+	assert_int_equal(verify_close(fx), -EFBIG);
+}
+
+static void test_too_many_records(void **state)
+{
+	struct fixture *fx = *state;
+	FsEntry fs;
+
+	fs_entry__init(&fs);
+	fs.cwd = fs.root = "/";
+	assert_int_equal(write_with(fx, IMG_FS, "fs-1.img", &fs.base, 2), 0);
+	assert_int_equal(verify_close(fx), -EFBIG);
+
+	/* files.img: one fd and no mappings need no second open file */
+	nr_rfiles = 2;
+	assert_int_equal(write_image(fx), 0);
+	nr_rfiles = 1;
+	assert_int_equal(verify_close(fx), -EFBIG);
 }
 
 int main(void)
@@ -508,6 +741,12 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_eintr_writes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_big_record, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_empty_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unlisted, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_links_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_writable_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_foreign_owner, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_record_too_large, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_too_many_records, setup, teardown),
 	};
 
 	/* the errors the tests provoke are expected: keep the output to the results */

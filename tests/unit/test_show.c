@@ -112,6 +112,7 @@ static void write_image(struct fixture *fx)
 	static uint8_t xsave[] = { 0x00, 0xff, 0x10, 0xab };
 	static uint64_t auxv[] = { 6, 4096, 0, 0 };
 	static uint32_t groups[] = { 0, 27 };
+	static uint8_t page[4096];
 	struct img_set set = { .dirfd = fx->dirfd };
 	SigactionEntry sa, *sas[] = { &sa };
 	PagemapEntry pm[2], *pms[] = { &pm[0], &pm[1] };
@@ -181,6 +182,13 @@ static void write_image(struct fixture *fx)
 		pm[i].offset = i * 4096;
 		assert_int_equal(img_put(img, &pm[i].base), 0);
 	}
+	assert_int_equal(img_finish(img), 0);
+	/* their pages: every run of pagemap holds at least one */
+	snprintf(name, sizeof(name), "pages-%d.img", PID);
+	assert_int_equal(img_create(&set, IMG_PAGES, &img, "%s", name), 0);
+	assert_int_equal(img_write(img, page, PAGES_DATA_OFF - IMG_HDR_SIZE), 0);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(img_write(img, page, sizeof(page)), 0);
 	assert_int_equal(img_finish(img), 0);
 
 	fd_entry__init(&fd);
@@ -280,9 +288,10 @@ static void test_show_full(void **state)
 	assert_true(jq(fx, ".inventory.tool_version == \"" AMBER_VERSION "\""));
 	assert_true(jq(fx, ".inventory.dump_time_ns == 1764720000000000000"));
 	assert_true(jq(fx, ".inventory.shell_job == false"));
-	assert_true(jq(fx, "[.inventory.files[].name] | sort == "
-			   "[\"core-4242.img\", \"fds-4242.img\", \"files.img\", \"fs-4242.img\", "
-			   "\"mm-4242.img\", \"pagemap-4242.img\", \"pstree.img\"]"));
+	assert_true(jq(
+		fx, "[.inventory.files[].name] | sort == "
+		    "[\"core-4242.img\", \"fds-4242.img\", \"files.img\", \"fs-4242.img\", "
+		    "\"mm-4242.img\", \"pagemap-4242.img\", \"pages-4242.img\", \"pstree.img\"]"));
 	assert_true(jq(fx, ".inventory.files | all(.size > 8 and (.xxh3 | type) == \"number\")"));
 	/* one task with every part */
 	assert_true(jq(fx, ".tasks | length == 1"));
