@@ -348,6 +348,137 @@ static uint64_t max_count(const struct img_dir *d, enum img_kind kind, const cha
 	}
 }
 
+/* Repeated fields that decode to far more than their wire size, and their bounds. */
+static const struct {
+	const ProtobufCMessageDescriptor *desc;
+	const char *field; /* dotted through submessages */
+	enum img_lim lim;
+	const char *what;
+} wire_rules[] = {
+	{&inventory__descriptor, "files", LIM_DIRENTS, "files"},
+	{&task_core__descriptor, "sigactions", LIM_NSIG, "signal actions"},
+	{&task_core__descriptor, "pending", LIM_SIGPENDING, "pending signals"},
+	{&task_core__descriptor, "itimers", LIM_ITIMERS, "interval timers"},
+	{&task_core__descriptor, "posix_timers", LIM_SIGPENDING, "POSIX timers"},
+	{&task_core__descriptor, "rlimits", LIM_RLIMITS, "resource limits"},
+	{&task_core__descriptor, "creds.groups", LIM_NGROUPS, "supplementary groups"},
+	{&task_core__descriptor, "threads", LIM_THREADS_MAX, "threads"},
+	{&mm_entry__descriptor, "auxv", LIM_AUXV, "auxv words"},
+	{&mm_entry__descriptor, "vmas", LIM_MAP_COUNT, "mappings"},
+	{&reg_file__descriptor, "epoll.targets", LIM_NR_OPEN, "epoll watches"},
+	{&reg_file__descriptor, "inotify.watches", LIM_INOTIFY, "inotify watches"},
+	{&reg_file__descriptor, "unix_sk.rqueue", LIM_QUEUED, "queued messages"},
+	{&reg_file__descriptor, "inet_sk.dgrams", LIM_QUEUED, "queued datagrams"},
+};
+
+static int varint(const uint8_t *p, size_t len, size_t *off, uint64_t *v)
+{
+	*v = 0;
+	for (int shift = 0; shift < 64 && *off < len; shift += 7) {
+		uint8_t b = p[(*off)++];
+
+		*v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80))
+			return 0;
+	}
+	return -EBADMSG;
+}
+
+/*
+ * Occurrences of field ids[0] (inside it, of ids[1]...) in an encoded
+ * message; a packed varint field counts one per element.
+ */
+static int wire_count(const uint8_t *p, size_t len, const uint32_t *ids, int depth, bool packed,
+		      uint64_t *n)
+{
+	size_t off = 0;
+
+	while (off < len) {
+		uint64_t tag, v;
+		bool hit;
+		int ret;
+
+		if (varint(p, len, &off, &tag))
+			return -EBADMSG;
+		hit = tag >> 3 == ids[0];
+		switch (tag & 7) {
+		case 0:
+			if (varint(p, len, &off, &v))
+				return -EBADMSG;
+			*n += hit && depth == 1;
+			break;
+		case 1:
+		case 5:
+			v = (tag & 7) == 1 ? 8 : 4;
+			if (len - off < v)
+				return -EBADMSG;
+			off += v;
+			*n += hit && depth == 1;
+			break;
+		case 2:
+			if (varint(p, len, &off, &v) || v > len - off)
+				return -EBADMSG;
+			if (hit && depth > 1) {
+				ret = wire_count(p + off, v, ids + 1, depth - 1, packed, n);
+				if (ret)
+					return ret;
+			} else if (hit && packed) {
+				for (size_t i = 0; i < v; i++)
+					*n += !(p[off + i] & 0x80);
+			} else {
+				*n += hit;
+			}
+			off += v;
+			break;
+		default: /* groups: amber writes none */
+			return -EBADMSG;
+		}
+	}
+	return 0;
+}
+
+/* Before a record is decoded: its repeated fields within what a process can have. */
+static int wire_check(const struct img *img, const ProtobufCMessageDescriptor *desc,
+		      const uint8_t *buf, size_t len)
+{
+	for (size_t r = 0; r < sizeof(wire_rules) / sizeof(wire_rules[0]); r++) {
+		const ProtobufCMessageDescriptor *m = desc;
+		const ProtobufCFieldDescriptor *f = NULL;
+		char path[64], *seg, *save;
+		uint32_t ids[4];
+		uint64_t n = 0;
+		int depth = 0;
+
+		if (wire_rules[r].desc != desc)
+			continue;
+		snprintf(path, sizeof(path), "%s", wire_rules[r].field);
+		for (seg = strtok_r(path, ".", &save); seg && m && depth < 4;
+		     seg = strtok_r(NULL, ".", &save)) {
+			f = protobuf_c_message_descriptor_get_field_by_name(m, seg);
+			if (!f)
+				break;
+			ids[depth++] = f->id;
+			m = f->type == PROTOBUF_C_TYPE_MESSAGE ? f->descriptor : NULL;
+		}
+		if (!f || seg)
+			continue; /* not in this schema */
+		if (wire_count(buf, len, ids, depth, f->type != PROTOBUF_C_TYPE_MESSAGE, &n)) {
+			pr_err("image file %s is corrupt (bad record); re-dump the process",
+			       img->name);
+			return -EBADMSG;
+		}
+		if (n > img->dir->lim[wire_rules[r].lim]) {
+			pr_err("image file %s: record %llu lists %llu %s, more than %s (%llu) "
+			       "allows; refusing",
+			       img->name, (unsigned long long)img->nr + 1, (unsigned long long)n,
+			       wire_rules[r].what, lims[wire_rules[r].lim].name,
+			       (unsigned long long)img->dir->lim[wire_rules[r].lim]);
+			return -EFBIG;
+		}
+	}
+	return 0;
+}
+
 /* Files amber writes: inventory.img, files.img, pstree.img and KIND-N.img. */
 static int kind_of_name(const char *name, enum img_kind *kind)
 {
@@ -1023,6 +1154,7 @@ int img_get(struct img *img, const ProtobufCMessageDescriptor *desc, ProtobufCMe
 	uint64_t h, max;
 	uint32_t len;
 	ssize_t r;
+	int ret;
 
 	if (img->off >= img->end)
 		return 0;
@@ -1063,6 +1195,11 @@ int img_get(struct img *img, const ProtobufCMessageDescriptor *desc, ProtobufCMe
 	if (r != (ssize_t)len || XXH3_64bits(buf, len) != h) {
 		free(buf);
 		goto corrupt;
+	}
+	ret = wire_check(img, desc, buf, len);
+	if (ret) {
+		free(buf);
+		return ret;
 	}
 	*msg = protobuf_c_message_unpack(desc, NULL, len, buf);
 	free(buf);

@@ -720,6 +720,47 @@ static void test_too_many_records(void **state)
 	assert_int_equal(verify_close(fx), -EFBIG);
 }
 
+static void test_too_many_vmas(void **state)
+{
+	struct fixture *fx = *state;
+	struct img_set set = {.dirfd = fx->dirfd};
+	ProtobufCMessage *m = NULL;
+	unsigned long map_count = 65530;
+	VmaEntry vma, **vmas;
+	struct img_dir *d;
+	struct img *img;
+	MmEntry mm;
+	FILE *f;
+
+	f = fopen("/proc/sys/vm/max_map_count", "r");
+	if (f) {
+		assert_int_equal(fscanf(f, "%lu", &map_count), 1);
+		fclose(f);
+	}
+	if (map_count > (1UL << 20))
+		skip();
+	/* one more VMA than a process can have: refused before it is decoded */
+	vma_entry__init(&vma);
+	vmas = calloc(map_count + 1, sizeof(*vmas));
+	assert_non_null(vmas);
+	for (size_t i = 0; i <= map_count; i++)
+		vmas[i] = &vma;
+	mm_entry__init(&mm);
+	mm.vmas = vmas;
+	mm.n_vmas = map_count + 1;
+	assert_int_equal(write_files(&set), 0);
+	assert_int_equal(img_create(&set, IMG_MM, &img, "mm-%d.img", ROOT_PID), 0);
+	assert_int_equal(img_put(img, &mm.base), 0);
+	assert_int_equal(img_finish(img), 0);
+	assert_int_equal(commit(&set), 0);
+	free(vmas);
+	assert_int_equal(verify(fx, &d), 0);
+	assert_int_equal(img_read_one(d, IMG_MM, &mm_entry__descriptor, &m, "mm-%d.img", ROOT_PID),
+			 -EFBIG);
+	assert_null(m);
+	img_dir_close(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -747,6 +788,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_foreign_owner, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_record_too_large, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_too_many_records, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_too_many_vmas, setup, teardown),
 	};
 
 	/* the errors the tests provoke are expected: keep the output to the results */
