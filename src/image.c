@@ -18,7 +18,7 @@
 #include "sys.h"
 
 #define IMG_MAGIC_BASE 0xa3be0000u
-#define IMG_MAX_RECORD (64u << 20)
+#define IMG_MAX_RECORD (64u << 20) /* img_put() writes none larger */
 
 static const char *const kind_names[IMG__COUNT] = {
 	[IMG_INVENTORY] = "inventory",
@@ -145,6 +145,12 @@ int img_put(struct img *img, const ProtobufCMessage *msg)
 	uint64_t h;
 	int ret;
 
+	if (len > IMG_MAX_RECORD) {
+		pr_err("image file %s: a record of %zu bytes, more than the image format allows "
+		       "(%u)",
+		       img->name, len, IMG_MAX_RECORD);
+		return -EFBIG;
+	}
 	if (!buf)
 		return -ENOMEM;
 	protobuf_c_message_pack(msg, buf + 12);
