@@ -391,8 +391,8 @@ static int flush_pages(struct page_writer *w)
 }
 
 /*
- * Queues start..end to be read; small runs share one write.  The pagemap entry is written now: its offset only depends on the
- * runs before it.
+ * Queues start..end to be read; small runs share one write.  The pagemap entry is written now: its
+ * offset only depends on the runs before it.
  */
 static int copy_run(struct page_writer *w, uint64_t start, uint64_t end)
 {
@@ -589,6 +589,30 @@ static uint64_t pages_size(struct restore_ctx *ctx)
 	return 0;
 }
 
+/*
+ * Below vm.mmap_min_addr only CAP_SYS_RAWIO maps (a NULL-dereference
+ * exploit's first step): amber maps as root, so only a root owner's image
+ * may have a mapping there.
+ */
+static int check_low_vmas(struct restore_ctx *ctx)
+{
+	unsigned long min = 65536;
+	char *buf;
+
+	if (ctx->tree->owner.unbounded || !ctx->mm->n_vmas)
+		return 0;
+	if (!sys_read_file("/proc/sys/vm/mmap_min_addr", &buf, NULL)) {
+		min = strtoul(buf, NULL, 10);
+		free(buf);
+	}
+	if (ctx->mm->vmas[0]->start >= min)
+		return 0;
+	pr_err("mm-%d.img: a mapping at %#llx lies below vm.mmap_min_addr (%#lx), where only "
+	       "CAP_SYS_RAWIO maps; uid %u's image may not have one; refusing",
+	       ctx->pid, (unsigned long long)ctx->mm->vmas[0]->start, min, ctx->tree->owner.uid);
+	return -EPERM;
+}
+
 static int mem_restore_read(struct restore_ctx *ctx)
 {
 	MmEntry *mm;
@@ -619,6 +643,9 @@ static int mem_restore_read(struct restore_ctx *ctx)
 	}
 	if (mm->n_auxv > MAX_AUXV || (mm->has_exe_file_id && mm->exe_file_id >= ctx->nr_files))
 		goto corrupt;
+	ret = check_low_vmas(ctx);
+	if (ret)
+		return ret;
 
 	psize = pages_size(ctx);
 	ret = img_read_all(ctx->dirfd, IMG_PAGEMAP, &pagemap_entry__descriptor, &ctx->pm,
@@ -901,8 +928,9 @@ static int clear_address_space(struct restore_ctx *ctx, const struct vdso_block 
 	k[n++] = (struct range){cur->start, cur->end};
 	for (size_t i = 0; i < ctx->mm->n_vmas; i++)
 		if (cow_slot(ctx, i))
-			k[n++] = (struct range){cow_slot(ctx, i), cow_slot(ctx, i) + ctx->mm->vmas[i]->end -
-									 ctx->mm->vmas[i]->start};
+			k[n++] = (struct range){cow_slot(ctx, i), cow_slot(ctx, i) +
+									  ctx->mm->vmas[i]->end -
+									  ctx->mm->vmas[i]->start};
 	range_sort(k, n);
 	for (size_t i = 0; !r && i <= n; i++) {
 		unsigned long end = i < n ? k[i].start : top;
@@ -1169,8 +1197,9 @@ static int plan_runs(struct restore_ctx *ctx, struct plan *p, const VmaEntry *e,
 			continue;
 		}
 		for (size_t k = 0; k < n; k++)
-			p->iov[p->nr_iov + k] = (struct iovec){
-				(void *)ctx->pm[*pm + k]->vaddr, ctx->pm[*pm + k]->nr_pages * PAGE_SIZE};
+			p->iov[p->nr_iov + k] =
+				(struct iovec){(void *)ctx->pm[*pm + k]->vaddr,
+					       ctx->pm[*pm + k]->nr_pages * PAGE_SIZE};
 		ret = plan_add(p, STEP_PREADV, e, pe, SYS_preadv, ctx->pages_fd,
 			       (long)(p->iov_area + p->nr_iov * sizeof(struct iovec)), (long)n,
 			       PAGES_DATA_OFF + pe->offset, 0, 0);

@@ -22,7 +22,7 @@ static const char *const op_names[SYS__COUNT] = {
 	[SYS_PREAD] = "pread",	 [SYS_FSYNC] = "fsync",	  [SYS_RENAME] = "rename",
 	[SYS_PTRACE] = "ptrace", [SYS_WAIT] = "wait",	  [SYS_VM_READ] = "vm_read",
 	[SYS_KCMP] = "kcmp",	 [SYS_CLONE3] = "clone3", [SYS_PIDFD_GETFD] = "pidfd_getfd",
-	[SYS_MMAP] = "mmap",
+	[SYS_MMAP] = "mmap",	 [SYS_SETID] = "setid",
 };
 
 struct fault {
@@ -278,14 +278,14 @@ long sys_clone3_set_tid(pid_t tid, int exit_signal, uint64_t flags)
  * (PR_SET_PDEATHSIG) from the start, and exits if the parent is already gone
  * (getppid() is no longer parent): an image pid must not stay taken.
  */
-long amber_clone3_vm(struct clone_args *args, size_t size, int go_fd, void (*fn)(void *),
-		     void *arg, pid_t parent);
+long amber_clone3_vm(struct clone_args *args, size_t size, int go_fd, void (*fn)(void *), void *arg,
+		     pid_t parent);
 __asm__(".text\n"
 	".globl amber_clone3_vm\n"
 	".type amber_clone3_vm, @function\n"
 	"amber_clone3_vm:\n"
-	"	mov %rcx, %r10\n"	/* fn: the syscall clobbers rcx */
-	"	mov $435, %eax\n"	/* __NR_clone3 */
+	"	mov %rcx, %r10\n" /* fn: the syscall clobbers rcx */
+	"	mov $435, %eax\n" /* __NR_clone3 */
 	"	syscall\n"
 	"	test %rax, %rax\n"
 	"	jz 1f\n"
@@ -293,31 +293,31 @@ __asm__(".text\n"
 	"1:	xor %ebp, %ebp\n"
 	"	and $-16, %rsp\n"
 	"	sub $16, %rsp\n"
-	"	mov %rdx, %r12\n"	/* go_fd */
-	"	mov %r8, %r13\n"	/* arg */
-	"	mov %r10, %r14\n"	/* fn */
-	"	mov %r9, %r15\n"	/* parent */
-	"	mov $157, %eax\n"	/* prctl(PR_SET_PDEATHSIG, SIGKILL): dies with */
-	"	mov $1, %edi\n"	/* a parent whose restore failed, before go too */
+	"	mov %rdx, %r12\n" /* go_fd */
+	"	mov %r8, %r13\n"  /* arg */
+	"	mov %r10, %r14\n" /* fn */
+	"	mov %r9, %r15\n"  /* parent */
+	"	mov $157, %eax\n" /* prctl(PR_SET_PDEATHSIG, SIGKILL): dies with */
+	"	mov $1, %edi\n"	  /* a parent whose restore failed, before go too */
 	"	mov $9, %esi\n"
 	"	syscall\n"
-	"	mov $110, %eax\n"	/* getppid */
+	"	mov $110, %eax\n" /* getppid */
 	"	syscall\n"
 	"	cmp %r15, %rax\n"
 	"	jne 3f\n"
-	"2:	xor %eax, %eax\n"	/* __NR_read */
+	"2:	xor %eax, %eax\n" /* __NR_read */
 	"	mov %r12, %rdi\n"
 	"	mov %rsp, %rsi\n"
 	"	mov $1, %edx\n"
 	"	syscall\n"
-	"	cmp $-4, %rax\n"	/* EINTR */
+	"	cmp $-4, %rax\n" /* EINTR */
 	"	je 2b\n"
 	"	cmp $1, %rax\n"
 	"	jne 3f\n"
 	"	mov %r13, %rdi\n"
 	"	call *%r14\n"
 	"3:	mov $1, %edi\n"
-	"	mov $60, %eax\n"	/* __NR_exit */
+	"	mov $60, %eax\n" /* __NR_exit */
 	"	syscall\n"
 	"	hlt\n"
 	".size amber_clone3_vm, .-amber_clone3_vm\n");
@@ -413,4 +413,24 @@ int sys_readlink(const char *path, char *buf, size_t size)
 		return -errno;
 	buf[r] = 0;
 	return (int)r;
+}
+
+int sys_thread_setid(uid_t euid, gid_t egid, const gid_t *groups, size_t n)
+{
+	int f = injected(SYS_SETID);
+
+	if (f)
+		return -f;
+	/* to an unprivileged uid: groups and gid while CAP_SETGID is still there;
+	 * back to 0: the uid first, which brings the capabilities back */
+	if (euid) {
+		if (syscall(SYS_setgroups, n, groups) || syscall(SYS_setresgid, -1, egid, -1) ||
+		    syscall(SYS_setresuid, -1, euid, -1))
+			return -errno;
+		return 0;
+	}
+	if (syscall(SYS_setresuid, -1, euid, -1) || syscall(SYS_setresgid, -1, egid, -1) ||
+	    syscall(SYS_setgroups, n, groups))
+		return -errno;
+	return 0;
 }

@@ -28,6 +28,7 @@ enum sys_op {
 	SYS_CLONE3,
 	SYS_PIDFD_GETFD,
 	SYS_MMAP,
+	SYS_SETID,
 	SYS__COUNT,
 };
 
@@ -63,5 +64,11 @@ int sys_pidfd_getfd(int pidfd, int targetfd);
 /* Read a whole small file (proc files) into a malloc'd NUL-terminated buffer. */
 int sys_read_file(const char *path, char **out, size_t *len);
 int sys_readlink(const char *path, char *buf, size_t size);
+/*
+ * The calling thread's effective uid and gid and its supplementary groups
+ * (raw syscalls: glibc's wrappers would change every thread).  Real and
+ * saved ids stay, so that a thread of root's can switch back (owner.c).
+ */
+int sys_thread_setid(uid_t euid, gid_t egid, const gid_t *groups, size_t n);
 
 #endif
