@@ -9,7 +9,7 @@
 IMGEDIT=$ROOT/build/tools/imgedit
 NOBODY=65534
 
-TESTS+=(owner_image_restores owner_attacks_refused owner_creds_refused)
+TESTS+=(owner_image_restores owner_attacks_refused owner_creds_refused owner_switch_fails)
 
 # Start progs/owner as nobody, dump it, give the image to nobody.
 owner_dump() {
@@ -109,6 +109,8 @@ open(sys.argv[1] + ".up", "w").close(); time.sleep(120)' "$sock" &
 		ok=1
 	refused root_socket "$sock" files.img "$sk.unix_sk.name=$hex" || ok=1
 	refused nice_minus_20 "nice" "core-$PID.img" "nice=-20" || ok=1
+	refused cwd_root "working directory /root" "fs-$PID.img" "cwd=/root" || ok=1
+	refused chroot_tmp "chroot" "fs-$PID.img" "root=/tmp" || ok=1
 	refused page_zero "mmap_min_addr" "mm-$PID.img" "vmas.0.start=0" "vmas.0.end=4096" || ok=1
 
 	[ ! -e "$ghost" ] || { fail "a file was created in /usr/local/bin"; rm -f "$ghost"; ok=1; }
@@ -145,4 +147,15 @@ t_owner_creds_refused() {
 	refused too_many_groups "kernel's limit of 65536" "core-$PID.img" "creds.groups=@$many" ||
 		ok=1
 	return $ok
+}
+
+# amber cannot take the owner's rights: the restore stops there, nothing is created.
+t_owner_switch_fails() {
+	[ $SELFTEST = 1 ] && return 77
+	owner_dump || return 1
+	AMBER_FAULT=setid:1:EPERM amber_to "$W/restore.log" 30 restore -d -D "$W/img" &&
+		{ fail "restored although amber could not take the owner's rights"; return 1; }
+	grep -q "cannot take the rights of uid $NOBODY" "$W/restore.log" ||
+		{ fail "no reason given"; attach "$W/restore.log"; return 1; }
+	wait_for 10 is_gone "$PID" || { fail "pid $PID exists after the failed restore"; return 1; }
 }
