@@ -186,13 +186,13 @@ int sys_fsync(int fd)
 	return fsync(fd) ? -errno : 0;
 }
 
-int sys_renameat(int olddir, const char *old, int newdir, const char *new)
+int sys_renameat(int olddir, const char *old, int newdir, const char *new, unsigned flags)
 {
 	int f = injected(SYS_RENAME);
 
 	if (f)
 		return -f;
-	return renameat(olddir, old, newdir, new) ? -errno : 0;
+	return renameat2(olddir, old, newdir, new, flags) ? -errno : 0;
 }
 
 long sys_ptrace(int req, pid_t pid, void *addr, void *data)

@@ -130,7 +130,7 @@ static void test_wrappers_fail(void **state)
 	assert_int_equal(sys_fsync(fd), -EIO);
 	assert_int_equal(sys_fsync(fd), 0);
 	assert_int_equal(sys_open(path, O_RDONLY, 0), -EACCES);
-	assert_int_equal(sys_renameat(AT_FDCWD, path, AT_FDCWD, path), -ENOSPC);
+	assert_int_equal(sys_renameat(AT_FDCWD, path, AT_FDCWD, path, 0), -ENOSPC);
 	close(fd);
 	unlink(path);
 }
