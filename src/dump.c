@@ -50,25 +50,6 @@ int dump_check_interrupted(void)
 	return -EINTR;
 }
 
-static int open_image_dir(const char *dir)
-{
-	int fd;
-
-	if (mkdir(dir, 0700) && errno != EEXIST) {
-		pr_err("cannot create image directory %s: %m", dir);
-		return -errno;
-	}
-	fd = sys_open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
-	if (fd < 0) {
-		pr_err("cannot open image directory %s: %s", dir, strerror(-fd));
-		return fd;
-	}
-	/* Whatever was here is no longer a complete image. */
-	unlinkat(fd, "inventory.img", 0);
-	unlinkat(fd, "inventory.img.tmp", 0);
-	return fd;
-}
-
 /*
  * amber restores into its own namespaces: a process in others (a container)
  * would come back somewhere else, so it is refused.
@@ -671,12 +652,13 @@ static int dump_processes(struct tree *t)
 static int do_dump(struct opts *o)
 {
 	struct tree t = {.o = o};
+	bool created;
 	int ret;
 
 	ret = check_supported(o->pid, true);
 	if (ret)
 		return ret;
-	t.dirfd = open_image_dir(o->dir);
+	t.dirfd = img_dir_create(o->dir, &created);
 	if (t.dirfd < 0)
 		return t.dirfd;
 	t.imgs.dirfd = t.dirfd;
@@ -700,9 +682,18 @@ static int do_dump(struct opts *o)
 	if (ret) {
 		/* Registers and masks are back (dump_resources); let them run on. */
 		release_tree(&t);
-		pr_err("dump of pid %d failed; the processes were left running, %s holds no "
-		       "complete image",
-		       o->pid, o->dir);
+		/* nothing of a failed dump is left: the directory is ready for another */
+		img_set_discard(&t.imgs);
+		if (created && unlinkat(AT_FDCWD, o->dir, AT_REMOVEDIR))
+			created = false;
+		if (created)
+			pr_err("dump of pid %d failed; the processes were left running and the "
+			       "image directory %s that amber made was removed",
+			       o->pid, o->dir);
+		else
+			pr_err("dump of pid %d failed; the processes were left running and %s "
+			       "holds nothing of this dump",
+			       o->pid, o->dir);
 		goto free_tree;
 	}
 	pr_info("image of %zu process(es) from pid %d complete in %s", t.nr_procs, o->pid, o->dir);
