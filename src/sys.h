@@ -4,6 +4,9 @@
  * through here so that tests can inject failures: set AMBER_FAULT to a
  * comma separated list of OP:NTH:ERR, e.g. "write:3:ENOSPC" fails the third
  * write with ENOSPC, "read:*:short" makes every read short, "ptrace:2:EPERM".
+ * NTH@PID counts only the calls on that pid (ptrace), and ERR "kill" (ptrace
+ * only) SIGKILLs the tracee before the call is made: "ptrace:5@1234:kill" is
+ * pid 1234 dying in the middle of a dump, for real.
  * All functions return >= 0 on success and -errno on failure.
  */
 #ifndef AMBER_SYS_H
