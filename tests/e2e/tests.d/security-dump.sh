@@ -5,9 +5,15 @@
 # others, and empty; image files are created O_EXCL|O_NOFOLLOW in it.  Each
 # attack below is performed and passes only when it is refused, with the path
 # and the fix named, the planted targets untouched and the process unharmed.
+#
+# A dump of a tree amber cannot fully see (a member traced by someone else, one
+# amber's user may not ptrace, one that dies mid-dump) fails naming that pid,
+# and every other process runs on; amber's own ancestors and pid 1 are refused
+# before anything is frozen.
 TESTS+=(dump_dir_planted_symlinks dump_dir_planted_hardlinks dump_dir_writable_by_others
 	dump_dir_other_owner dump_dir_not_empty dump_dir_symlink dump_dir_fresh
-	dump_dir_failed_dump_leaves_nothing)
+	dump_dir_failed_dump_leaves_nothing
+	dump_member_traced dump_member_unptraceable dump_member_exits dump_ancestors_refused)
 
 NOBODY=65534
 AS_NOBODY=(setpriv "--reuid=$NOBODY" "--regid=$NOBODY" --clear-groups)
@@ -222,4 +228,179 @@ t_dump_dir_failed_dump_leaves_nothing() {
 		{ fail "a second dump into $W/own failed"; attach "$W/dump2.log"; return 1; }
 	[ -e "$W/own/inventory.img" ] || { fail "no inventory.img after the second dump"; return 1; }
 	runs_on "the failed dumps and dump -R" 15
+}
+
+# ---- trees amber cannot fully see (tests/e2e/progs/members.c: a root and three
+# counting children, KIDS)
+
+KIDS=()
+members_start() { # [ARGS for members...]; PREFIX: command before it (e.g. AS_NOBODY)
+	start_prog ${PREFIX[@]+"${PREFIX[@]}"} "$PROGS/members" "$T" "$@" || return 1
+	read -r -d '' -a KIDS <"$T/children"
+	[ ${#KIDS[@]} = 3 ] || { fail "members has ${#KIDS[@]} children: ${KIDS[*]}"; return 1; }
+	note "members: root $PID, children ${KIDS[*]}"
+}
+grown() { [ "$(lines "$1")" -ge "$2" ]; }
+counting() { # PID: its count log grows
+	local log=$T/count-$1.log
+	wait_for 5 grown "$log" $(($(lines "$log") + 3))
+}
+running() { # PID: alive and not stopped (traced or not)
+	local s
+	s=$(proc_state "$1")
+	[ -n "$s" ] && [ "$s" != t ] && [ "$s" != T ] && [ "$s" != Z ] && [ "$s" != X ]
+}
+# unharmed WHAT PID [TRACER]: runs (not stopped), traced by TRACER only (none), counting
+unharmed() {
+	wait_for 5 running "$2" ||
+		{ fail "after $1 pid $2 is not running: state '$(proc_state "$2")'"; return 1; }
+	[ "$(status_field "$2" TracerPid)" = "${3:-0}" ] ||
+		{ fail "after $1 pid $2 is traced by '$(status_field "$2" TracerPid)', want ${3:-0}"; return 1; }
+	counting "$2" || { fail "after $1 pid $2 no longer counts"; return 1; }
+}
+# members_finish KILLED: go; every process passes its checks, every child exited 0
+# but KILLED (if given), which died of SIGKILL
+members_finish() {
+	local k want got rc
+	touch "$T/go"
+	wait_for 30 exited "$PID"
+	wait "$PID"
+	rc=$?
+	[ $rc = 0 ] || { fail "members exited $rc: its checks failed"; attach "$T/err"; return 1; }
+	for k in "${KIDS[@]}"; do
+		want="exit 0"
+		[ "$k" = "${1:-}" ] && want="signal 9"
+		got=$(cat "$T/status-$k" 2>/dev/null)
+		[ "$got" = "$want" ] || { fail "child $k ended with '$got', want '$want'"; attach "$T/err"; return 1; }
+	done
+}
+# the dump failed naming PATTERN (the pid), no image is left, and nothing was killed
+dump_failed() { # RC PATTERN DIR
+	[ "$1" != 0 ] || { fail "the dump succeeded"; attach "$W/dump.log"; return 1; }
+	grep -q -- "$2" "$W/dump.log" || { fail "the failure does not say '$2'"; attach "$W/dump.log"; return 1; }
+	[ ! -e "$3" ] || { fail "the failed dump left $3: $(ls -A "$3" | tr '\n' ' ')"; return 1; }
+	note "amber said: $(grep -- "$2" "$W/dump.log" | head -n 1)"
+}
+
+# A member is traced by another tracer (as under gdb or strace): refused naming it
+# and its tracer; the tree, frozen up to it, runs on, and that member is still
+# traced by its tracer only.
+t_dump_member_traced() {
+	[ $SELFTEST = 1 ] && { cycle -- "$PROGS/members" "$T"; return; }
+	local tracee tracer p
+	members_start || return 1
+	tracee=${KIDS[1]}
+	"$PROGS/tracer" "$T" "$tracee" 2>>"$T/err" &
+	tracer=$!
+	echo "$tracer" >>"$W/pids"
+	wait_for 5 test -e "$T/traced" || { fail "the tracer did not seize $tracee"; attach "$T/err"; return 1; }
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v
+	dump_failed $? "pid $tracee is already traced by pid $tracer" "$W/img" || return 1
+	for p in "$PID" "${KIDS[@]}"; do
+		if [ "$p" = "$tracee" ]; then
+			unharmed "the refused dump" "$p" "$tracer" || return 1
+		else
+			unharmed "the refused dump" "$p" || return 1
+		fi
+	done
+	touch "$T/untrace"
+	wait "$tracer"
+	unharmed "its tracer left" "$tracee" || return 1
+	members_finish
+}
+
+# amber as nobody over nobody's tree, one member of which is not dumpable (only
+# CAP_SYS_PTRACE may trace it): the dump fails naming it, and all run on untraced.
+t_dump_member_unptraceable() {
+	[ $SELFTEST = 1 ] && return 77
+	local p rc PREFIX=("${AS_NOBODY[@]}")
+	members_start nodump=2 || return 1
+	# (the files of a process that is not dumpable are root's)
+	[ "$(stat -c %u "/proc/${KIDS[1]}/mem")" = 0 ] || { fail "child ${KIDS[1]} is dumpable"; return 1; }
+	echo "+ (as uid $NOBODY) amber dump -t $PID -D $T/img -v" >>"$W/dump.log"
+	as_nobody timeout -k 5 60 "$AMBER" dump -t "$PID" -D "$T/img" -v >>"$W/dump.log" 2>&1
+	rc=$?
+	dump_failed $rc "cannot ptrace pid ${KIDS[1]}: permission denied" "$T/img" || return 1
+	for p in "$PID" "${KIDS[@]}"; do
+		unharmed "the failed dump" "$p" || return 1
+	done
+	members_finish
+}
+
+# A member dies in the middle of the dump, after the tree was frozen and the
+# processes before it dumped (AMBER_FAULT=ptrace:5@PID:kill: its 5th ptrace
+# request, the first of its own dump, meets it SIGKILLed): the dump fails naming
+# it, and the others run on.
+t_dump_member_exits() {
+	[ $SELFTEST = 1 ] && return 77
+	local victim p rc
+	members_start || return 1
+	victim=${KIDS[1]}
+	echo "+ AMBER_FAULT=ptrace:5@$victim:kill" >>"$W/dump.log"
+	AMBER_FAULT="ptrace:5@$victim:kill" amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v -v
+	rc=$?
+	grep -q "fault injection: ptrace call 5 on pid $victim" "$W/dump.log" ||
+		{ fail "the fault did not fire"; attach "$W/dump.log"; return 1; }
+	dump_failed $rc "pid $victim exited during the dump" "$W/img" || return 1
+	grep -q "dumping registers of pid ${KIDS[0]}" "$W/dump.log" ||
+		{ fail "the member died before the dump was under way"; attach "$W/dump.log"; return 1; }
+	for p in "$PID" "${KIDS[@]}"; do
+		[ "$p" = "$victim" ] && continue
+		unharmed "the failed dump" "$p" || return 1
+	done
+	members_finish "$victim"
+}
+
+# pid 1, amber itself, its parent, its grandparent and an ancestor further up (the
+# test runner's shell) are refused with the reason, before anything is frozen or
+# created.  (Every ptrace request fails too, so that a missing check could still
+# not freeze this machine's processes: the test then fails on the missing reason.)
+t_dump_ancestors_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	local dir=$W/img what pat target rc bad=0 runner=$$ gp=$BASHPID
+	export AMBER_FAULT='ptrace:*:EPERM'
+	for what in init self parent grandparent ancestor; do
+		: >"$W/$what.log"
+		case $what in
+		init)
+			pat="pid 1 (.*) is init"
+			amber_to "$W/$what.log" 30 dump -t 1 -D "$dir" -R -v
+			;;
+		self) # sh's pid becomes amber's
+			pat="is amber itself"
+			timeout -k 5 30 sh -c 'echo "+ amber dump -t $$ (itself)"; exec "$0" dump -t $$ -D "$1" -R -v' \
+				"$AMBER" "$dir" >>"$W/$what.log" 2>&1
+			;;
+		parent) # sh forks amber (a command that is not its last)
+			pat="is amber's parent"
+			timeout -k 5 30 sh -c 'echo "+ amber dump -t $$ (its parent)"; "$0" dump -t $$ -D "$1" -R -v; exit $?' \
+				"$AMBER" "$dir" >>"$W/$what.log" 2>&1
+			;;
+		grandparent) # this shell forks timeout, which forks amber
+			pat="pid $gp (.*) is amber's grandparent"
+			amber_to "$W/$what.log" 30 dump -t "$gp" -D "$dir" -R -v
+			;;
+		ancestor)
+			pat="pid $runner (.*) is an ancestor of amber (3 levels up)"
+			amber_to "$W/$what.log" 30 dump -t "$runner" -D "$dir" -R -v
+			;;
+		esac
+		rc=$?
+		note "$what: exit $rc: $(grep -v '^+ ' "$W/$what.log" | tail -n 1)"
+		if [ $rc = 0 ] || ! grep -q "$pat" "$W/$what.log"; then
+			fail "dumping $what was not refused with '$pat'"
+			attach "$W/$what.log"
+			bad=1
+		fi
+		if grep -q "dumping \|fault injection\|cannot ptrace" "$W/$what.log"; then
+			fail "amber went on to freeze $what"
+			bad=1
+		fi
+		[ ! -e "$dir" ] || { fail "amber created $dir before refusing $what"; rm -rf "$dir"; bad=1; }
+	done
+	unset AMBER_FAULT
+	for target in 1 "$runner" "$gp"; do
+		[ "$(status_field "$target" TracerPid)" = 0 ] || { fail "pid $target is left traced"; bad=1; }
+	done
+	[ $bad = 0 ]
 }
