@@ -15,6 +15,7 @@
 
 #include "image.h"
 #include "infect.h"
+#include "owner.h"
 
 #define AMBER_VERSION "0.1.0"
 
@@ -91,6 +92,7 @@ struct tree {
 	Inventory *inv;
 	uid_t image_uid; /* owner of the image directory and files: what it may grant */
 	gid_t image_gid; /* group of inventory.img */
+	struct owner owner; /* whose rights bound the restore (owner.c) */
 	RegFile **rfiles;
 	size_t nr_rfiles;
 	int *desc_fd; /* per file id: amber's fd on it, inherited by every process */

@@ -6,6 +6,7 @@
  * resets (dumpable, parent-death signal) and no_new_privs.
  */
 #include <errno.h>
+#include <limits.h>
 #include <linux/capability.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,33 +60,93 @@ static int creds_dump_thread(struct dump_ctx *ctx, struct thread *t)
 	return ret;
 }
 
-/* An image cannot give a process more than the user restoring it has. */
-/*
- * An image grants no more than whoever could have made it: the user running
- * the restore, or, when root restores, the owner of the image's files.  An
- * image written by an unprivileged user can only bring back processes of
- * that user, without capabilities, whatever its records say.
- */
-static int check_privileges(struct restore_ctx *ctx, Creds *cr)
-{
-	uid_t ru = geteuid(), owner = ctx->tree->image_uid;
-	gid_t rg = getegid();
-	const char *who = "the user restoring it";
+/* Securebits that only take rights away: a user may inherit them from a
+ * privileged parent (NOROOT, NO_SETUID_FIXUP, NO_CAP_AMBIENT_RAISE, locks). */
+#define SECBITS_RESTRICTING 0xef /* all of 0x00-0xff but KEEP_CAPS (0x10) */
+#define SECBITS_KNOWN	    0xff
 
-	if (ru == 0 && owner != 0) {
-		ru = owner;
-		rg = ctx->tree->image_gid;
-		who = "the owner of the image files";
+static bool cap_bounded(uint64_t caps)
+{
+	for (int cap = 0; cap < 64; cap++)
+		if ((caps & (1ULL << cap)) && prctl(PR_CAPBSET_READ, cap, 0, 0, 0) != 1)
+			return false;
+	return true;
+}
+
+/*
+ * An image grants no more than whoever could have made it (owner.c): with a
+ * root owner anything the kernel takes; else the owner's uid, its groups, no
+ * capabilities and only securebits that restrict.  Each refusal names the
+ * field and the limit.
+ */
+static int check_privileges(struct restore_ctx *ctx, pid_t tid, Creds *cr)
+{
+	const struct owner *o = &ctx->tree->owner;
+	uint32_t uids[] = {cr->uid, cr->euid, cr->suid, cr->fsuid};
+	uint32_t gids[] = {cr->gid, cr->egid, cr->sgid, cr->fsgid};
+	const struct {
+		const char *name;
+		uint64_t caps;
+	} caps[] = {{"permitted", cr->cap_prm},
+		    {"effective", cr->cap_eff},
+		    {"inheritable", cr->cap_inh},
+		    {"ambient", cr->cap_amb}};
+
+	if (cr->n_groups > NGROUPS_MAX) {
+		pr_err("tid %d: the image lists %zu supplementary groups, more than the kernel's "
+		       "limit of %d; refusing",
+		       tid, cr->n_groups, NGROUPS_MAX);
+		return -EINVAL;
 	}
-	if (ru == 0)
+	if (cr->securebits & ~SECBITS_KNOWN) {
+		pr_err("tid %d: securebits %#x has bits this kernel does not define (known: %#x); "
+		       "refusing",
+		       tid, cr->securebits, SECBITS_KNOWN);
+		return -EINVAL;
+	}
+	/* the bounding set can only shrink: what amber lacks, nobody can give */
+	if (!cap_bounded(cr->cap_bnd) || !cap_bounded(cr->cap_prm | cr->cap_inh)) {
+		pr_err("tid %d: the capability bounding set %#llx (or the permitted/inheritable "
+		       "sets) hold capabilities outside amber's own bounding set; refusing "
+		       "(restore where amber's bounding set is as large)",
+		       tid, (unsigned long long)cr->cap_bnd);
+		return -EPERM;
+	}
+	if (o->unbounded)
 		return 0;
-	if (cr->uid != ru || cr->euid != ru || cr->suid != ru || cr->fsuid != ru || cr->gid != rg ||
-	    cr->egid != rg || cr->sgid != rg || cr->fsgid != rg || cr->cap_prm || cr->cap_eff ||
-	    cr->cap_amb) {
-		pr_err("the image's process ran as uid %u gid %u with capabilities %llx, more than "
-		       "%s (uid %u gid %u) may grant; refusing (restore an image made by root as "
-		       "root, or one made by that user as that user)",
-		       cr->uid, cr->gid, (unsigned long long)cr->cap_prm, who, ru, rg);
+	for (size_t i = 0; i < 4; i++)
+		if (uids[i] != o->uid) {
+			pr_err("tid %d: the image's process ran as uid %u, but the image may grant "
+			       "only uid %u (%s); refusing (restore an image of root's as root)",
+			       tid, uids[i], o->uid,
+			       geteuid() ? "the user restoring it" : "the owner of the image");
+			return -EPERM;
+		}
+	for (size_t i = 0; i < 4; i++)
+		if (!owner_in_group(ctx->tree, gids[i])) {
+			pr_err("tid %d: the image's process ran with gid %u, which uid %u may not "
+			       "have (its groups: the user database's); refusing",
+			       tid, gids[i], o->uid);
+			return -EPERM;
+		}
+	for (size_t i = 0; i < cr->n_groups; i++)
+		if (!owner_in_group(ctx->tree, cr->groups[i])) {
+			pr_err("tid %d: supplementary group %u is not one of uid %u's groups "
+			       "(the user database's); refusing",
+			       tid, cr->groups[i], o->uid);
+			return -EPERM;
+		}
+	for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++)
+		if (caps[i].caps) {
+			pr_err("tid %d: the %s capability set is %#llx, but uid %u's image may "
+			       "grant no capabilities; refusing",
+			       tid, caps[i].name, (unsigned long long)caps[i].caps, o->uid);
+			return -EPERM;
+		}
+	if (cr->securebits & ~SECBITS_RESTRICTING) {
+		pr_err("tid %d: securebits %#x include KEEP_CAPS (%#x), which uid %u could not set "
+		       "(only restricting bits, %#x, may come from its image); refusing",
+		       tid, cr->securebits, 0x10, o->uid, SECBITS_RESTRICTING);
 		return -EPERM;
 	}
 	return 0;
@@ -97,12 +158,12 @@ static int creds_restore_read(struct restore_ctx *ctx)
 		Creds *cr = ctx->threads[i].core->creds;
 		int ret;
 
-		if (!cr || cr->n_groups > 65536) {
+		if (!cr) {
 			pr_err("core-%d.img: missing credentials; the image is corrupt",
 			       ctx->threads[i].tid);
 			return -EBADMSG;
 		}
-		ret = check_privileges(ctx, cr);
+		ret = check_privileges(ctx, ctx->threads[i].tid, cr);
 		if (ret)
 			return ret;
 	}

@@ -50,25 +50,6 @@ int dump_check_interrupted(void)
 	return -EINTR;
 }
 
-static int open_image_dir(const char *dir)
-{
-	int fd;
-
-	if (mkdir(dir, 0700) && errno != EEXIST) {
-		pr_err("cannot create image directory %s: %m", dir);
-		return -errno;
-	}
-	fd = sys_open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
-	if (fd < 0) {
-		pr_err("cannot open image directory %s: %s", dir, strerror(-fd));
-		return fd;
-	}
-	/* Whatever was here is no longer a complete image. */
-	unlinkat(fd, "inventory.img", 0);
-	unlinkat(fd, "inventory.img.tmp", 0);
-	return fd;
-}
-
 /*
  * amber restores into its own namespaces: a process in others (a container)
  * would come back somewhere else, so it is refused.
@@ -97,8 +78,53 @@ static int check_namespaces(pid_t pid)
 	return 0;
 }
 
+/*
+ * amber's own line of ancestors cannot be dumped: freezing them would freeze
+ * the shell waiting for amber, and the tree would hold amber itself; pid 1
+ * cannot be killed or stopped without the rest of the system.  Refused
+ * before anything is frozen or created.
+ */
+static int check_not_ancestor(pid_t pid)
+{
+	static const char *const kin[] = {"amber itself", "amber's parent", "amber's grandparent"};
+	struct proc_stat st;
+	pid_t p = getpid();
+
+	if (pid == 1) {
+		if (proc_parse_stat(1, &st))
+			snprintf(st.comm, sizeof(st.comm), "?");
+		pr_err("pid 1 (%s) is init, the ancestor of every process: it cannot be frozen "
+		       "or killed without the whole system; dump a process below it",
+		       st.comm);
+		return -EINVAL;
+	}
+	for (int depth = 0; p > 1; depth++) {
+		char what[64];
+		int ret = proc_parse_stat(p, &st);
+
+		if (ret) {
+			pr_err("cannot read /proc/%d/stat (an ancestor of amber): %s", p,
+			       strerror(-ret));
+			return ret;
+		}
+		if (p == pid) {
+			if (depth < 3)
+				snprintf(what, sizeof(what), "%s", kin[depth]);
+			else
+				snprintf(what, sizeof(what), "an ancestor of amber (%d levels up)",
+					 depth);
+			pr_err("pid %d (%s) is %s: its tree holds amber, which would freeze "
+			       "itself; run amber from outside the tree of pid %d",
+			       pid, st.comm, what, pid);
+			return -EINVAL;
+		}
+		p = st.ppid;
+	}
+	return 0;
+}
+
 /* What amber cannot dump yet is refused before anything is touched. */
-static int check_supported(pid_t pid, bool root)
+static int check_supported(pid_t pid)
 {
 	struct proc_status st;
 	int ret;
@@ -111,9 +137,15 @@ static int check_supported(pid_t pid, bool root)
 			pr_err("cannot read /proc/%d/status: %s", pid, strerror(-ret));
 		return ret;
 	}
-	if (root && (pid == getpid() || pid == getppid())) {
-		pr_err("pid %d is amber itself or its parent; dump another process", pid);
-		return -EINVAL;
+	/* a second tracer would see our stops, and we its (gdb, strace) */
+	if (st.tracer_pid && st.tracer_pid != getpid()) {
+		struct proc_stat tr;
+
+		pr_err("pid %d is already traced by pid %d (%s); amber cannot freeze it under "
+		       "another tracer: detach that one (quit gdb or strace) and dump again",
+		       pid, st.tracer_pid,
+		       proc_parse_stat(st.tracer_pid, &tr) ? "gone meanwhile" : tr.comm);
+		return -EBUSY;
 	}
 	if (st.seccomp) {
 		pr_err("pid %d runs under seccomp mode %d, which amber cannot restore yet", pid,
@@ -303,7 +335,7 @@ static int add_process(struct tree *t, pid_t pid, int *stopsig)
 	struct proc_stat st;
 	int ret;
 
-	ret = check_supported(pid, t->nr_procs == 0);
+	ret = check_supported(pid);
 	if (ret)
 		return ret;
 	ctx = calloc(1, sizeof(*ctx));
@@ -668,15 +700,32 @@ static int dump_processes(struct tree *t)
 	return ret;
 }
 
+/* After a failure: name the processes that died while amber held them. */
+static void report_gone(struct tree *t)
+{
+	for (size_t p = 0; p < t->nr_procs; p++) {
+		pid_t pid = t->dprocs[p]->pid;
+		struct proc_stat st;
+
+		if (proc_parse_stat(pid, &st) || st.state == 'Z' || st.state == 'X')
+			pr_err("pid %d exited during the dump (killed, or it ended): the image "
+			       "would miss it; dump again",
+			       pid);
+	}
+}
+
 static int do_dump(struct opts *o)
 {
 	struct tree t = {.o = o};
+	bool created;
 	int ret;
 
-	ret = check_supported(o->pid, true);
+	ret = check_not_ancestor(o->pid);
+	if (!ret)
+		ret = check_supported(o->pid);
 	if (ret)
 		return ret;
-	t.dirfd = open_image_dir(o->dir);
+	t.dirfd = img_dir_create(o->dir, &created);
 	if (t.dirfd < 0)
 		return t.dirfd;
 	t.imgs.dirfd = t.dirfd;
@@ -698,11 +747,21 @@ static int do_dump(struct opts *o)
 	if (!ret)
 		ret = commit_image(&t);
 	if (ret) {
+		report_gone(&t);
 		/* Registers and masks are back (dump_resources); let them run on. */
 		release_tree(&t);
-		pr_err("dump of pid %d failed; the processes were left running, %s holds no "
-		       "complete image",
-		       o->pid, o->dir);
+		/* nothing of a failed dump is left: the directory is ready for another */
+		img_set_discard(&t.imgs);
+		if (created && unlinkat(AT_FDCWD, o->dir, AT_REMOVEDIR))
+			created = false;
+		if (created)
+			pr_err("dump of pid %d failed; the processes were left running and the "
+			       "image directory %s that amber made was removed",
+			       o->pid, o->dir);
+		else
+			pr_err("dump of pid %d failed; the processes were left running and %s "
+			       "holds nothing of this dump",
+			       o->pid, o->dir);
 		goto free_tree;
 	}
 	pr_info("image of %zu process(es) from pid %d complete in %s", t.nr_procs, o->pid, o->dir);

@@ -560,6 +560,18 @@ static int ghost_fd(struct tree *t, RegFile *f)
 	for (size_t i = 0; i < nr_ghosts; i++)
 		if (!strcmp(ghosts[i].name, f->ghost))
 			return ghosts[i].fd;
+	if (f->path[0] != '/') {
+		pr_err("%s: the deleted file %s has no absolute path; the image is corrupt",
+		       f->ghost, f->path);
+		return -EBADMSG;
+	}
+	/* a set-id file is a right of its own: only root's images may make one */
+	if ((f->mode & (S_ISUID | S_ISGID)) && !t->owner.unbounded) {
+		pr_err("%s: the deleted file %s is set-user/group-ID (mode %o); only an image "
+		       "owned by root restored by root may recreate such a file",
+		       f->ghost, f->path, f->mode & 07777);
+		return -EPERM;
+	}
 	ret = img_open(t->img, IMG_GHOST, &img, "%s", f->ghost);
 	if (ret)
 		return ret;
@@ -652,8 +664,8 @@ found:
 		return -EIO;
 	}
 	/* A new description of the same pipe, with this one's own flags. */
-	return reopen_self((f->flags & O_ACCMODE) == O_WRONLY ? pipes[i].wr : pipes[i].rd,
-			   f->flags, f->path);
+	return reopen_self((f->flags & O_ACCMODE) == O_WRONLY ? pipes[i].wr : pipes[i].rd, f->flags,
+			   f->path);
 }
 
 static int open_reg(struct tree *t, RegFile *f, int flags)
@@ -669,8 +681,15 @@ static int open_reg(struct tree *t, RegFile *f, int flags)
 	fd = open(f->path, (flags & ~(O_CREAT | O_EXCL | O_TRUNC)) | O_CLOEXEC);
 	if (fd < 0) {
 		fd = -errno;
-		pr_err("cannot open %s: %s (the process had it open; is it still there?)", f->path,
-		       strerror(-fd));
+		if ((fd == -EACCES || fd == -EPERM) && t->owner.switches)
+			pr_err("cannot open %s: %s: uid %u, whose image this is, may not open it "
+			       "(an fd a privileged parent opened for it must be reopened by "
+			       "root's "
+			       "own image)",
+			       f->path, strerror(-fd), t->owner.uid);
+		else
+			pr_err("cannot open %s: %s (the process had it open; is it still there?)",
+			       f->path, strerror(-fd));
 		return fd;
 	}
 	if (S_ISREG(f->mode) && !fstat(fd, &st) && (uint64_t)st.st_size != f->size)
@@ -687,7 +706,8 @@ static const struct fd_type *type_of(RegFile *f)
 	return NULL;
 }
 
-static int open_desc(struct tree *t, RegFile *f)
+/* Open f on the image's word: with the image owner's rights (owner.h). */
+static int open_as_owner(struct tree *t, RegFile *f)
 {
 	const struct fd_type *ft;
 	int fd;
@@ -704,14 +724,6 @@ static int open_desc(struct tree *t, RegFile *f)
 			return -errno;
 		}
 		return fd;
-	case FILE_KIND__FILE_TTY:
-		if (tty_fd < 0) {
-			pr_err("the process used the terminal %s, but amber restore has no "
-			       "terminal on stdin/stdout/stderr",
-			       f->path);
-			return -ENOTTY;
-		}
-		return reopen_self(tty_fd, f->flags & ~O_NOCTTY, f->path);
 	case FILE_KIND__FILE_PIPE:
 	case FILE_KIND__FILE_FIFO:
 		return pipe_end(t, f);
@@ -731,6 +743,28 @@ static int open_desc(struct tree *t, RegFile *f)
 		return -EINVAL;
 	}
 	return t->desc_fd[f->id];
+}
+
+static int open_desc(struct tree *t, RegFile *f)
+{
+	int fd;
+
+	/* with -j, the terminal is the restorer's own, not the image's to pick */
+	if (f->kind == FILE_KIND__FILE_TTY) {
+		if (tty_fd < 0) {
+			pr_err("the process used the terminal %s, but amber restore has no "
+			       "terminal on stdin/stdout/stderr",
+			       f->path);
+			return -ENOTTY;
+		}
+		return reopen_self(tty_fd, f->flags & ~O_NOCTTY, f->path);
+	}
+	fd = owner_enter(t);
+	if (fd)
+		return fd;
+	fd = open_as_owner(t, f);
+	owner_leave(t);
+	return fd;
 }
 
 /* The kinds made all at once (fd_type.prepare): their fds go into desc_fd. */
@@ -758,7 +792,13 @@ static int prepare_kinds(struct tree *t)
 			continue;
 		for (size_t k = 0; k < n; k++)
 			fds[k] = -1;
+		/* what they bind, connect and unlink: with the owner's rights */
+		ret = (*ft)->bounds_itself ? 0 : owner_enter(t);
+		if (ret)
+			break;
 		ret = (*ft)->prepare(t, files, n, fds);
+		if (!(*ft)->bounds_itself)
+			owner_leave(t);
 		for (size_t k = 0; k < n && !ret; k++)
 			t->desc_fd[files[k]->id] = fds[k];
 	}

@@ -39,6 +39,12 @@ struct fd_type {
 	 * then takes each fd as if open had returned it.
 	 */
 	int (*prepare)(struct tree *t, RegFile **files, size_t n, int *fds);
+	/*
+	 * open and prepare run with the image owner's rights (owner.h), but
+	 * for kinds that need amber's own (TCP repair needs CAP_NET_ADMIN):
+	 * those bound what they do on the image's word with owner_enter().
+	 */
+	bool bounds_itself;
 	/* Optional: once every description is open (epoll adds its targets). */
 	int (*post_open)(struct tree *t, RegFile *f, int fd);
 	/* Optional, dump: the processes run on; see resource_ops.dump_undo. */

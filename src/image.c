@@ -76,6 +76,31 @@ void img_set_free(struct img_set *set)
 	free(set->files);
 	set->files = NULL;
 	set->n = set->cap = 0;
+	for (size_t i = 0; i < set->nr_created; i++)
+		free(set->created[i]);
+	free(set->created);
+	set->created = NULL;
+	set->nr_created = 0;
+}
+
+void img_set_discard(struct img_set *set)
+{
+	for (size_t i = 0; i < set->nr_created; i++)
+		unlinkat(set->dirfd, set->created[i], 0);
+}
+
+static int set_created(struct img_set *set, const char *name)
+{
+	char **nc = realloc(set->created, (set->nr_created + 1) * sizeof(*nc));
+
+	if (!nc)
+		return -ENOMEM;
+	set->created = nc;
+	nc[set->nr_created] = strdup(name);
+	if (!nc[set->nr_created])
+		return -ENOMEM;
+	set->nr_created++;
+	return 0;
 }
 
 static int create_named(struct img_set *set, enum img_kind kind, const char *name, struct img **out)
@@ -91,13 +116,23 @@ static int create_named(struct img_set *set, enum img_kind kind, const char *nam
 	img->set = set;
 	img->hash = XXH3_createState();
 	XXH3_64bits_reset(img->hash);
-	img->fd = sys_openat(set->dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	/* Only a file of our own making: never one planted (or linked) under its name. */
+	img->fd = sys_openat(set->dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			     0600);
 	if (img->fd < 0) {
 		ret = img->fd;
-		pr_err("cannot create image file %s: %s", name, strerror(-ret));
+		if (ret == -EEXIST)
+			pr_err("cannot create image file %s: something of that name is already in "
+			       "the image directory (only amber may write there); refusing to "
+			       "write through it",
+			       name);
+		else
+			pr_err("cannot create image file %s: %s", name, strerror(-ret));
 		goto free_img;
 	}
-	ret = img_write(img, hdr, sizeof(hdr));
+	ret = set_created(set, name);
+	if (!ret)
+		ret = img_write(img, hdr, sizeof(hdr));
 	if (ret)
 		goto close_fd;
 	*out = img;
@@ -204,21 +239,23 @@ int img_set_commit(struct img_set *set, Inventory *inv)
 	inv->files = set->files;
 	ret = create_named(&inv_set, IMG_INVENTORY, "inventory.img.tmp", &img);
 	if (ret)
-		return ret;
+		goto free_set;
 	ret = img_put(img, &inv->base);
 	if (ret) {
 		img_abort(img);
-		return ret;
+		goto free_set;
 	}
 	ret = img_finish(img);
-	img_set_free(&inv_set);
 	if (ret)
-		return ret;
-	ret = sys_renameat(set->dirfd, "inventory.img.tmp", set->dirfd, "inventory.img");
+		goto free_set;
+	/* NOREPLACE: the directory was empty, an inventory.img there is not ours */
+	ret = sys_renameat(set->dirfd, "inventory.img.tmp", set->dirfd, "inventory.img",
+			   RENAME_NOREPLACE);
 	if (ret) {
-		pr_err("cannot rename inventory.img.tmp into place: %s", strerror(-ret));
+		pr_err("cannot rename inventory.img.tmp into place: %s%s", strerror(-ret),
+		       ret == -EEXIST ? " (an inventory.img appeared in the image directory)" : "");
 		unlinkat(set->dirfd, "inventory.img.tmp", 0);
-		return ret;
+		goto free_set;
 	}
 	/* The rename must be durable before the target is killed. */
 	dfd = dup(set->dirfd);
@@ -227,10 +264,125 @@ int img_set_commit(struct img_set *set, Inventory *inv)
 		close(dfd);
 		if (ret) {
 			pr_err("cannot sync the image directory: %s", strerror(-ret));
-			return ret;
+			/* a failed dump leaves no complete image */
+			unlinkat(set->dirfd, "inventory.img", 0);
 		}
 	}
+free_set:
+	img_set_free(&inv_set);
+	return ret;
+}
+
+/* Nothing in the directory but what this dump will write. */
+static int check_empty(int dirfd, const char *dir)
+{
+	int fd = sys_openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+	const char *found = NULL;
+	struct dirent *de;
+	DIR *d;
+
+	if (fd < 0) {
+		pr_err("cannot list image directory %s: %s", dir, strerror(-fd));
+		return fd;
+	}
+	d = fdopendir(fd);
+	if (!d) {
+		pr_err("cannot list image directory %s: %m", dir);
+		close(fd);
+		return -ENOMEM;
+	}
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+			found = de->d_name;
+			break;
+		}
+	if (found)
+		pr_err("image directory %s is not empty (it holds %s); amber writes an image only "
+		       "into a new or empty directory: remove the old one (rm -r %s) or give "
+		       "a new path",
+		       dir, found, dir);
+	closedir(d);
+	return found ? -ENOTEMPTY : 0;
+}
+
+/* The directory is the dumping user's alone: nobody else can put a name in it. */
+static int check_private(int dirfd, const char *dir)
+{
+	uid_t me = geteuid();
+	struct stat sb;
+
+	if (fstat(dirfd, &sb)) {
+		pr_err("cannot stat image directory %s: %m", dir);
+		return -errno;
+	}
+	if (sb.st_uid != me) {
+		pr_err("image directory %s belongs to uid %u, not to uid %u who dumps: another "
+		       "user could have planted links in it; give a path that does not exist "
+		       "yet (amber creates it)",
+		       dir, (unsigned)sb.st_uid, (unsigned)me);
+		return -EPERM;
+	}
+	if (sb.st_mode & (S_IWGRP | S_IWOTH)) {
+		pr_err("image directory %s is writable by %s (mode %04o): they could plant links "
+		       "in it; chmod go-w %s, or give a path that does not exist yet",
+		       dir, sb.st_mode & S_IWOTH ? "everyone" : "its group",
+		       (unsigned)(sb.st_mode & 07777), dir);
+		return -EPERM;
+	}
 	return 0;
+}
+
+int img_dir_create(const char *dir, bool *created)
+{
+	char path[PATH_MAX];
+	size_t len = strlen(dir);
+	int fd, ret;
+
+	*created = false;
+	if (!len || len >= sizeof(path)) {
+		pr_err("image directory '%s': bad path", dir);
+		return -EINVAL;
+	}
+	/* "link/" would make open() follow the link that O_NOFOLLOW refuses */
+	memcpy(path, dir, len + 1);
+	while (len > 1 && path[len - 1] == '/')
+		path[--len] = 0;
+	if (!mkdir(path, 0700)) {
+		*created = true;
+	} else if (errno != EEXIST) {
+		ret = -errno;
+		pr_err("cannot create image directory %s: %s", dir, strerror(-ret));
+		return ret;
+	}
+	fd = sys_open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
+	if (fd < 0) {
+		struct stat sb;
+
+		/* (O_DIRECTORY makes a link ENOTDIR rather than ELOOP) */
+		if (fd == -ELOOP || (!lstat(path, &sb) && S_ISLNK(sb.st_mode))) {
+			fd = -ELOOP;
+			pr_err("image directory %s is a symbolic link; amber does not follow one "
+			       "(whoever can change it would choose where the image goes): give "
+			       "the directory itself, or a path that does not exist yet",
+			       dir);
+		} else if (fd == -ENOTDIR) {
+			pr_err("image directory %s exists and is not a directory; give a path "
+			       "that does not exist yet",
+			       dir);
+		} else {
+			pr_err("cannot open image directory %s: %s", dir, strerror(-fd));
+		}
+		return fd;
+	}
+	/* Checked on the fd: what was made or found, not what the path names now. */
+	ret = check_private(fd, dir);
+	if (!ret)
+		ret = check_empty(fd, dir);
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	return fd;
 }
 
 /* ---- reading ---- */

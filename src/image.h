@@ -58,6 +58,8 @@ struct img_set {
 	int dirfd;
 	size_t n, cap;
 	InventoryFile **files;
+	char **created; /* every file created, finished or not (img_set_discard) */
+	size_t nr_created;
 };
 
 uint32_t img_magic(enum img_kind kind);
@@ -74,6 +76,17 @@ void img_abort(struct img *img);
 /* Write inventory.img atomically: this is what marks the image complete. */
 int img_set_commit(struct img_set *set, Inventory *inv);
 void img_set_free(struct img_set *set);
+/* A failed dump: remove every file the set created, and nothing else. */
+void img_set_discard(struct img_set *set);
+
+/*
+ * The directory a dump writes into, as an fd: made by amber (0700), or an
+ * existing one that is a directory (not a symbolic link), the dumping
+ * user's, not writable by group or others, and empty, so that nothing in it
+ * can redirect a write.  Image files are then created O_EXCL|O_NOFOLLOW in
+ * it.  -errno with the reason and the fix logged; *created: amber made it.
+ */
+int img_dir_create(const char *dir, bool *created);
 
 /*
  * An image directory opened for reading.  restore reads nothing but what

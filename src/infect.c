@@ -54,10 +54,14 @@ int infect_seize(pid_t pid, struct infect *inf, int *stopsig)
 	*stopsig = 0;
 	r = sys_ptrace(PTRACE_SEIZE, pid, NULL, (void *)(long)PTRACE_O_TRACESYSGOOD);
 	if (r) {
-		if (r == -EPERM)
-			pr_err("cannot ptrace pid %d: permission denied (run amber as the "
-			       "process's "
-			       "owner or root; is it already traced, e.g. by gdb or strace?)",
+		if (r == -EPERM && geteuid())
+			pr_err("cannot ptrace pid %d: permission denied (amber runs as uid %u "
+			       "without CAP_SYS_PTRACE: it can trace only dumpable processes of "
+			       "that uid; run it as root)",
+			       pid, (unsigned)geteuid());
+		else if (r == -EPERM)
+			pr_err("cannot ptrace pid %d: permission denied (a kernel thread, traced "
+			       "by another tracer, or refused by a security module?)",
 			       pid);
 		else if (r == -ESRCH)
 			pr_err("pid %d does not exist", pid);

@@ -391,8 +391,8 @@ static int flush_pages(struct page_writer *w)
 }
 
 /*
- * Queues start..end to be read; small runs share one write.  The pagemap entry is written now: its offset only depends on the
- * runs before it.
+ * Queues start..end to be read; small runs share one write.  The pagemap entry is written now: its
+ * offset only depends on the runs before it.
  */
 static int copy_run(struct page_writer *w, uint64_t start, uint64_t end)
 {
@@ -578,6 +578,30 @@ close_fds:
 
 /* ---- restore ---- */
 
+/*
+ * Below vm.mmap_min_addr only CAP_SYS_RAWIO maps (a NULL-dereference
+ * exploit's first step): amber maps as root, so only a root owner's image
+ * may have a mapping there.
+ */
+static int check_low_vmas(struct restore_ctx *ctx)
+{
+	unsigned long min = 65536;
+	char *buf;
+
+	if (ctx->tree->owner.unbounded || !ctx->mm->n_vmas)
+		return 0;
+	if (!sys_read_file("/proc/sys/vm/mmap_min_addr", &buf, NULL)) {
+		min = strtoul(buf, NULL, 10);
+		free(buf);
+	}
+	if (ctx->mm->vmas[0]->start >= min)
+		return 0;
+	pr_err("mm-%d.img: a mapping at %#llx lies below vm.mmap_min_addr (%#lx), where only "
+	       "CAP_SYS_RAWIO maps; uid %u's image may not have one; refusing",
+	       ctx->pid, (unsigned long long)ctx->mm->vmas[0]->start, min, ctx->tree->owner.uid);
+	return -EPERM;
+}
+
 static int mem_restore_read(struct restore_ctx *ctx)
 {
 	const struct img_file *pages;
@@ -612,6 +636,9 @@ static int mem_restore_read(struct restore_ctx *ctx)
 	}
 	if (mm->n_auxv > MAX_AUXV || (mm->has_exe_file_id && mm->exe_file_id >= ctx->nr_files))
 		goto corrupt;
+	ret = check_low_vmas(ctx);
+	if (ret)
+		return ret;
 
 	ret = img_read_all(ctx->img, IMG_PAGEMAP, &pagemap_entry__descriptor, &ctx->pm, &ctx->nr_pm,
 			   "pagemap-%d.img", ctx->pid);
@@ -885,8 +912,9 @@ static int clear_address_space(struct restore_ctx *ctx, const struct vdso_block 
 	k[n++] = (struct range){cur->start, cur->end};
 	for (size_t i = 0; i < ctx->mm->n_vmas; i++)
 		if (cow_slot(ctx, i))
-			k[n++] = (struct range){cow_slot(ctx, i), cow_slot(ctx, i) + ctx->mm->vmas[i]->end -
-									 ctx->mm->vmas[i]->start};
+			k[n++] = (struct range){cow_slot(ctx, i), cow_slot(ctx, i) +
+									  ctx->mm->vmas[i]->end -
+									  ctx->mm->vmas[i]->start};
 	range_sort(k, n);
 	for (size_t i = 0; !r && i <= n; i++) {
 		unsigned long end = i < n ? k[i].start : top;
@@ -1155,8 +1183,9 @@ static int plan_runs(struct restore_ctx *ctx, struct plan *p, const VmaEntry *e,
 			continue;
 		}
 		for (size_t k = 0; k < n; k++)
-			p->iov[p->nr_iov + k] = (struct iovec){
-				(void *)ctx->pm[*pm + k]->vaddr, ctx->pm[*pm + k]->nr_pages * PAGE_SIZE};
+			p->iov[p->nr_iov + k] =
+				(struct iovec){(void *)ctx->pm[*pm + k]->vaddr,
+					       ctx->pm[*pm + k]->nr_pages * PAGE_SIZE};
 		ret = plan_add(p, STEP_PREADV, e, pe, SYS_preadv, ctx->pages_fd,
 			       (long)(p->iov_area + p->nr_iov * sizeof(struct iovec)), (long)n,
 			       PAGES_DATA_OFF + pe->offset, 0, 0);

@@ -419,12 +419,20 @@ static void __attribute__((noreturn)) child_main(struct tree *t, size_t idx)
 	child_setup(t, idx, false);
 }
 
-/* The restore_prefork (or restore_child) hooks, in the child; a failure ends it. */
+/*
+ * The restore_prefork (or restore_child) hooks, in the child; a failure ends
+ * it.  They do what the image says with libc (paths, limits, nice), so with
+ * the image owner's rights only.
+ */
 static void child_hooks(struct restore_ctx *ctx, int report_fd, bool prefork)
 {
+	if (owner_enter(ctx->tree)) {
+		child_report(report_fd, "cannot take the image owner's rights");
+		_exit(1);
+	}
 	for (const struct resource_ops *const *r = resources; *r; r++) {
-		int (*fn)(struct restore_ctx *) = prefork ? (*r)->restore_prefork
-							  : (*r)->restore_child;
+		int (*fn)(struct restore_ctx *) =
+			prefork ? (*r)->restore_prefork : (*r)->restore_child;
 		char msg[64];
 
 		if (!fn || !fn(ctx))
@@ -433,6 +441,7 @@ static void child_hooks(struct restore_ctx *ctx, int report_fd, bool prefork)
 		child_report(report_fd, msg);
 		_exit(1);
 	}
+	owner_leave(ctx->tree);
 }
 
 /* After "go": vm says the process shares its parent's memory (and log_fd). */
@@ -653,6 +662,9 @@ static int do_restore(struct opts *o)
 	/* the directory's owner, checked to own every file: the fds hold what it vouched for */
 	t.image_uid = t.img->uid;
 	t.image_gid = t.img->gid;
+	ret = owner_init(&t);
+	if (ret)
+		goto close_dir;
 	if (t.inv->shell_job && !o->shell_job) {
 		pr_err("%s was dumped with --shell-job; restore it with -j from a terminal",
 		       o->dir);
@@ -715,6 +727,7 @@ close_dir:
 	img_dir_close(t.img);
 	if (o->shell_job && !o->detached)
 		reclaim_terminal();
+	owner_free(&t);
 	close(t.dirfd);
 	return ret;
 }

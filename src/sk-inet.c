@@ -600,18 +600,27 @@ static int new_sock(const InetSkEntry *e)
 	return fd;
 }
 
+static struct tree *rtree; /* the restore inet_prepare() serves */
+
+/* With the image owner's rights: a port below 1024 needs CAP_NET_BIND_SERVICE. */
 static int bind_src(int fd, const InetSkEntry *e)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = get_addr(e, false, &ss);
+	int ret = owner_enter(rtree);
 
+	if (ret)
+		return ret;
 	if (bind(fd, (struct sockaddr *)&ss, len)) {
+		ret = -errno;
 		pr_err("cannot bind a %s socket to %s: %m%s",
 		       e->type == SOCK_STREAM ? "TCP" : "UDP", show_addr(e, false),
-		       errno == EADDRINUSE ? " (another socket holds the port; stop it)" : "");
-		return -errno;
+		       errno == EADDRINUSE ? " (another socket holds the port; stop it)"
+		       : errno == EACCES   ? " (the image's owner may not bind that port)"
+					   : "");
 	}
-	return 0;
+	owner_leave(rtree);
+	return ret;
 }
 
 static int set_reuse(int fd, int v)
@@ -888,9 +897,15 @@ static int unlock_network(struct tree *t)
 	return 0;
 }
 
-/* What this restore cannot take: a connection without --tcp-established. */
-static int check_isk(const struct isk *s, const struct opts *o)
+/*
+ * What this restore cannot take: a connection without --tcp-established, or
+ * in an image of another user's: TCP repair would set any connection state
+ * its writer chose (sequence numbers to any peer) with amber's CAP_NET_ADMIN.
+ */
+static int check_isk(const struct isk *s, const struct tree *t)
 {
+	const struct opts *o = t->o;
+
 	if (!s->e) {
 		pr_err("files.img: inet socket entry %u has no socket state; the image is corrupt",
 		       s->f->id);
@@ -902,6 +917,13 @@ static int check_isk(const struct isk *s, const struct opts *o)
 		       show_addr(s->e, false), show_addr(s->e, true));
 		return -EINVAL;
 	}
+	if (s->e->type == SOCK_STREAM && s->e->state == TCP_ESTABLISHED && t->owner.switches) {
+		pr_err("the image holds the established TCP connection %s -> %s, and belongs to "
+		       "uid %u: TCP repair would let its writer set any connection's state with "
+		       "root's CAP_NET_ADMIN; only root's own images restore connections",
+		       show_addr(s->e, false), show_addr(s->e, true), t->owner.uid);
+		return -EPERM;
+	}
 	return 0;
 }
 
@@ -910,13 +932,14 @@ static int inet_prepare(struct tree *t, RegFile **files, size_t n, int *fds)
 {
 	int ret = 0;
 
+	rtree = t;
 	isks = calloc(n, sizeof(*isks));
 	if (!isks)
 		return -ENOMEM;
 	nr_isks = n;
 	for (size_t i = 0; i < n && !ret; i++) {
 		isks[i] = (struct isk){.f = files[i], .e = files[i]->inet_sk, .fd = -1};
-		ret = check_isk(&isks[i], t->o);
+		ret = check_isk(&isks[i], t);
 	}
 	/* listeners first: established sockets on their port bind with repair's force-reuse */
 	for (size_t i = 0; i < nr_isks && !ret; i++)
@@ -946,5 +969,6 @@ const struct fd_type inet_sk_type = {
 	.match = inet_match,
 	.dump = inet_dump,
 	.prepare = inet_prepare,
+	.bounds_itself = true,
 	.dump_undo = repair_release,
 };

@@ -701,6 +701,30 @@ static int send_all(int fd, const SkQueued *q, bool stream)
 	return 0;
 }
 
+/*
+ * SO_*BUFFORCE needs CAP_NET_ADMIN, which the restore of another user's
+ * image does not use (owner.h): then the plain option, which the kernel
+ * caps at net.core.[rw]mem_max, and a final size it capped is refused.
+ */
+static int set_buf(int fd, int force, int plain, int val, bool final)
+{
+	int got;
+	socklen_t len = sizeof(got);
+
+	if (!setsockopt(fd, SOL_SOCKET, force, &val, sizeof(val)))
+		return 0;
+	if (errno != EPERM || setsockopt(fd, SOL_SOCKET, plain, &val, sizeof(val)))
+		return -errno;
+	if (final && (getsockopt(fd, SOL_SOCKET, plain, &got, &len) || got / 2 != val)) {
+		errno = EPERM;
+		pr_err("a unix socket's buffer of %d bytes is above net.core.%s_max, and only "
+		       "CAP_NET_ADMIN could set it",
+		       2 * val, plain == SO_SNDBUF ? "wmem" : "rmem");
+		return -EPERM;
+	}
+	return 0;
+}
+
 /* Put u's queued data into its receive queue: sent by its peer, or to its name. */
 static int refill(struct usk *u)
 {
@@ -719,7 +743,7 @@ static int refill(struct usk *u)
 		if (sender < 0)
 			return sender;
 		tmp = true;
-		setsockopt(sender, SOL_SOCKET, SO_SNDBUFFORCE, &big, sizeof(big));
+		set_buf(sender, SO_SNDBUFFORCE, SO_SNDBUF, big, false);
 		ret = enter_bind_dir(u->e, &cwd);
 		if (!ret && connect(sender, (struct sockaddr *)&sa, len))
 			ret = -errno;
@@ -758,12 +782,10 @@ static int set_bufs(struct usk *u, bool final)
 
 	if (u->e->has_sndbuf && (final || (int)u->e->sndbuf / 2 > snd))
 		snd = (int)u->e->sndbuf / 2;
-	if ((u->e->has_sndbuf || !final) &&
-	    setsockopt(u->fd, SOL_SOCKET, SO_SNDBUFFORCE, &snd, sizeof(snd)))
+	if ((u->e->has_sndbuf || !final) && set_buf(u->fd, SO_SNDBUFFORCE, SO_SNDBUF, snd, final))
 		goto fail;
 	rcv = (int)u->e->rcvbuf / 2;
-	if (final && u->e->has_rcvbuf &&
-	    setsockopt(u->fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcv, sizeof(rcv)))
+	if (final && u->e->has_rcvbuf && set_buf(u->fd, SO_RCVBUFFORCE, SO_RCVBUF, rcv, final))
 		goto fail;
 	return 0;
 fail:

@@ -16,17 +16,20 @@
 #include "sys.h"
 
 #define FAULT_SHORT 0x10000 /* not an errno */
+#define FAULT_KILL  0x20000 /* ptrace only: the tracee is SIGKILLed, then the call is made */
 
 static const char *const op_names[SYS__COUNT] = {
 	[SYS_OPEN] = "open",	 [SYS_READ] = "read",	  [SYS_WRITE] = "write",
 	[SYS_PREAD] = "pread",	 [SYS_FSYNC] = "fsync",	  [SYS_RENAME] = "rename",
 	[SYS_PTRACE] = "ptrace", [SYS_WAIT] = "wait",	  [SYS_VM_READ] = "vm_read",
 	[SYS_KCMP] = "kcmp",	 [SYS_CLONE3] = "clone3", [SYS_PIDFD_GETFD] = "pidfd_getfd",
-	[SYS_MMAP] = "mmap",
+	[SYS_MMAP] = "mmap",	 [SYS_SETID] = "setid",
 };
 
 struct fault {
-	long nth; /* 0: every call */
+	long nth;   /* 0: every call */
+	pid_t pid;  /* NTH@PID: only the calls on this pid count (ptrace) */
+	long calls; /* calls on pid so far */
 	int err;
 };
 
@@ -38,9 +41,10 @@ static int parse_err(const char *s)
 	static const struct {
 		const char *name;
 		int err;
-	} tab[] = {{"EINTR", EINTR},   {"ENOSPC", ENOSPC},    {"EPERM", EPERM}, {"EIO", EIO},
-		   {"ENOMEM", ENOMEM}, {"EACCES", EACCES},    {"ESRCH", ESRCH}, {"EFAULT", EFAULT},
-		   {"EAGAIN", EAGAIN}, {"short", FAULT_SHORT}};
+	} tab[] = {{"EINTR", EINTR},	   {"ENOSPC", ENOSPC},	{"EPERM", EPERM},
+		   {"EIO", EIO},	   {"ENOMEM", ENOMEM},	{"EACCES", EACCES},
+		   {"ESRCH", ESRCH},	   {"EFAULT", EFAULT},	{"EAGAIN", EAGAIN},
+		   {"short", FAULT_SHORT}, {"kill", FAULT_KILL}};
 
 	for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++)
 		if (!strcmp(s, tab[i].name))
@@ -65,8 +69,18 @@ void sys_fault_init(void)
 			continue;
 		}
 		for (int i = 0; i < SYS__COUNT; i++) {
+			char *at = strchr(nth, '@');
+
 			if (strcmp(op, op_names[i]))
 				continue;
+			if (parse_err(err) == FAULT_KILL && i != SYS_PTRACE) {
+				pr_warn("AMBER_FAULT: 'kill' applies to ptrace only; ignoring '%s'",
+					tok);
+				continue;
+			}
+			faults[i].pid = at ? atoi(at + 1) : 0;
+			if (at)
+				*at = 0;
 			faults[i].nth = strcmp(nth, "*") ? atol(nth) : 0;
 			faults[i].err = parse_err(err);
 		}
@@ -80,17 +94,61 @@ void sys_fault_reset(void)
 	memset(calls, 0, sizeof(calls));
 }
 
-int sys_fault(enum sys_op op)
+/* The fault for this call of op on pid (0: a call on no pid in particular). */
+static int fault_on(enum sys_op op, pid_t pid)
 {
 	/* atomic: the pages of a dump are written by a second thread (mem.c) */
 	long n = __atomic_add_fetch(&calls[op], 1, __ATOMIC_RELAXED);
 
 	if (!faults[op].err)
 		return 0;
+	if (faults[op].pid) {
+		if (pid != faults[op].pid)
+			return 0;
+		n = __atomic_add_fetch(&faults[op].calls, 1, __ATOMIC_RELAXED);
+	}
 	if (faults[op].nth && faults[op].nth != n)
 		return 0;
-	pr_debug("fault injection: %s call %ld fails with %d", op_names[op], n, faults[op].err);
+	if (faults[op].err == FAULT_KILL)
+		pr_debug("fault injection: %s call %ld on pid %d: killing it first", op_names[op],
+			 n, pid);
+	else
+		pr_debug("fault injection: %s call %ld fails with %d", op_names[op], n,
+			 faults[op].err);
 	return faults[op].err;
+}
+
+int sys_fault(enum sys_op op)
+{
+	return fault_on(op, 0);
+}
+
+/*
+ * AMBER_FAULT=ptrace:N@PID:kill: the process really dies, as one killed or
+ * ending in the middle of a dump, and the call then meets it dead.  Waits
+ * until the kernel shows it so (a tracee killed in a ptrace stop exits
+ * asynchronously), at most 5 s.
+ */
+static void fault_kill(pid_t pid)
+{
+	char path[64], buf[512], *p;
+
+	kill(pid, SIGKILL);
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	for (int i = 0; i < 500; i++) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+
+		if (fd >= 0)
+			close(fd);
+		if (n <= 0)
+			return; /* gone */
+		buf[n] = 0;
+		p = strrchr(buf, ')');
+		if (!p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X')
+			return;
+		usleep(10 * 1000);
+	}
 }
 
 /* An injected error, or 0 to go on with the real call ("short" is handled by callers). */
@@ -186,21 +244,23 @@ int sys_fsync(int fd)
 	return fsync(fd) ? -errno : 0;
 }
 
-int sys_renameat(int olddir, const char *old, int newdir, const char *new)
+int sys_renameat(int olddir, const char *old, int newdir, const char *new, unsigned flags)
 {
 	int f = injected(SYS_RENAME);
 
 	if (f)
 		return -f;
-	return renameat(olddir, old, newdir, new) ? -errno : 0;
+	return renameat2(olddir, old, newdir, new, flags) ? -errno : 0;
 }
 
 long sys_ptrace(int req, pid_t pid, void *addr, void *data)
 {
-	int f = injected(SYS_PTRACE);
+	int f = fault_on(SYS_PTRACE, pid);
 	long r;
 
-	if (f)
+	if (f == FAULT_KILL)
+		fault_kill(pid);
+	else if (f && f != FAULT_SHORT)
 		return -f;
 	errno = 0;
 	r = syscall(SYS_ptrace, req, pid, addr, data);
@@ -278,14 +338,14 @@ long sys_clone3_set_tid(pid_t tid, int exit_signal, uint64_t flags)
  * (PR_SET_PDEATHSIG) from the start, and exits if the parent is already gone
  * (getppid() is no longer parent): an image pid must not stay taken.
  */
-long amber_clone3_vm(struct clone_args *args, size_t size, int go_fd, void (*fn)(void *),
-		     void *arg, pid_t parent);
+long amber_clone3_vm(struct clone_args *args, size_t size, int go_fd, void (*fn)(void *), void *arg,
+		     pid_t parent);
 __asm__(".text\n"
 	".globl amber_clone3_vm\n"
 	".type amber_clone3_vm, @function\n"
 	"amber_clone3_vm:\n"
-	"	mov %rcx, %r10\n"	/* fn: the syscall clobbers rcx */
-	"	mov $435, %eax\n"	/* __NR_clone3 */
+	"	mov %rcx, %r10\n" /* fn: the syscall clobbers rcx */
+	"	mov $435, %eax\n" /* __NR_clone3 */
 	"	syscall\n"
 	"	test %rax, %rax\n"
 	"	jz 1f\n"
@@ -293,31 +353,31 @@ __asm__(".text\n"
 	"1:	xor %ebp, %ebp\n"
 	"	and $-16, %rsp\n"
 	"	sub $16, %rsp\n"
-	"	mov %rdx, %r12\n"	/* go_fd */
-	"	mov %r8, %r13\n"	/* arg */
-	"	mov %r10, %r14\n"	/* fn */
-	"	mov %r9, %r15\n"	/* parent */
-	"	mov $157, %eax\n"	/* prctl(PR_SET_PDEATHSIG, SIGKILL): dies with */
-	"	mov $1, %edi\n"	/* a parent whose restore failed, before go too */
+	"	mov %rdx, %r12\n" /* go_fd */
+	"	mov %r8, %r13\n"  /* arg */
+	"	mov %r10, %r14\n" /* fn */
+	"	mov %r9, %r15\n"  /* parent */
+	"	mov $157, %eax\n" /* prctl(PR_SET_PDEATHSIG, SIGKILL): dies with */
+	"	mov $1, %edi\n"	  /* a parent whose restore failed, before go too */
 	"	mov $9, %esi\n"
 	"	syscall\n"
-	"	mov $110, %eax\n"	/* getppid */
+	"	mov $110, %eax\n" /* getppid */
 	"	syscall\n"
 	"	cmp %r15, %rax\n"
 	"	jne 3f\n"
-	"2:	xor %eax, %eax\n"	/* __NR_read */
+	"2:	xor %eax, %eax\n" /* __NR_read */
 	"	mov %r12, %rdi\n"
 	"	mov %rsp, %rsi\n"
 	"	mov $1, %edx\n"
 	"	syscall\n"
-	"	cmp $-4, %rax\n"	/* EINTR */
+	"	cmp $-4, %rax\n" /* EINTR */
 	"	je 2b\n"
 	"	cmp $1, %rax\n"
 	"	jne 3f\n"
 	"	mov %r13, %rdi\n"
 	"	call *%r14\n"
 	"3:	mov $1, %edi\n"
-	"	mov $60, %eax\n"	/* __NR_exit */
+	"	mov $60, %eax\n" /* __NR_exit */
 	"	syscall\n"
 	"	hlt\n"
 	".size amber_clone3_vm, .-amber_clone3_vm\n");
@@ -413,4 +473,24 @@ int sys_readlink(const char *path, char *buf, size_t size)
 		return -errno;
 	buf[r] = 0;
 	return (int)r;
+}
+
+int sys_thread_setid(uid_t euid, gid_t egid, const gid_t *groups, size_t n)
+{
+	int f = injected(SYS_SETID);
+
+	if (f)
+		return -f;
+	/* to an unprivileged uid: groups and gid while CAP_SETGID is still there;
+	 * back to 0: the uid first, which brings the capabilities back */
+	if (euid) {
+		if (syscall(SYS_setgroups, n, groups) || syscall(SYS_setresgid, -1, egid, -1) ||
+		    syscall(SYS_setresuid, -1, euid, -1))
+			return -errno;
+		return 0;
+	}
+	if (syscall(SYS_setresuid, -1, euid, -1) || syscall(SYS_setresgid, -1, egid, -1) ||
+	    syscall(SYS_setgroups, n, groups))
+		return -errno;
+	return 0;
 }

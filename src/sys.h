@@ -4,6 +4,9 @@
  * through here so that tests can inject failures: set AMBER_FAULT to a
  * comma separated list of OP:NTH:ERR, e.g. "write:3:ENOSPC" fails the third
  * write with ENOSPC, "read:*:short" makes every read short, "ptrace:2:EPERM".
+ * NTH@PID counts only the calls on that pid (ptrace), and ERR "kill" (ptrace
+ * only) SIGKILLs the tracee before the call is made: "ptrace:5@1234:kill" is
+ * pid 1234 dying in the middle of a dump, for real.
  * All functions return >= 0 on success and -errno on failure.
  */
 #ifndef AMBER_SYS_H
@@ -28,6 +31,7 @@ enum sys_op {
 	SYS_CLONE3,
 	SYS_PIDFD_GETFD,
 	SYS_MMAP,
+	SYS_SETID,
 	SYS__COUNT,
 };
 
@@ -45,7 +49,8 @@ ssize_t sys_read_full(int fd, void *buf, size_t len);
 ssize_t sys_write_full(int fd, const void *buf, size_t len);
 ssize_t sys_pread_full(int fd, void *buf, size_t len, off_t off);
 int sys_fsync(int fd);
-int sys_renameat(int olddir, const char *old, int newdir, const char *new);
+/* renameat2(): flags RENAME_NOREPLACE etc. */
+int sys_renameat(int olddir, const char *old, int newdir, const char *new, unsigned flags);
 long sys_ptrace(int req, pid_t pid, void *addr, void *data);
 pid_t sys_waitpid(pid_t pid, int *status, int options);
 ssize_t sys_vm_readv(pid_t pid, const struct iovec *local, unsigned long nlocal,
@@ -63,5 +68,11 @@ int sys_pidfd_getfd(int pidfd, int targetfd);
 /* Read a whole small file (proc files) into a malloc'd NUL-terminated buffer. */
 int sys_read_file(const char *path, char **out, size_t *len);
 int sys_readlink(const char *path, char *buf, size_t size);
+/*
+ * The calling thread's effective uid and gid and its supplementary groups
+ * (raw syscalls: glibc's wrappers would change every thread).  Real and
+ * saved ids stay, so that a thread of root's can switch back (owner.c).
+ */
+int sys_thread_setid(uid_t euid, gid_t egid, const gid_t *groups, size_t n);
 
 #endif

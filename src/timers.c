@@ -202,6 +202,17 @@ static int timers_restore_read(struct restore_ctx *ctx)
 	for (size_t i = 0; i < c->n_posix_timers; i++)
 		if (c->posix_timers[i]->id < 0 || c->posix_timers[i]->id >= MAX_TIMERS * 16)
 			goto corrupt;
+	/* amber creates them as root: an alarm clock needs CAP_WAKE_ALARM */
+	for (size_t i = 0; i < c->n_posix_timers && !ctx->tree->owner.unbounded; i++) {
+		int clk = c->posix_timers[i]->clockid;
+
+		if (clk != CLOCK_REALTIME_ALARM && clk != CLOCK_BOOTTIME_ALARM)
+			continue;
+		pr_err("core-%d.img: POSIX timer %d is on an alarm clock (%d), which needs "
+		       "CAP_WAKE_ALARM; uid %u's image may not have one; refusing",
+		       ctx->pid, c->posix_timers[i]->id, clk, ctx->tree->owner.uid);
+		return -EPERM;
+	}
 	return 0;
 corrupt:
 	pr_err("core-%d.img: bad timer entry; the image is corrupt", ctx->pid);

@@ -12,7 +12,8 @@
  * FIELD is a dotted path through submessages; a number in it indexes a
  * repeated message field ("vmas.3.start").  Repeated scalars take a comma
  * list ("creds.groups=0,6,27"; "" empties them), bytes take hex, enums a
- * number or their name.  Files are rewritten in place: owner and mode stay.
+ * number or their name; VALUE @FILE reads the value from FILE (lists longer
+ * than an argument may be).  Files are rewritten in place: owner and mode stay.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -368,6 +369,17 @@ int main(int argc, char **argv)
 		}
 		if (idx >= r.n)
 			die("no such record in %s", argv[i]);
+		if (eq[1] == '@') {
+			size_t len;
+			int cwd = open(".", O_RDONLY | O_DIRECTORY);
+			char *v = (char *)read_file(cwd, eq + 2, &len);
+
+			v = realloc(v, len + 1);
+			v[len] = 0;
+			v[strcspn(v, "\n")] = 0;
+			set_path(r.m[idx], path, v);
+			continue;
+		}
 		set_path(r.m[idx], path, eq + 1);
 	}
 	store(dirfd, argv[2], &r);

@@ -6,6 +6,9 @@
  * what restore must not trust: files not listed, links, files of another
  * owner or writable by others, records larger or more numerous than a
  * process can have.  Write and read faults are injected through AMBER_FAULT.
+ * A dump writes only files it creates: a name planted in the directory (a
+ * link to a file elsewhere) is never written through, and the directory
+ * itself must be new, or empty and the user's alone.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -712,6 +715,11 @@ static void test_too_many_records(void **state)
 	fs.cwd = fs.root = "/";
 	assert_int_equal(write_with(fx, IMG_FS, "fs-1.img", &fs.base, 2), 0);
 	assert_int_equal(verify_close(fx), -EFBIG);
+}
+
+static void test_too_many_files(void **state)
+{
+	struct fixture *fx = *state;
 
 	/* files.img: one fd and no mappings need no second open file */
 	nr_rfiles = 2;
@@ -761,6 +769,202 @@ static void test_too_many_vmas(void **state)
 	img_dir_close(d);
 }
 
+/* ---- files amber did not create are never written ---- */
+
+#define PLANTED "planted target\n"
+
+/* A file outside the image directory, for links to point at; its path in out. */
+static void make_target(char dir[64], char out[128])
+{
+	int fd;
+
+	assert_true(unit_mkdir(dir) >= 0);
+	snprintf(out, 128, "%s/target", dir);
+	fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, PLANTED, strlen(PLANTED)), (ssize_t)strlen(PLANTED));
+	close(fd);
+}
+
+static void assert_target_intact(const char *path, nlink_t links)
+{
+	char buf[64] = "";
+	struct stat st;
+	int fd = open(path, O_RDONLY);
+
+	assert_true(fd >= 0);
+	assert_true(read(fd, buf, sizeof(buf) - 1) >= 0);
+	close(fd);
+	assert_string_equal(buf, PLANTED);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_nlink, links);
+}
+
+static void test_create_planted_symlink(void **state)
+{
+	struct fixture *fx = *state;
+	struct img_set set = {.dirfd = fx->dirfd};
+	char other[64], target[128], back[128] = "";
+	struct img *img = NULL;
+
+	make_target(other, target);
+	assert_int_equal(symlinkat(target, fx->dirfd, "core-1.img"), 0);
+	assert_int_equal(img_create(&set, IMG_CORE, &img, "core-1.img"), -EEXIST);
+	assert_target_intact(target, 1);
+	/* the link is left as it was, not removed as a file of ours */
+	assert_true(readlinkat(fx->dirfd, "core-1.img", back, sizeof(back) - 1) > 0);
+	assert_string_equal(back, target);
+	img_set_discard(&set);
+	assert_true(readlinkat(fx->dirfd, "core-1.img", back, sizeof(back) - 1) > 0);
+	img_set_free(&set);
+	assert_int_equal(unit_remove(other, NULL), 0);
+}
+
+static void test_create_planted_hardlink(void **state)
+{
+	struct fixture *fx = *state;
+	struct img_set set = {.dirfd = fx->dirfd};
+	char other[64], target[128];
+	struct img *img = NULL;
+
+	make_target(other, target);
+	assert_int_equal(linkat(AT_FDCWD, target, fx->dirfd, "fs-1.img", 0), 0);
+	assert_int_equal(img_create(&set, IMG_FS, &img, "fs-1.img"), -EEXIST);
+	assert_target_intact(target, 2);
+	img_set_free(&set);
+	assert_int_equal(unit_remove(other, NULL), 0);
+}
+
+/* inventory.img.tmp planted: the commit fails and writes nothing through it */
+static void test_commit_planted_tmp(void **state)
+{
+	struct fixture *fx = *state;
+	struct img_set set = {.dirfd = fx->dirfd};
+	char other[64], target[128];
+
+	make_target(other, target);
+	assert_int_equal(symlinkat(target, fx->dirfd, "inventory.img.tmp"), 0);
+	assert_int_equal(write_files(&set), 0);
+	assert_int_equal(commit(&set), -EEXIST);
+	assert_target_intact(target, 1);
+	assert_false(exists(fx, "inventory.img"));
+	assert_int_equal(unit_remove(other, NULL), 0);
+}
+
+/* an inventory.img that appeared meanwhile is not replaced */
+static void test_commit_planted_inventory(void **state)
+{
+	struct fixture *fx = *state;
+	struct img_set set = {.dirfd = fx->dirfd};
+	char other[64], target[128], back[128] = "";
+
+	make_target(other, target);
+	assert_int_equal(write_files(&set), 0);
+	assert_int_equal(symlinkat(target, fx->dirfd, "inventory.img"), 0);
+	assert_int_equal(commit(&set), -EEXIST);
+	assert_target_intact(target, 1);
+	assert_true(readlinkat(fx->dirfd, "inventory.img", back, sizeof(back) - 1) > 0);
+	assert_string_equal(back, target);
+	assert_false(exists(fx, "inventory.img.tmp"));
+	assert_int_equal(unit_remove(other, NULL), 0);
+}
+
+/* A failed dump removes the files it created, finished or not, and nothing else. */
+static void test_discard(void **state)
+{
+	struct fixture *fx = *state;
+	struct img_set set = {.dirfd = fx->dirfd};
+	struct img *img;
+	int fd = openat(fx->dirfd, "not-ours", O_WRONLY | O_CREAT | O_EXCL, 0600);
+
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(write_files(&set), 0);
+	assert_int_equal(img_create(&set, IMG_CORE, &img, "core-1.img"), 0);
+	img_set_discard(&set);
+	img_abort(img);
+	img_set_free(&set);
+	assert_false(exists(fx, "files.img"));
+	assert_false(exists(fx, "fs-4321.img"));
+	assert_false(exists(fx, "pagemap-4321.img"));
+	assert_false(exists(fx, "core-1.img"));
+	assert_true(exists(fx, "not-ours"));
+}
+
+/* ---- the image directory ---- */
+
+static int dir_create(struct fixture *fx, const char *name, bool *created)
+{
+	char path[128];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", fx->dir, name);
+	fd = img_dir_create(path, created);
+	if (fd >= 0)
+		close(fd);
+	return fd < 0 ? fd : 0;
+}
+
+static void test_dir_new(void **state)
+{
+	struct fixture *fx = *state;
+	bool created = false;
+	struct stat st;
+	mode_t old = umask(0);
+
+	assert_int_equal(dir_create(fx, "new/", &created), 0);
+	umask(old);
+	assert_true(created);
+	assert_int_equal(fstatat(fx->dirfd, "new", &st, AT_SYMLINK_NOFOLLOW), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(st.st_mode & 07777, 0700);
+	assert_int_equal(st.st_uid, geteuid());
+	/* an empty one of our own, not writable by others, is taken as it is */
+	assert_int_equal(dir_create(fx, "new", &created), 0);
+	assert_false(created);
+}
+
+static void test_dir_refused(void **state)
+{
+	struct fixture *fx = *state;
+	bool created = true;
+	int fd;
+
+	assert_int_equal(mkdirat(fx->dirfd, "full", 0700), 0);
+	fd = openat(fx->dirfd, "full/old.img", O_WRONLY | O_CREAT, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(dir_create(fx, "full", &created), -ENOTEMPTY);
+	assert_false(created);
+
+	assert_int_equal(mkdirat(fx->dirfd, "real", 0700), 0);
+	assert_int_equal(symlinkat("real", fx->dirfd, "link"), 0);
+	assert_int_equal(dir_create(fx, "link", &created), -ELOOP);
+	assert_int_equal(dir_create(fx, "link//", &created), -ELOOP);
+	assert_int_equal(symlinkat("nowhere", fx->dirfd, "dangling"), 0);
+	assert_int_equal(dir_create(fx, "dangling", &created), -ELOOP);
+	assert_false(exists(fx, "nowhere"));
+
+	assert_int_equal(mkdirat(fx->dirfd, "shared", 0700), 0);
+	assert_int_equal(fchmodat(fx->dirfd, "shared", 0730, 0), 0);
+	assert_int_equal(dir_create(fx, "shared", &created), -EPERM);
+	assert_int_equal(fchmodat(fx->dirfd, "shared", 0703, 0), 0);
+	assert_int_equal(dir_create(fx, "shared", &created), -EPERM);
+
+	fd = openat(fx->dirfd, "file", O_WRONLY | O_CREAT, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(dir_create(fx, "file", &created), -ENOTDIR);
+
+	/* another user's (only root can make one for the test) */
+	if (geteuid() == 0) {
+		assert_int_equal(mkdirat(fx->dirfd, "theirs", 0700), 0);
+		assert_int_equal(fchownat(fx->dirfd, "theirs", 65534, 65534, 0), 0);
+		assert_int_equal(dir_create(fx, "theirs", &created), -EPERM);
+	}
+	assert_false(created);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -788,7 +992,15 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_foreign_owner, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_record_too_large, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_too_many_records, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_too_many_files, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_too_many_vmas, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_create_planted_symlink, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_create_planted_hardlink, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_commit_planted_tmp, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_commit_planted_inventory, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_discard, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dir_new, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dir_refused, setup, teardown),
 	};
 
 	/* the errors the tests provoke are expected: keep the output to the results */

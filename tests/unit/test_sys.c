@@ -2,7 +2,9 @@
 /*
  * AMBER_FAULT parsing and the fault-injecting syscall wrappers: OP:NTH:ERR
  * fails exactly the NTH call of OP, "*" fails every call, "short" halves
- * transfers (which the *_full helpers must complete), EINTR is retried.
+ * transfers (which the *_full helpers must complete), EINTR is retried;
+ * NTH@PID counts only the ptrace calls on PID, and "kill" makes that process
+ * really die just before its call.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,7 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/ptrace.h>
+#include <sys/user.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -130,7 +135,7 @@ static void test_wrappers_fail(void **state)
 	assert_int_equal(sys_fsync(fd), -EIO);
 	assert_int_equal(sys_fsync(fd), 0);
 	assert_int_equal(sys_open(path, O_RDONLY, 0), -EACCES);
-	assert_int_equal(sys_renameat(AT_FDCWD, path, AT_FDCWD, path), -ENOSPC);
+	assert_int_equal(sys_renameat(AT_FDCWD, path, AT_FDCWD, path, 0), -ENOSPC);
 	close(fd);
 	unlink(path);
 }
@@ -210,6 +215,56 @@ static void test_read_file(void **state)
 	assert_int_equal(sys_read_file("/nonexistent/amber", &buf, NULL), -ENOENT);
 }
 
+static pid_t sleeper(void)
+{
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		pause();
+		_exit(0);
+	}
+	return pid;
+}
+
+/* A call on no pid in particular, or on another, does not count for NTH@PID. */
+static void test_pid_filter(void **state)
+{
+	set_faults("ptrace:1@4242:EIO");
+	assert_int_equal(sys_fault(SYS_PTRACE), 0);
+	assert_int_equal(sys_fault(SYS_PTRACE), 0);
+	/* kill is for ptrace only: elsewhere it is ignored (with a warning) */
+	set_faults("write:1:kill");
+	assert_int_equal(sys_fault(SYS_WRITE), 0);
+}
+
+/* ptrace:3@PID:kill: PID's own third request finds it SIGKILLed, the other's go on. */
+static void test_ptrace_kill(void **state)
+{
+	pid_t other = sleeper(), victim = sleeper();
+	struct user_regs_struct regs;
+	char spec[64];
+	int st;
+
+	snprintf(spec, sizeof(spec), "ptrace:3@%d:kill", victim);
+	set_faults(spec);
+	for (int i = 0; i < 2; i++) {
+		pid_t p = i ? victim : other;
+
+		assert_int_equal(sys_ptrace(PTRACE_SEIZE, p, NULL, NULL), 0);
+		assert_int_equal(sys_ptrace(PTRACE_INTERRUPT, p, NULL, NULL), 0);
+		assert_int_equal(waitpid(p, &st, __WALL), p);
+		assert_true(WIFSTOPPED(st));
+	}
+	assert_int_equal(sys_ptrace(PTRACE_GETREGS, other, NULL, &regs), 0);
+	assert_int_equal(sys_ptrace(PTRACE_GETREGS, victim, NULL, &regs), -ESRCH);
+	assert_int_equal(waitpid(victim, &st, __WALL), victim);
+	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	assert_int_equal(sys_ptrace(PTRACE_GETREGS, other, NULL, &regs), 0);
+	kill(other, SIGKILL);
+	assert_int_equal(waitpid(other, &st, __WALL), other);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -227,6 +282,8 @@ int main(void)
 		cmocka_unit_test_setup(test_eintr_retried, reset),
 		cmocka_unit_test_setup(test_write_error, reset),
 		cmocka_unit_test_setup(test_read_file, reset),
+		cmocka_unit_test_setup(test_pid_filter, reset),
+		cmocka_unit_test_setup(test_ptrace_kill, reset),
 	};
 
 	log_level = getenv("AMBER_TEST_VERBOSE") ? LOG_DEBUG : -1;

@@ -8,14 +8,19 @@ TESTS+=(image_rename_race image_foreign_file_refused image_symlink_refused
 	image_hardlink_refused image_writable_refused image_unlisted_refused
 	image_files_img_huge image_mm_record_huge)
 
-TOOLS=$ROOT/build/tools
+IMG_TOOLS=$ROOT/build/tools
 NOBODY=65534
-as_nobody() { setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups "$@"; }
+img_as_nobody() { setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups "$@"; }
 
-# dump_prog USER PROG: start PROG (as root or nobody), dump it into $W/img.
-dump_prog() {
+# img_dump_prog USER PROG: start PROG (as root or nobody), dump it into $W/img.
+img_dump_prog() {
 	local who=$1 prog=$2
 	if [ "$who" = nobody ]; then
+		# its stdio too: restore reopens what it had open with its owner's rights
+		mkdir -p "$T"
+		: >"$T/out"
+		: >"$T/err"
+		chown $NOBODY:$NOBODY "$T/out" "$T/err"
 		start_prog setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups "$PROGS/$prog" "$T" || return 1
 	else
 		start_prog "$PROGS/$prog" "$T" || return 1
@@ -27,24 +32,24 @@ dump_prog() {
 }
 
 # Uid and effective/permitted capabilities of a running pid, as one line.
-creds_of() { grep -E '^(Uid|CapPrm|CapEff):' "/proc/$1/status" 2>/dev/null | tr -s '\t\n' '  '; }
+img_creds_of() { grep -E '^(Uid|CapPrm|CapEff):' "/proc/$1/status" 2>/dev/null | tr -s '\t\n' '  '; }
 
 # Fine if uid is all $2 and no capability is held.
-creds_are() { # PID UID
+img_creds_are() { # PID UID
 	local s
-	s=$(creds_of "$1")
+	s=$(img_creds_of "$1")
 	[[ $s =~ Uid:\ $2\ $2\ $2\ $2\ CapPrm:\ 0+\ CapEff:\ 0+\ ?$ ]]
 }
 
-# restore_refused DIR WHAT ERE: amber restore of DIR must fail, saying ERE,
+# img_refused DIR WHAT ERE: amber restore of DIR must fail, saying ERE,
 # and leave no process with the image's pid.
-restore_refused() {
+img_refused() {
 	local dir=$1 what=$2 want=$3 log=$W/refused.log rc
 	: >"$log"
 	amber_to "$log" 30 restore -d -D "$dir"
 	rc=$?
 	if [ $rc = 0 ]; then
-		fail "$what: amber restore exited 0 (pid $PID: $(creds_of "$PID"))"
+		fail "$what: amber restore exited 0 (pid $PID: $(img_creds_of "$PID"))"
 		kill -9 "$PID" 2>/dev/null
 		wait_for 10 is_gone "$PID"
 		return 1
@@ -58,15 +63,15 @@ restore_refused() {
 	note "$what: refused: $(grep -v '^+ ' "$log" | tail -n 1)"
 }
 
-# restore_ok DIR UID: DIR restores (detached), as UID without capabilities; then killed.
-restore_ok() {
+# img_restores DIR UID: DIR restores (detached), as UID without capabilities; then killed.
+img_restores() {
 	local dir=$1 uid=$2 log=$W/ok.log
 	: >"$log"
 	amber_to "$log" 30 restore -d -D "$dir" ||
 		{ fail "the untouched image of $dir does not restore"; attach "$log"; return 1; }
 	wait_for 10 is_alive "$PID" || { fail "pid $PID is not running after the restore"; return 1; }
-	if [ "$uid" != 0 ] && ! creds_are "$PID" "$uid"; then
-		fail "restored pid $PID is not uid $uid without capabilities: $(creds_of "$PID")"
+	if [ "$uid" != 0 ] && ! img_creds_are "$PID" "$uid"; then
+		fail "restored pid $PID is not uid $uid without capabilities: $(img_creds_of "$PID")"
 		return 1
 	fi
 	kill -9 "$PID"
@@ -89,21 +94,21 @@ t_image_rename_race() {
 		{ fail "amber dump (root) failed"; attach "$W/dump.log"; return 1; }
 	wait_for 10 is_gone "$rpid" || { fail "pid $rpid still there after the dump"; return 1; }
 	T=$W/t2
-	dump_prog nobody counter || return 1
+	img_dump_prog nobody counter || return 1
 	npid=$PID
 	core=core-$npid.img
 	# the attacker's core: valid checksums, creds of root
 	cp -a "$W/img" "$W/evil"
-	"$TOOLS/imgedit" "$W/evil" "$core" creds.uid=0 creds.euid=0 creds.suid=0 \
+	"$IMG_TOOLS/imgedit" "$W/evil" "$core" creds.uid=0 creds.euid=0 creds.suid=0 \
 		creds.fsuid=0 creds.gid=0 creds.egid=0 creds.sgid=0 creds.fsgid=0 \
 		creds.cap_prm=$full creds.cap_eff=$full creds.cap_bnd=$full 2>>"$W/log" ||
 		{ fail "imgedit failed"; return 1; }
 	cp -p "$W/evil/$core" "$W/img/$core.evil"
 	cp -p "$W/rootimg/inventory.img" "$W/img/inventory.root"
 	[ "$(stat -c %u "$W/img/inventory.root")" = 0 ] || { fail "inventory.root is not root's"; return 1; }
-	restore_ok "$W/img" $NOBODY || return 1
+	img_restores "$W/img" $NOBODY || return 1
 
-	as_nobody "$TOOLS/exchange" "$W/img" inventory.img inventory.root "$core" "$core.evil" \
+	img_as_nobody "$IMG_TOOLS/exchange" "$W/img" inventory.img inventory.root "$core" "$core.evil" \
 		2>>"$W/exchange.err" &
 	xpid=$!
 	echo "$xpid" >>"$W/pids"
@@ -115,11 +120,11 @@ t_image_rename_race() {
 		rc=$?
 		if [ $rc = 0 ]; then
 			wait_for 5 is_alive "$npid"
-			if creds_are "$npid" $NOBODY; then
+			if img_creds_are "$npid" $NOBODY; then
 				ok=$((ok + 1))
 			else
 				bad=$((bad + 1))
-				note "restore $i: pid $npid came back with $(creds_of "$npid")"
+				note "restore $i: pid $npid came back with $(img_creds_of "$npid")"
 			fi
 			kill -9 "$npid" 2>/dev/null
 		else
@@ -127,7 +132,7 @@ t_image_rename_race() {
 			# a refused restore leaves nothing behind, privileged or not
 			if is_alive "$npid"; then
 				bad=$((bad + 1))
-				note "restore $i: refused (exit $rc), yet pid $npid runs: $(creds_of "$npid")"
+				note "restore $i: refused (exit $rc), yet pid $npid runs: $(img_creds_of "$npid")"
 				kill -9 "$npid" 2>/dev/null
 			fi
 		fi
@@ -147,60 +152,60 @@ t_image_rename_race() {
 # chowned back, the image restores as nobody.
 t_image_foreign_file_refused() {
 	[ $SELFTEST = 1 ] && return 77
-	dump_prog nobody counter || return 1
+	img_dump_prog nobody counter || return 1
 	chown 0:0 "$W/img/fds-$PID.img"
-	restore_refused "$W/img" "root's fds-$PID.img in nobody's image" "belongs to uid 0" || return 1
+	img_refused "$W/img" "root's fds-$PID.img in nobody's image" "belongs to uid 0" || return 1
 	chown $NOBODY:$NOBODY "$W/img/fds-$PID.img"
 	chown 0:0 "$W/img/inventory.img"
-	restore_refused "$W/img" "root's inventory.img in nobody's image" "belongs to uid 0" || return 1
+	img_refused "$W/img" "root's inventory.img in nobody's image" "belongs to uid 0" || return 1
 	chown $NOBODY:$NOBODY "$W/img/inventory.img"
-	restore_ok "$W/img" $NOBODY
+	img_restores "$W/img" $NOBODY
 }
 
 # A symbolic link in place of an image file, even to the right content, is refused.
 t_image_symlink_refused() {
 	[ $SELFTEST = 1 ] && return 77
-	dump_prog root counter || return 1
+	img_dump_prog root counter || return 1
 	mv "$W/img/core-$PID.img" "$W/core.real"
 	ln -s "$W/core.real" "$W/img/core-$PID.img"
-	restore_refused "$W/img" "core-$PID.img a symlink" "symbolic link" || return 1
+	img_refused "$W/img" "core-$PID.img a symlink" "symbolic link" || return 1
 	rm "$W/img/core-$PID.img"
 	mv "$W/core.real" "$W/img/inventory.real"
 	mv "$W/img/inventory.img" "$W/img/core-$PID.img"
 	ln -s inventory.real "$W/img/inventory.img"
-	restore_refused "$W/img" "inventory.img a symlink" "symbolic link" || return 1
+	img_refused "$W/img" "inventory.img a symlink" "symbolic link" || return 1
 	rm "$W/img/inventory.img"
 	mv "$W/img/core-$PID.img" "$W/img/inventory.img"
 	mv "$W/img/inventory.real" "$W/img/core-$PID.img"
-	restore_ok "$W/img" 0
+	img_restores "$W/img" 0
 }
 
 # A hard link (st_nlink 2) to an image file is refused: the other name could be anyone's.
 t_image_hardlink_refused() {
 	[ $SELFTEST = 1 ] && return 77
-	dump_prog root counter || return 1
+	img_dump_prog root counter || return 1
 	ln "$W/img/pages-$PID.img" "$W/pages.link"
-	restore_refused "$W/img" "pages-$PID.img with 2 links" "2 links" || return 1
+	img_refused "$W/img" "pages-$PID.img with 2 links" "2 links" || return 1
 	rm "$W/pages.link"
-	restore_ok "$W/img" 0
+	img_restores "$W/img" 0
 }
 
 # A group- or other-writable file or directory (sticky or not) is refused.
 t_image_writable_refused() {
 	[ $SELFTEST = 1 ] && return 77
 	local m
-	dump_prog nobody counter || return 1
+	img_dump_prog nobody counter || return 1
 	chmod g+w "$W/img/mm-$PID.img"
-	restore_refused "$W/img" "group-writable mm-$PID.img" "writable by group or others" || return 1
+	img_refused "$W/img" "group-writable mm-$PID.img" "writable by group or others" || return 1
 	chmod g-w,o+w "$W/img/mm-$PID.img"
-	restore_refused "$W/img" "other-writable mm-$PID.img" "writable by group or others" || return 1
+	img_refused "$W/img" "other-writable mm-$PID.img" "writable by group or others" || return 1
 	chmod go-w "$W/img/mm-$PID.img"
 	for m in 0770 0707 1777; do
 		chmod $m "$W/img"
-		restore_refused "$W/img" "image directory mode $m" "directory is writable" || return 1
+		img_refused "$W/img" "image directory mode $m" "directory is writable" || return 1
 	done
 	chmod 0700 "$W/img"
-	restore_ok "$W/img" $NOBODY
+	img_restores "$W/img" $NOBODY
 }
 
 # A file restore reads, present but no longer in the inventory (dropped with a
@@ -208,14 +213,14 @@ t_image_writable_refused() {
 t_image_unlisted_refused() {
 	[ $SELFTEST = 1 ] && return 77
 	local f name want n=0
-	dump_prog root mem || return 1
+	img_dump_prog root mem || return 1
 	[ -e "$W/img/ghost-0.img" ] || { fail "the mem image has no ghost file"; return 1; }
 	for f in "$W"/img/*.img; do
 		name=${f##*/}
 		[ "$name" = inventory.img ] && continue
 		rm -rf "$W/bad"
 		cp -a "$W/img" "$W/bad"
-		"$TOOLS/imgedit" "$W/bad" --drop "$name" 2>>"$W/log" || { fail "imgedit --drop $name failed"; return 1; }
+		"$IMG_TOOLS/imgedit" "$W/bad" --drop "$name" 2>>"$W/log" || { fail "imgedit --drop $name failed"; return 1; }
 		[ -e "$W/bad/$name" ] || { fail "$name went with its inventory entry"; return 1; }
 		want="$name is not listed"
 		# without mm-PID.img (pages-PID.img) nothing accounts for the mapped files (the
@@ -223,16 +228,16 @@ t_image_unlisted_refused() {
 		case $name in
 		mm-* | pages-*) want="$want|holds [0-9]+ records, more than the image's other files allow" ;;
 		esac
-		restore_refused "$W/bad" "$name not in the inventory" "$want" || return 1
+		img_refused "$W/bad" "$name not in the inventory" "$want" || return 1
 		n=$((n + 1))
 	done
 	note "$n unlisted files refused"
 	[ $n -ge 9 ] || { fail "only $n image files were tried"; return 1; }
-	restore_ok "$W/img" 0
+	img_restores "$W/img" 0
 }
 
 # amber restore of $1, logging to $2; prints "EXIT SECONDS MAXRSS_KIB".
-measured_restore() {
+img_measured_restore() {
 	"$PY" - "$2" "$AMBER" restore -d -D "$1" <<'EOF'
 import resource, subprocess, sys, time
 t = time.monotonic()
@@ -245,18 +250,18 @@ print(rc, "%.2f" % (time.monotonic() - t), resource.getrusage(resource.RUSAGE_CH
 EOF
 }
 
-# oversized FILE MODE SIZE WANT: make $W/bad's FILE SIZE bytes (imgbloat MODE),
+# img_oversized FILE MODE SIZE WANT: make $W/bad's FILE SIZE bytes (imgbloat MODE),
 # with a fresh inventory; restore must refuse it within 10 s, saying WANT, its
 # peak RSS under 64 MiB.
-oversized() {
+img_oversized() {
 	local file=$1 mode=$2 size=$3 want=$4 rc secs rss
 	rm -rf "$W/bad"
 	cp -a "$W/img" "$W/bad"
-	"$TOOLS/imgbloat" "$W/bad" "$file" "$mode" "$size" 2>>"$W/log" &&
-		"$TOOLS/imgedit" "$W/bad" --rehash 2>>"$W/log" || { fail "could not bloat $file"; return 1; }
+	"$IMG_TOOLS/imgbloat" "$W/bad" "$file" "$mode" "$size" 2>>"$W/log" &&
+		"$IMG_TOOLS/imgedit" "$W/bad" --rehash 2>>"$W/log" || { fail "could not bloat $file"; return 1; }
 	note "$file: $(stat -c %s "$W/bad/$file") bytes ($mode)"
 	: >"$W/bad.log"
-	read -r rc secs rss < <(measured_restore "$W/bad" "$W/bad.log")
+	read -r rc secs rss < <(img_measured_restore "$W/bad" "$W/bad.log")
 	note "restore: exit $rc in $secs s, max RSS $rss KiB: $(tail -n 1 "$W/bad.log")"
 	[ "$rc" != 0 ] || { fail "the bloated $file was restored"; kill -9 "$PID"; return 1; }
 	grep -q -- "$want" "$W/bad.log" || { fail "refused, but not saying '$want'"; attach "$W/bad.log" 5; return 1; }
@@ -269,16 +274,16 @@ oversized() {
 # the process's fds and mappings account for.
 t_image_files_img_huge() {
 	[ $SELFTEST = 1 ] && return 77
-	dump_prog root counter || return 1
-	oversized files.img records $((120 << 20)) "more than the image's other files allow" || return 1
-	restore_ok "$W/img" 0
+	img_dump_prog root counter || return 1
+	img_oversized files.img records $((120 << 20)) "more than the image's other files allow" || return 1
+	img_restores "$W/img" 0
 }
 
 # One mm record of 60 MiB (its first VMA repeated): more than vm.max_map_count
 # mappings could need.
 t_image_mm_record_huge() {
 	[ $SELFTEST = 1 ] && return 77
-	dump_prog root counter || return 1
-	oversized "mm-$PID.img" vmas $((60 << 20)) "vm.max_map_count" || return 1
-	restore_ok "$W/img" 0
+	img_dump_prog root counter || return 1
+	img_oversized "mm-$PID.img" vmas $((60 << 20)) "vm.max_map_count" || return 1
+	img_restores "$W/img" 0
 }
