@@ -963,12 +963,12 @@ static int dir_new(int dirfd, const char *path, bool browse, struct img_dir **ou
 	struct stat st;
 	int ret;
 
+	*out = d;
 	if (!d)
 		return -ENOMEM;
 	d->dirfd = dirfd;
 	d->path = path;
 	d->browse = browse;
-	*out = d;
 	if (fstat(dirfd, &st)) {
 		ret = -errno;
 		pr_err("cannot stat image directory %s: %m", path);
@@ -1255,16 +1255,29 @@ static int lookup(struct img_dir *d, enum img_kind kind, const char *name,
 	return 0;
 }
 
+/* A name that does not fit is no image file (and must not match one cut short). */
+static int format_name(char name[64], const char *fmt, va_list ap)
+{
+	int n = vsnprintf(name, 64, fmt, ap);
+
+	if (n < 0 || n >= 64) {
+		pr_err("image file name %s... is too long; the image is corrupt", name);
+		return -EBADMSG;
+	}
+	return 0;
+}
+
 int img_dir_raw(struct img_dir *d, enum img_kind kind, const struct img_file **out, const char *fmt,
 		...)
 {
 	char name[64];
 	va_list ap;
+	int ret;
 
 	va_start(ap, fmt);
-	vsnprintf(name, sizeof(name), fmt, ap);
+	ret = format_name(name, fmt, ap);
 	va_end(ap);
-	return lookup(d, kind, name, out);
+	return ret ? ret : lookup(d, kind, name, out);
 }
 
 static int open_named(struct img_dir *d, enum img_kind kind, const char *name, struct img **out)
@@ -1293,11 +1306,12 @@ int img_open(struct img_dir *d, enum img_kind kind, struct img **out, const char
 {
 	char name[64];
 	va_list ap;
+	int ret;
 
 	va_start(ap, fmt);
-	vsnprintf(name, sizeof(name), fmt, ap);
+	ret = format_name(name, fmt, ap);
 	va_end(ap);
-	return open_named(d, kind, name, out);
+	return ret ? ret : open_named(d, kind, name, out);
 }
 
 /*
@@ -1407,9 +1421,10 @@ int img_read_one(struct img_dir *d, enum img_kind kind, const ProtobufCMessageDe
 	int ret;
 
 	va_start(ap, fmt);
-	vsnprintf(name, sizeof(name), fmt, ap);
+	ret = format_name(name, fmt, ap);
 	va_end(ap);
-	ret = open_named(d, kind, name, &img);
+	if (!ret)
+		ret = open_named(d, kind, name, &img);
 	if (ret)
 		return ret;
 	ret = img_get(img, desc, msg);
@@ -1432,9 +1447,10 @@ int img_read_all(struct img_dir *d, enum img_kind kind, const ProtobufCMessageDe
 	int ret;
 
 	va_start(ap, fmt);
-	vsnprintf(name, sizeof(name), fmt, ap);
+	ret = format_name(name, fmt, ap);
 	va_end(ap);
-	ret = open_named(d, kind, name, &img);
+	if (!ret)
+		ret = open_named(d, kind, name, &img);
 	if (ret)
 		return ret;
 	while ((ret = img_get(img, desc, &m)) == 1) {

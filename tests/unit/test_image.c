@@ -628,6 +628,8 @@ static void test_unlisted(void **state)
 	assert_int_equal(verify(fx, &d), 0);
 	assert_int_equal(img_open(d, IMG_FS, &img, "fs-1.img"), -EBADMSG);
 	assert_int_equal(img_open(d, IMG_FS, &img, "../fs-%d.img", ROOT_PID), -EBADMSG);
+	/* nor one cut short to a listed name */
+	assert_int_equal(img_open(d, IMG_FS, &img, "fs-%d.img%060d", ROOT_PID, 0), -EBADMSG);
 	img_dir_close(d);
 }
 
