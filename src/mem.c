@@ -602,12 +602,61 @@ static int check_low_vmas(struct restore_ctx *ctx)
 	return -EPERM;
 }
 
+int mem_check_mm(pid_t pid, const MmEntry *mm, size_t nr_files)
+{
+	uint64_t prev_end = 0;
+
+	for (size_t i = 0; i < mm->n_vmas; i++) {
+		const VmaEntry *e = mm->vmas[i];
+
+		if (e->start < prev_end || e->end <= e->start || (e->start | e->end) % PAGE_SIZE ||
+		    e->end > TASK_SIZE_MAX || e->pgoff % PAGE_SIZE ||
+		    e->kind > VMA_KIND__VMA_VVAR_VCLOCK ||
+		    (e->has_file_id && e->file_id >= nr_files) ||
+		    ((e->kind == VMA_KIND__VMA_FILE_PRIVATE ||
+		      e->kind == VMA_KIND__VMA_FILE_SHARED) &&
+		     !e->has_file_id) ||
+		    (e->kind == VMA_KIND__VMA_ANON_SHARED && !e->has_shmem_id))
+			goto corrupt;
+		prev_end = e->end;
+	}
+	if (mm->n_auxv > MAX_AUXV || (mm->has_exe_file_id && mm->exe_file_id >= nr_files))
+		goto corrupt;
+	return 0;
+corrupt:
+	pr_err("mm-%d.img: bad mapping table; the image is corrupt", pid);
+	return -EBADMSG;
+}
+
+int mem_check_pagemap(pid_t pid, const MmEntry *mm, PagemapEntry *const *pm, size_t nr_pm,
+		      uint64_t psize)
+{
+	size_t v = 0;
+
+	for (size_t i = 0; i < nr_pm; i++) {
+		const PagemapEntry *pe = pm[i];
+		uint64_t len = pe->nr_pages * PAGE_SIZE;
+
+		/* Runs are in VMA order and each lies inside one page-holding VMA. */
+		while (v < mm->n_vmas && mm->vmas[v]->end <= pe->vaddr)
+			v++;
+		if (v == mm->n_vmas || pe->vaddr < mm->vmas[v]->start || !pe->nr_pages ||
+		    pe->nr_pages > TASK_SIZE_MAX / PAGE_SIZE ||
+		    pe->vaddr + len > mm->vmas[v]->end ||
+		    !(has_pages(mm->vmas[v]->kind) || mm->vmas[v]->kind == VMA_KIND__VMA_VDSO) ||
+		    (!pe->in_parent && pe->offset + len + PAGES_DATA_OFF > psize)) {
+			pr_err("pagemap-%d.img: run at %llx does not fit the image; it is corrupt",
+			       pid, (unsigned long long)pe->vaddr);
+			return -EBADMSG;
+		}
+	}
+	return 0;
+}
+
 static int mem_restore_read(struct restore_ctx *ctx)
 {
 	const struct img_file *pages;
 	MmEntry *mm;
-	uint64_t prev_end = 0;
-	size_t v = 0;
 	int ret;
 
 	if (ctx->shares_vm) /* restored with its parent's */
@@ -620,49 +669,16 @@ static int mem_restore_read(struct restore_ctx *ctx)
 	if (ret)
 		return ret;
 	ctx->mm = mm;
-	for (size_t i = 0; i < mm->n_vmas; i++) {
-		VmaEntry *e = mm->vmas[i];
-
-		if (e->start < prev_end || e->end <= e->start || (e->start | e->end) % PAGE_SIZE ||
-		    e->end > TASK_SIZE_MAX || e->pgoff % PAGE_SIZE ||
-		    e->kind > VMA_KIND__VMA_VVAR_VCLOCK ||
-		    (e->has_file_id && e->file_id >= ctx->nr_files) ||
-		    ((e->kind == VMA_KIND__VMA_FILE_PRIVATE ||
-		      e->kind == VMA_KIND__VMA_FILE_SHARED) &&
-		     !e->has_file_id) ||
-		    (e->kind == VMA_KIND__VMA_ANON_SHARED && !e->has_shmem_id))
-			goto corrupt;
-		prev_end = e->end;
-	}
-	if (mm->n_auxv > MAX_AUXV || (mm->has_exe_file_id && mm->exe_file_id >= ctx->nr_files))
-		goto corrupt;
-	ret = check_low_vmas(ctx);
+	ret = mem_check_mm(ctx->pid, mm, ctx->nr_files);
+	if (!ret)
+		ret = check_low_vmas(ctx);
 	if (ret)
 		return ret;
-
 	ret = img_read_all(ctx->img, IMG_PAGEMAP, &pagemap_entry__descriptor, &ctx->pm, &ctx->nr_pm,
 			   "pagemap-%d.img", ctx->pid);
-	for (size_t i = 0; !ret && i < ctx->nr_pm; i++) {
-		PagemapEntry *pe = ctx->pm[i];
-		uint64_t len = pe->nr_pages * PAGE_SIZE;
-
-		/* Runs are in VMA order and each lies inside one page-holding VMA. */
-		while (v < mm->n_vmas && mm->vmas[v]->end <= pe->vaddr)
-			v++;
-		if (v == mm->n_vmas || pe->vaddr < mm->vmas[v]->start || !pe->nr_pages ||
-		    pe->nr_pages > TASK_SIZE_MAX / PAGE_SIZE ||
-		    pe->vaddr + len > mm->vmas[v]->end ||
-		    !(has_pages(mm->vmas[v]->kind) || mm->vmas[v]->kind == VMA_KIND__VMA_VDSO) ||
-		    (!pe->in_parent && pe->offset + len + PAGES_DATA_OFF > pages->size)) {
-			pr_err("pagemap-%d.img: run at %llx does not fit the image; it is corrupt",
-			       ctx->pid, (unsigned long long)pe->vaddr);
-			return -EBADMSG;
-		}
-	}
-	return ret;
-corrupt:
-	pr_err("mm-%d.img: bad mapping table; the image is corrupt", ctx->pid);
-	return -EBADMSG;
+	if (ret)
+		return ret;
+	return mem_check_pagemap(ctx->pid, mm, ctx->pm, ctx->nr_pm, pages->size);
 }
 
 /*
@@ -1017,13 +1033,8 @@ incompatible:
 	return -EOPNOTSUPP;
 }
 
-struct vsym {
-	const char *name;
-	unsigned long off; /* from the image's base */
-};
-
 /* The function symbols a vDSO exports, from its ELF dynamic symbol table. */
-static int vdso_parse(const uint8_t *b, size_t len, struct vsym *out, int max)
+int vdso_parse(const uint8_t *b, size_t len, struct vsym *out, int max)
 {
 	const Elf64_Ehdr *eh = (const void *)b;
 	const Elf64_Shdr *sh;

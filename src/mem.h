@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* Between mem.c (address spaces) and mem-cow.c (copy-on-write sharing). */
+/*
+ * Between mem.c (address spaces) and mem-cow.c (copy-on-write sharing); the
+ * checks of restore's images are here too, for the fuzz targets (fuzz/).
+ */
 #ifndef AMBER_MEM_H
 #define AMBER_MEM_H
 
@@ -21,6 +24,25 @@ void range_sort(struct range *r, size_t n);
 /* Sorts r; the largest gap between its ranges from 4 GiB to the top of user
  * space starts at the return value and is *len bytes long. */
 unsigned long largest_gap(struct range *r, size_t n, unsigned long *len);
+
+/* ---- restore: what mem.c checks in the image before anything is mapped ---- */
+
+/* The VMAs of mm-PID.img: sorted, page-aligned, in user space, of a known
+ * kind, with their file (an id below nr_files) or shmem object. */
+int mem_check_mm(pid_t pid, const MmEntry *mm, size_t nr_files);
+/* The runs of pagemap-PID.img: each inside one VMA of mm that holds pages,
+ * and inside pages-PID.img (psize bytes) unless it is the parent's. */
+int mem_check_pagemap(pid_t pid, const MmEntry *mm, PagemapEntry *const *pm, size_t nr_pm,
+		      uint64_t psize);
+
+struct vsym {
+	const char *name;  /* in the image */
+	unsigned long off; /* from the image's base */
+};
+
+/* Up to max function symbols of the vDSO ELF image b (len bytes) into out;
+ * returns how many, or -EINVAL if b is not an ELF image with section headers. */
+int vdso_parse(const uint8_t *b, size_t len, struct vsym *out, int max);
 
 /* ---- dump: which pages a process still shares with its parent ---- */
 
