@@ -1033,33 +1033,54 @@ incompatible:
 	return -EOPNOTSUPP;
 }
 
-/* The function symbols a vDSO exports, from its ELF dynamic symbol table. */
+/* [off, off + size) lies inside len bytes (computed without wraparound). */
+static bool in_bounds(uint64_t off, uint64_t size, size_t len)
+{
+	return off <= len && size <= len - off;
+}
+
+/*
+ * The function symbols a vDSO exports, from its ELF dynamic symbol table.
+ * The old vDSO comes from the image, so every offset, size and count is
+ * checked against len, and the headers are copied out (they need not be
+ * aligned there).
+ */
 int vdso_parse(const uint8_t *b, size_t len, struct vsym *out, int max)
 {
-	const Elf64_Ehdr *eh = (const void *)b;
-	const Elf64_Shdr *sh;
+	Elf64_Ehdr eh;
 	int n = 0;
 
-	if (len < sizeof(*eh) || memcmp(eh->e_ident, ELFMAG, SELFMAG) ||
-	    eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) > len)
+	if (len < sizeof(eh))
 		return -EINVAL;
-	sh = (const void *)(b + eh->e_shoff);
-	for (int i = 0; i < eh->e_shnum; i++) {
-		const Elf64_Sym *sym;
-		const char *str;
+	memcpy(&eh, b, sizeof(eh));
+	if (memcmp(eh.e_ident, ELFMAG, SELFMAG) || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh.e_shentsize != sizeof(Elf64_Shdr) ||
+	    !in_bounds(eh.e_shoff, (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr), len))
+		return -EINVAL;
+	for (unsigned i = 0; i < eh.e_shnum && n < max; i++) {
+		Elf64_Shdr sh, str;
 
-		if (sh[i].sh_type != SHT_DYNSYM || sh[i].sh_link >= eh->e_shnum ||
-		    sh[i].sh_offset + sh[i].sh_size > len ||
-		    sh[sh[i].sh_link].sh_offset + sh[sh[i].sh_link].sh_size > len)
+		memcpy(&sh, b + eh.e_shoff + i * sizeof(sh), sizeof(sh));
+		if (sh.sh_type != SHT_DYNSYM || sh.sh_link >= eh.e_shnum)
 			continue;
-		sym = (const void *)(b + sh[i].sh_offset);
-		str = (const char *)b + sh[sh[i].sh_link].sh_offset;
-		for (size_t k = 0; k < sh[i].sh_size / sizeof(*sym) && n < max; k++) {
-			if (ELF64_ST_TYPE(sym[k].st_info) != STT_FUNC || !sym[k].st_shndx ||
-			    sym[k].st_name >= sh[sh[i].sh_link].sh_size || sym[k].st_value >= len)
+		memcpy(&str, b + eh.e_shoff + sh.sh_link * sizeof(str), sizeof(str));
+		if (!in_bounds(sh.sh_offset, sh.sh_size, len) ||
+		    !in_bounds(str.sh_offset, str.sh_size, len))
+			continue;
+		for (uint64_t k = 0; k < sh.sh_size / sizeof(Elf64_Sym) && n < max; k++) {
+			const char *name = (const char *)b + str.sh_offset;
+			Elf64_Sym sym;
+
+			memcpy(&sym, b + sh.sh_offset + k * sizeof(sym), sizeof(sym));
+			if (ELF64_ST_TYPE(sym.st_info) != STT_FUNC || !sym.st_shndx ||
+			    sym.st_name >= str.sh_size || sym.st_value >= len)
 				continue;
-			out[n].name = str + sym[k].st_name;
-			out[n++].off = sym[k].st_value;
+			name += sym.st_name;
+			/* its end, too, must be inside the string table */
+			if (!memchr(name, 0, str.sh_size - sym.st_name))
+				continue;
+			out[n].name = name;
+			out[n++].off = sym.st_value;
 		}
 	}
 	return n;
@@ -1119,6 +1140,13 @@ static int vdso_proxy_patch(struct restore_ctx *ctx)
 
 			if (strcmp(osym[i].name, nsym[k].name))
 				continue;
+			if (osym[i].off > len - sizeof(code)) {
+				pr_err("pid %d: the old vDSO's %s starts %lu bytes before its end, too "
+				       "close to redirect it; the image is corrupt",
+				       ctx->pid, osym[i].name, len - osym[i].off);
+				ret = -EBADMSG;
+				break;
+			}
 			memcpy(code + 2, &target, 8);
 			ret = infect_write(&ctx->inf, old->start + osym[i].off, code, sizeof(code));
 			patched++;

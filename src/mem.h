@@ -36,12 +36,13 @@ int mem_check_pagemap(pid_t pid, const MmEntry *mm, PagemapEntry *const *pm, siz
 		      uint64_t psize);
 
 struct vsym {
-	const char *name;  /* in the image */
+	const char *name;  /* in the image, NUL-terminated there */
 	unsigned long off; /* from the image's base */
 };
 
-/* Up to max function symbols of the vDSO ELF image b (len bytes) into out;
- * returns how many, or -EINVAL if b is not an ELF image with section headers. */
+/* Up to max function symbols of the vDSO ELF image b (len bytes), each
+ * inside it, into out; returns how many, or -EINVAL if b is not a 64-bit ELF
+ * image with its section headers inside it. */
 int vdso_parse(const uint8_t *b, size_t len, struct vsym *out, int max);
 
 /* ---- dump: which pages a process still shares with its parent ---- */
