@@ -55,6 +55,12 @@ static bool has_pages(int kind)
 	       kind == VMA_KIND__VMA_ANON_SHARED;
 }
 
+/* [off, off + size) lies inside len bytes (computed without wraparound). */
+static bool in_bounds(uint64_t off, uint64_t size, uint64_t len)
+{
+	return off <= len && size <= len - off;
+}
+
 static bool is_vdso_part(int kind)
 {
 	return kind == VMA_KIND__VMA_VDSO || kind == VMA_KIND__VMA_VVAR ||
@@ -611,6 +617,7 @@ int mem_check_mm(pid_t pid, const MmEntry *mm, size_t nr_files)
 
 		if (e->start < prev_end || e->end <= e->start || (e->start | e->end) % PAGE_SIZE ||
 		    e->end > TASK_SIZE_MAX || e->pgoff % PAGE_SIZE ||
+		    e->pgoff > UINT64_MAX - (e->end - e->start) ||
 		    e->kind > VMA_KIND__VMA_VVAR_VCLOCK ||
 		    (e->has_file_id && e->file_id >= nr_files) ||
 		    ((e->kind == VMA_KIND__VMA_FILE_PRIVATE ||
@@ -631,24 +638,29 @@ corrupt:
 int mem_check_pagemap(pid_t pid, const MmEntry *mm, PagemapEntry *const *pm, size_t nr_pm,
 		      uint64_t psize)
 {
+	/* the pages start at PAGES_DATA_OFF, at page-aligned offsets from there */
+	uint64_t data = psize > PAGES_DATA_OFF ? psize - PAGES_DATA_OFF : 0, prev_end = 0;
 	size_t v = 0;
 
 	for (size_t i = 0; i < nr_pm; i++) {
 		const PagemapEntry *pe = pm[i];
-		uint64_t len = pe->nr_pages * PAGE_SIZE;
+		const VmaEntry *e;
 
-		/* Runs are in VMA order and each lies inside one page-holding VMA. */
+		/* In address order, not overlapping, each inside one page-holding VMA. */
 		while (v < mm->n_vmas && mm->vmas[v]->end <= pe->vaddr)
 			v++;
-		if (v == mm->n_vmas || pe->vaddr < mm->vmas[v]->start || !pe->nr_pages ||
-		    pe->nr_pages > TASK_SIZE_MAX / PAGE_SIZE ||
-		    pe->vaddr + len > mm->vmas[v]->end ||
-		    !(has_pages(mm->vmas[v]->kind) || mm->vmas[v]->kind == VMA_KIND__VMA_VDSO) ||
-		    (!pe->in_parent && pe->offset + len + PAGES_DATA_OFF > psize)) {
+		e = v < mm->n_vmas ? mm->vmas[v] : NULL;
+		/* nr_pages is bounded by the VMA before it is multiplied: nothing wraps */
+		if (!e || pe->vaddr < e->start || pe->vaddr < prev_end || pe->vaddr % PAGE_SIZE ||
+		    !pe->nr_pages || pe->nr_pages > (e->end - pe->vaddr) / PAGE_SIZE ||
+		    !(has_pages(e->kind) || e->kind == VMA_KIND__VMA_VDSO) ||
+		    (!pe->in_parent && (pe->offset % PAGE_SIZE ||
+					!in_bounds(pe->offset, pe->nr_pages * PAGE_SIZE, data)))) {
 			pr_err("pagemap-%d.img: run at %llx does not fit the image; it is corrupt",
 			       pid, (unsigned long long)pe->vaddr);
 			return -EBADMSG;
 		}
+		prev_end = pe->vaddr + pe->nr_pages * PAGE_SIZE;
 	}
 	return 0;
 }
@@ -1031,12 +1043,6 @@ incompatible:
 	       "on this kernel",
 	       ctx->inv->kernel);
 	return -EOPNOTSUPP;
-}
-
-/* [off, off + size) lies inside len bytes (computed without wraparound). */
-static bool in_bounds(uint64_t off, uint64_t size, size_t len)
-{
-	return off <= len && size <= len - off;
 }
 
 /*

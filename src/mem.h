@@ -28,10 +28,12 @@ unsigned long largest_gap(struct range *r, size_t n, unsigned long *len);
 /* ---- restore: what mem.c checks in the image before anything is mapped ---- */
 
 /* The VMAs of mm-PID.img: sorted, page-aligned, in user space, of a known
- * kind, with their file (an id below nr_files) or shmem object. */
+ * kind, with their file (an id below nr_files, an offset that does not wrap)
+ * or shmem object. */
 int mem_check_mm(pid_t pid, const MmEntry *mm, size_t nr_files);
-/* The runs of pagemap-PID.img: each inside one VMA of mm that holds pages,
- * and inside pages-PID.img (psize bytes) unless it is the parent's. */
+/* The runs of pagemap-PID.img: page-aligned, in address order, each inside
+ * one VMA of mm that holds pages, and inside pages-PID.img (psize bytes)
+ * unless it is the parent's. */
 int mem_check_pagemap(pid_t pid, const MmEntry *mm, PagemapEntry *const *pm, size_t nr_pm,
 		      uint64_t psize);
 
