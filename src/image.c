@@ -993,17 +993,11 @@ static int dir_new(int dirfd, const char *path, bool browse, struct img_dir **ou
 /* One fd per listed file, and what amber itself needs besides. */
 static void raise_nofile(const struct img_dir *d, size_t n)
 {
-	rlim_t want = n + 256;
-	struct rlimit rl;
+	int ret = sys_raise_nofile(n + 256);
 
-	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= want)
-		return;
-	rl.rlim_cur = want;
-	if (rl.rlim_max < want)
-		rl.rlim_max = want;
-	if (setrlimit(RLIMIT_NOFILE, &rl))
-		pr_warn("%s: cannot raise RLIMIT_NOFILE to %lu for the image's %zu files: %m",
-			d->path, (unsigned long)want, n);
+	if (ret)
+		pr_warn("%s: cannot raise RLIMIT_NOFILE to %zu for the image's %zu files: %s",
+			d->path, n + 256, n, strerror(-ret));
 }
 
 static int open_listed(struct img_dir *d, const InventoryFile *lf)

@@ -253,17 +253,12 @@ static void compute_fd_base(struct tree *t)
 /* Room for the processes' fds and amber's above them (rlimits.c sets the real limits). */
 static void raise_nofile(struct tree *t)
 {
-	rlim_t want = t->fd_base + 4 * t->nr_pstree + t->nr_rfiles + t->img->nr_files + 64;
-	struct rlimit rl;
+	unsigned long want = t->fd_base + 4 * t->nr_pstree + t->nr_rfiles + t->img->nr_files + 64;
+	int ret = sys_raise_nofile(want);
 
-	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= want)
-		return;
-	rl.rlim_cur = want;
-	if (rl.rlim_max < want)
-		rl.rlim_max = want;
-	if (setrlimit(RLIMIT_NOFILE, &rl))
-		pr_warn("cannot raise RLIMIT_NOFILE to %lu for the restored fds: %m",
-			(unsigned long)want);
+	if (ret)
+		pr_warn("cannot raise RLIMIT_NOFILE to %lu for the restored fds: %s", want,
+			strerror(-ret));
 }
 
 static int run_restore_tree(struct tree *t)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -493,4 +494,18 @@ int sys_thread_setid(uid_t euid, gid_t egid, const gid_t *groups, size_t n)
 	    syscall(SYS_setgroups, n, groups))
 		return -errno;
 	return 0;
+}
+
+int sys_raise_nofile(unsigned long want)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return -errno;
+	if (rl.rlim_cur >= want)
+		return 0;
+	rl.rlim_cur = want;
+	if (rl.rlim_max < want)
+		rl.rlim_max = want;
+	return setrlimit(RLIMIT_NOFILE, &rl) ? -errno : 0;
 }

@@ -73,6 +73,8 @@ int sys_readlink(const char *path, char *buf, size_t size);
  * (raw syscalls: glibc's wrappers would change every thread).  Real and
  * saved ids stay, so that a thread of root's can switch back (owner.c).
  */
+/* Raise RLIMIT_NOFILE (soft, and hard if needed) to at least want; 0 or -errno. */
+int sys_raise_nofile(unsigned long want);
 int sys_thread_setid(uid_t euid, gid_t egid, const gid_t *groups, size_t n);
 
 #endif
