@@ -189,7 +189,7 @@ static PstreeEntry *find_entry(struct tree *t, uint32_t pid, size_t before)
 }
 
 /* pstree.img: the root first, every parent before its children, pids unique. */
-static int read_pstree(struct tree *t)
+int read_pstree(struct tree *t)
 {
 	int ret = img_read_all(t->img, IMG_PSTREE, &pstree_entry__descriptor, &t->pstree,
 			       &t->nr_pstree, "pstree.img");

@@ -7,6 +7,8 @@
 /* do_restore() ORs this in when it returns the restored task's exit status. */
 #define RESTORE_WAITED 0x10000
 
+/* pstree.img into t->pstree, checked (fuzz/fuzz_records.c calls it too). */
+int read_pstree(struct tree *t);
 /* Last step before detach: registers, FPU, signal mask (regs.c). */
 int restore_finish(struct restore_ctx *ctx);
 /* First step: unregister the child's (amber's) rseq area (regs.c). */
