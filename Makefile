@@ -1,8 +1,9 @@
 # amber: checkpoint/restore for Linux process trees
 CC      ?= gcc
 CFLAGS  ?= -O2 -g
-CFLAGS  += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
+BASE_CFLAGS := -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
 	   -D_GNU_SOURCE -Iinclude -Isrc -Ibuild/gen -MMD -MP
+CFLAGS  += $(BASE_CFLAGS)
 LDLIBS  += -lprotobuf-c -lxxhash
 
 B       := build
@@ -71,6 +72,39 @@ progs: $(PROGS)
 units: $(UNITS)
 tools: $(TOOLS)
 
+# Fuzz targets (fuzz/, libFuzzer): amber's sources built again with clang, ASan and UBSan.
+FUZZ_CC      ?= clang-14
+FUZZ_CFLAGS  := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+		-fno-sanitize-recover=all $(BASE_CFLAGS)
+FUZZ_OBJS    := $(LIBOBJS:$(B)/obj/%=$(B)/fuzz/obj/%)
+FUZZ_BINS    := $(patsubst fuzz/%.c,$(B)/fuzz/%,$(wildcard fuzz/fuzz_*.c))
+FUZZ_SECONDS ?= 60
+
+$(B)/fuzz/obj/%.pb-c.o: $(B)/gen/%.pb-c.c $(B)/gen/.stamp
+	@mkdir -p $(B)/fuzz/obj
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+
+$(B)/fuzz/obj/infect.o: $(B)/gen/pie-batch.h
+
+$(B)/fuzz/obj/%.o: src/%.c $(B)/gen/.stamp
+	@mkdir -p $(B)/fuzz/obj
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+
+$(B)/fuzz/libamber.a: $(FUZZ_OBJS)
+	ar rcs $@ $^
+
+$(B)/fuzz/fuzz_%: fuzz/fuzz_%.c $(B)/fuzz/libamber.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -Ifuzz -fsanitize=fuzzer -o $@ $< $(B)/fuzz/libamber.a $(LDLIBS)
+
+fuzz-build: $(FUZZ_BINS)
+
+# each target for FUZZ_SECONDS; fuzz-ci: regression inputs, seeds, 20 s each (fuzz/run.sh)
+fuzz: fuzz-build
+	fuzz/run.sh fuzz $(FUZZ_SECONDS)
+
+fuzz-ci: fuzz-build
+	fuzz/run.sh ci
+
 setup:
 	scripts/setup.sh
 
@@ -88,10 +122,10 @@ demo: all progs
 	tests/demo.sh
 
 format:
-	clang-format -i src/*.c src/*.h tests/unit/*.c tests/e2e/progs/*.c
+	clang-format -i src/*.c src/*.h tests/unit/*.c tests/e2e/progs/*.c fuzz/*.c fuzz/*.h
 
 clean:
 	rm -rf $(B)
 
-.PHONY: all setup progs units tools test test-all bench demo format clean
--include $(OBJS:.o=.d) $(PROGS:=.d)
+.PHONY: all setup progs units tools test test-all bench demo format clean fuzz-build fuzz fuzz-ci
+-include $(OBJS:.o=.d) $(PROGS:=.d) $(FUZZ_OBJS:.o=.d) $(FUZZ_BINS:=.d)

@@ -2,8 +2,10 @@
 # Install what amber needs to build and test on Debian 12 (idempotent; as root).
 set -euo pipefail
 
+# clang-14 and libclang-rt-14-dev (libFuzzer, ASan, UBSan): the fuzz targets (make fuzz)
 PKGS=(gcc make pkg-config libc6-dev protobuf-c-compiler libprotobuf-c-dev libxxhash-dev
-      libcmocka-dev jq python3 tmux procps util-linux bc nftables)
+      libcmocka-dev jq python3 tmux procps util-linux bc nftables
+      clang-14 libclang-rt-14-dev)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -1,0 +1,279 @@
+// SPDX-License-Identifier: MIT
+/*
+ * fuzz_records: one image file of any kind, read and checked as `amber
+ * restore` reads and checks it before it creates anything (img_open,
+ * img_get and the restore_read hooks of the resource table), then printed
+ * as `amber show` prints it.
+ *
+ * Input: [kind][flags][files][u32 root pid][the file: header, records].
+ * kind picks the file (modulo the table below); flags: bit 0 keeps the
+ * records' checksums as they are (else they are made right first), bit 1
+ * restores with --shell-job, bit 2 from an image whose files belong to
+ * nobody (the credentials limit of creds.c); files is the number of open
+ * files that fds and mappings may refer to, root pid the inventory's (for
+ * pstree.img).
+ *
+ * What restore would read beside that file is there and valid, so that the
+ * checks after it run too: an empty pagemap beside mm-PID.img, a mapping
+ * table with room for any run beside pagemap-PID.img, no fds beside
+ * files.img.
+ */
+#include <sys/mman.h>
+
+#include "amber.h"
+#include "fuzz.h"
+#include "mem.h"
+#include "restore.h"
+
+#define HDR 7 /* kind, flags, files, root pid */
+
+enum {
+	KEEP_HASHES = 1 << 0,
+	SHELL_JOB = 1 << 1,
+	OWNED_BY_NOBODY = 1 << 2,
+};
+
+enum fkind { F_INVENTORY, F_CORE, F_MM, F_PAGEMAP, F_FILES, F_FDS, F_FS, F_GHOST, F_PSTREE };
+
+/* Each kind's file has its own pid, so that the companions of one are not another's. */
+static const struct {
+	enum img_kind kind;
+	const char *name;
+	pid_t pid;
+} files[] = {
+	[F_INVENTORY] = {IMG_INVENTORY, "inventory.img", 0},
+	[F_CORE] = {IMG_CORE, "core-1.img", 1},
+	[F_MM] = {IMG_MM, "mm-2.img", 2},
+	[F_PAGEMAP] = {IMG_PAGEMAP, "pagemap-3.img", 3},
+	[F_FILES] = {IMG_FILES, "files.img", 4},
+	[F_FDS] = {IMG_FDS, "fds-5.img", 5},
+	[F_FS] = {IMG_FS, "fs-6.img", 6},
+	[F_GHOST] = {IMG_GHOST, "ghost-0.img", 0},
+	[F_PSTREE] = {IMG_PSTREE, "pstree.img", 0},
+};
+#define NR_KINDS (sizeof(files) / sizeof(files[0]))
+
+#define PAGES_SIZE (1UL << 40) /* pages-3.img, as the inventory lists it */
+
+/* Room for the runs of any image: mm-3.img maps all of user space below 128 TiB, then
+ * a part without pages and a vDSO. */
+static const struct {
+	uint64_t start, end;
+	VmaKind kind;
+} companion_vmas[] = {
+	{0x1000UL, 0x800000000000UL, VMA_KIND__VMA_ANON_PRIVATE},
+	{0x800000000000UL, 0x800000100000UL, VMA_KIND__VMA_VVAR},
+	{0x800000100000UL, 0x800000102000UL, VMA_KIND__VMA_VDSO},
+};
+#define NR_VMAS (sizeof(companion_vmas) / sizeof(companion_vmas[0]))
+
+static void write_companions(void)
+{
+	VmaEntry v[NR_VMAS], *pv[NR_VMAS];
+	MmEntry mm = MM_ENTRY__INIT;
+	const ProtobufCMessage *msg = &mm.base;
+
+	for (size_t i = 0; i < NR_VMAS; i++) {
+		vma_entry__init(&v[i]);
+		v[i].start = companion_vmas[i].start;
+		v[i].end = companion_vmas[i].end;
+		v[i].kind = companion_vmas[i].kind;
+		v[i].prot = PROT_READ | PROT_WRITE;
+		pv[i] = &v[i];
+	}
+	mm.n_vmas = NR_VMAS;
+	mm.vmas = pv;
+	fuzz_write_records("mm-3.img", IMG_MM, &msg, 1);
+	fuzz_write_records("pagemap-2.img", IMG_PAGEMAP, NULL, 0);
+	fuzz_write_records("fds-4.img", IMG_FDS, NULL, 0);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	fuzz_setup();
+	/* amber show prints to stdout; libFuzzer reports on stderr */
+	if (!getenv("AMBER_FUZZ_LOG") && !freopen("/dev/null", "w", stdout))
+		abort();
+	write_companions();
+	return 0;
+}
+
+struct run {
+	struct opts o;
+	struct tree t;
+	struct restore_ctx ctx;
+	InventoryFile pages, *pages_list[1];
+	Inventory inv;
+	RegFile fake_files[256], *fake_list[256];
+};
+
+/* The core and every restore_read hook that checks only what it holds. */
+static int read_core(struct run *r)
+{
+	struct restore_ctx *ctx = &r->ctx;
+	int ret = img_read_one(ctx->dirfd, IMG_CORE, &task_core__descriptor,
+			       (ProtobufCMessage **)&ctx->core, "core-%d.img", ctx->pid);
+
+	for (const struct resource_ops *const *op = resources; !ret && *op; op++)
+		if ((*op)->restore_read && *op != &files_ops && *op != &mem_ops &&
+		    *op != &fs_ops) /* these read files of their own: other kinds */
+			ret = (*op)->restore_read(ctx);
+	return ret;
+}
+
+/* A ghost file is opened (header checked) and copied out whole. */
+static int read_ghost(struct run *r)
+{
+	static char buf[1 << 16];
+	struct img *img;
+	ssize_t n;
+	int ret = img_open(r->ctx.dirfd, IMG_GHOST, &img, "%s", files[F_GHOST].name);
+
+	if (ret)
+		return ret;
+	while ((n = read(img->fd, buf, sizeof(buf))) > 0)
+		;
+	img_close(img);
+	return n < 0 ? -errno : 0;
+}
+
+static int restore_read(struct run *r, enum fkind k)
+{
+	struct restore_ctx *ctx = &r->ctx;
+	Inventory *inv = NULL;
+	int ret;
+
+	switch (k) {
+	case F_INVENTORY: /* its checks: fuzz_inventory */
+		ret = img_read_one(ctx->dirfd, IMG_INVENTORY, &inventory__descriptor,
+				   (ProtobufCMessage **)&inv, "inventory.img");
+		if (!ret)
+			inventory__free_unpacked(inv, NULL);
+		return ret;
+	case F_CORE:
+		return read_core(r);
+	case F_MM:
+	case F_PAGEMAP:
+		return mem_ops.restore_read(ctx);
+	case F_FILES:
+		return files_ops.restore_read(ctx);
+	case F_FDS: /* files.img as if read already, with nr_files entries */
+		r->t.rfiles = r->fake_list;
+		r->t.nr_rfiles = ctx->nr_files;
+		return files_ops.restore_read(ctx);
+	case F_FS:
+		return fs_ops.restore_read(ctx);
+	case F_GHOST:
+		return read_ghost(r);
+	case F_PSTREE:
+		return read_pstree(&r->t);
+	}
+	return -EINVAL;
+}
+
+static void free_run(struct run *r)
+{
+	struct restore_ctx *ctx = &r->ctx;
+	struct tree *t = &r->t;
+
+	/* threads_restore_read leaves a core it refused in the slot after the last */
+	for (size_t i = 1; ctx->threads && ctx->core && i <= ctx->core->n_threads; i++) {
+		if (ctx->threads[i].core)
+			task_core__free_unpacked(ctx->threads[i].core, NULL);
+		free(ctx->threads[i].inf);
+	}
+	free(ctx->threads);
+	if (ctx->core)
+		task_core__free_unpacked(ctx->core, NULL);
+	if (ctx->mm)
+		mm_entry__free_unpacked(ctx->mm, NULL);
+	for (size_t i = 0; i < ctx->nr_pm; i++)
+		pagemap_entry__free_unpacked(ctx->pm[i], NULL);
+	free(ctx->pm);
+	for (size_t i = 0; i < ctx->nr_fds; i++)
+		fd_entry__free_unpacked(ctx->fds[i], NULL);
+	free(ctx->fds);
+	if (ctx->fs)
+		fs_entry__free_unpacked(ctx->fs, NULL);
+	if (t->rfiles != r->fake_list) {
+		for (size_t i = 0; i < t->nr_rfiles; i++)
+			reg_file__free_unpacked(t->rfiles[i], NULL);
+		free(t->rfiles);
+	}
+	for (size_t i = 0; i < t->nr_pstree; i++)
+		pstree_entry__free_unpacked(t->pstree[i], NULL);
+	free(t->pstree);
+}
+
+/* amber show DIR, with a core file for the pid so that its other files are shown. */
+static void show(enum fkind k)
+{
+	char core[32], *argv[] = {"show", fuzz_dir, NULL};
+
+	snprintf(core, sizeof(core), "core-%d.img", files[k].pid);
+	if (files[k].pid && k != F_CORE)
+		fuzz_write(core, "", 0);
+	cmd_show(2, argv);
+	fflush(stdout);
+	if (files[k].pid && k != F_CORE)
+		unlinkat(fuzz_dirfd, core, 0);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct run *r;
+	enum fkind k;
+	uint8_t *file;
+	size_t len;
+	uint32_t root;
+	int flags;
+
+	if (size < HDR)
+		return 0;
+	k = (enum fkind)(data[0] % NR_KINDS);
+	flags = data[1];
+	memcpy(&root, data + 3, 4);
+	len = size - HDR;
+	file = malloc(len ? len : 1);
+	r = calloc(1, sizeof(*r));
+	if (!file || !r)
+		abort();
+	memcpy(file, data + HDR, len);
+	if (!(flags & KEEP_HASHES))
+		fuzz_fix_hashes(file, len);
+	fuzz_write(files[k].name, file, len);
+
+	r->o.shell_job = flags & SHELL_JOB;
+	inventory_file__init(&r->pages);
+	r->pages.name = "pages-3.img";
+	r->pages.size = PAGES_SIZE;
+	r->pages_list[0] = &r->pages;
+	inventory__init(&r->inv);
+	r->inv.root_pid = root;
+	r->inv.kernel = "fuzz";
+	r->inv.n_files = 1;
+	r->inv.files = r->pages_list;
+	for (size_t i = 0; i < 256; i++) {
+		reg_file__init(&r->fake_files[i]);
+		r->fake_files[i].id = i;
+		r->fake_files[i].path = "/fuzz";
+		r->fake_list[i] = &r->fake_files[i];
+	}
+	r->t = (struct tree){.o = &r->o, .dirfd = fuzz_dirfd, .inv = &r->inv};
+	r->t.image_uid = r->t.image_gid = flags & OWNED_BY_NOBODY ? 65534 : 0;
+	r->ctx = (struct restore_ctx){.o = &r->o,
+				      .tree = &r->t,
+				      .dirfd = fuzz_dirfd,
+				      .inv = &r->inv,
+				      .pid = files[k].pid,
+				      .pages_fd = -1,
+				      .nr_files = data[2]};
+	restore_read(r, k);
+	free_run(r);
+	show(k);
+
+	unlinkat(fuzz_dirfd, files[k].name, 0);
+	free(r);
+	free(file);
+	return 0;
+}
