@@ -13,6 +13,7 @@
  */
 #include "fuzz.h"
 #include "mem.h"
+#include "mutate.h"
 
 #define HDR	 13
 #define TASK_TOP (1ULL << 56) /* mem.c's TASK_SIZE_MAX */
@@ -135,4 +136,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	free(pm);
 	mm_entry__free_unpacked(mm, NULL);
 	return 0;
+}
+
+/* Half of the time the mm record's or a run's fields (mutate.h), else byte mutations. */
+size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size, unsigned seed)
+{
+	uint64_t rs = seed * 0x9e3779b97f4a7c15ULL | 1;
+	size_t at[MAX_RUNS + 1], n = 0, pos = 9, r, nsize;
+	uint32_t len;
+
+	if (size < HDR || rnd_next(&rs) % 2)
+		return LLVMFuzzerMutate(data, size, max_size);
+	/* at[0]: the mm record's length (at 9); then each run's */
+	for (; n <= MAX_RUNS && size - pos >= 4; pos += 4 + len) {
+		memcpy(&len, data + pos, 4);
+		if (len > size - pos - 4)
+			break;
+		at[n++] = pos;
+	}
+	if (!n)
+		return LLVMFuzzerMutate(data, size, max_size);
+	/* the mm record a third of the time: it has the VMAs the runs must fit */
+	r = rnd_next(&rs) % 3 == 0 ? 0 : rnd_next(&rs) % n;
+	memcpy(&len, data + at[r], 4);
+	nsize = mutate_record(data, size, max_size, at[r], at[r] + 4, len,
+			      r ? &pagemap_entry__descriptor : &mm_entry__descriptor, &rs);
+	return nsize ? nsize : LLVMFuzzerMutate(data, size, max_size);
 }

@@ -23,6 +23,7 @@
 #include "amber.h"
 #include "fuzz.h"
 #include "mem.h"
+#include "mutate.h"
 #include "restore.h"
 
 #define HDR 7 /* kind, flags, files, root pid */
@@ -40,16 +41,17 @@ static const struct {
 	enum img_kind kind;
 	const char *name;
 	pid_t pid;
+	const ProtobufCMessageDescriptor *desc; /* of its records (ghost files have none) */
 } files[] = {
-	[F_INVENTORY] = {IMG_INVENTORY, "inventory.img", 0},
-	[F_CORE] = {IMG_CORE, "core-1.img", 1},
-	[F_MM] = {IMG_MM, "mm-2.img", 2},
-	[F_PAGEMAP] = {IMG_PAGEMAP, "pagemap-3.img", 3},
-	[F_FILES] = {IMG_FILES, "files.img", 4},
-	[F_FDS] = {IMG_FDS, "fds-5.img", 5},
-	[F_FS] = {IMG_FS, "fs-6.img", 6},
-	[F_GHOST] = {IMG_GHOST, "ghost-0.img", 0},
-	[F_PSTREE] = {IMG_PSTREE, "pstree.img", 0},
+	[F_INVENTORY] = {IMG_INVENTORY, "inventory.img", 0, &inventory__descriptor},
+	[F_CORE] = {IMG_CORE, "core-1.img", 1, &task_core__descriptor},
+	[F_MM] = {IMG_MM, "mm-2.img", 2, &mm_entry__descriptor},
+	[F_PAGEMAP] = {IMG_PAGEMAP, "pagemap-3.img", 3, &pagemap_entry__descriptor},
+	[F_FILES] = {IMG_FILES, "files.img", 4, &reg_file__descriptor},
+	[F_FDS] = {IMG_FDS, "fds-5.img", 5, &fd_entry__descriptor},
+	[F_FS] = {IMG_FS, "fs-6.img", 6, &fs_entry__descriptor},
+	[F_GHOST] = {IMG_GHOST, "ghost-0.img", 0, NULL},
+	[F_PSTREE] = {IMG_PSTREE, "pstree.img", 0, &pstree_entry__descriptor},
 };
 #define NR_KINDS (sizeof(files) / sizeof(files[0]))
 
@@ -276,4 +278,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	free(r);
 	free(file);
 	return 0;
+}
+
+/* Half of the time one record's fields (mutate.h), else libFuzzer's byte mutations. */
+size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size, unsigned seed)
+{
+	uint64_t rs = seed * 0x9e3779b97f4a7c15ULL | 1;
+	size_t pos = HDR + IMG_HDR_SIZE, at[64], n = 0, r, nsize;
+	uint32_t len;
+
+	if (size < pos || rnd_next(&rs) % 2 || !files[data[0] % NR_KINDS].desc)
+		return LLVMFuzzerMutate(data, size, max_size);
+	for (; n < 64 && size - pos >= 12; pos += 12 + len) {
+		memcpy(&len, data + pos, 4);
+		if (len > size - pos - 12)
+			break;
+		at[n++] = pos;
+	}
+	if (!n)
+		return LLVMFuzzerMutate(data, size, max_size);
+	r = at[rnd_next(&rs) % n];
+	memcpy(&len, data + r, 4);
+	nsize = mutate_record(data, size, max_size, r, r + 12, len, files[data[0] % NR_KINDS].desc,
+			      &rs);
+	return nsize ? nsize : LLVMFuzzerMutate(data, size, max_size);
 }
