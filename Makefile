@@ -111,8 +111,8 @@ setup:
 test: all progs units tools
 	tests/run-all.sh
 
-# test plus the kernel rig (kernel/, QEMU): what CI runs
-test-all: all progs units tools
+# test, fuzz-ci and the kernel rig (kernel/, QEMU): what CI runs
+test-all: all progs units tools fuzz-build
 	tests/test-all.sh
 
 bench: all progs
