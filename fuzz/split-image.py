@@ -9,7 +9,8 @@ Writes OUT_DIR/TARGET/PREFIX-*, in the input formats the targets' headers
 describe (fuzz/fuzz_*.c):
   records    [kind][flags][files][u32 root pid] + each record file as it is
   inventory  [flags][u32 length][inventory.img] + [u8 name length][name]
-             [u32 length][content] for every file but the pages
+             [u32 length][content] for every file but the pages; and the
+             same with an inventory that does not list the pages
   pagemap    [u64 pages size][u8 files][u32 length][mm_entry] + the
              pagemap records as [u32 length][payload] (at most MAX_RUNS)
   vdso       the old vDSO's bytes from pages-PID.img
@@ -37,6 +38,37 @@ def records(data):
         (n,) = struct.unpack_from("<I", data, pos)
         out.append(data[pos + 12:pos + 12 + n])
         pos += 12 + n
+    return out
+
+
+def varint(data, pos):
+    """The varint at pos and the position after it."""
+    n = shift = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        n |= (b & 0x7f) << shift
+        shift += 7
+        if not b & 0x80:
+            return n, pos
+
+
+def without_pages(inv):
+    """An inventory message without its pages-* entries (field 8, inventory_file)."""
+    pos, out = 0, b""
+    while pos < len(inv):
+        start = pos
+        key, pos = varint(inv, pos)
+        if key & 7 == 0:
+            _, pos = varint(inv, pos)
+        elif key & 7 == 2:
+            n, pos = varint(inv, pos)
+            body, pos = inv[pos:pos + n], pos + n
+            if key >> 3 == 8 and b"pages-" in body:
+                continue
+        else:
+            raise ValueError(f"inventory field type {key & 7}")
+        out += inv[start:pos]
     return out
 
 
@@ -71,14 +103,21 @@ def main():
         put(out, "records", f"{prefix}-{name}",
             bytes([KINDS[kind], 0, nr_files]) + struct.pack("<I", root) + data)
 
+    # as it is (refused: its pages are not there), and without the pages listed
+    # (accepted; fuzz_inventory puts its record checksum right)
     blob = read("inventory.img")
-    seed = bytes([0]) + struct.pack("<I", len(blob)) + blob
+    (inv,) = records(blob)
+    rec = without_pages(inv)
+    short = blob[:HDR] + struct.pack("<IQ", len(rec), 0) + rec
+    rest = b""
     for name in names:
         if name == "inventory.img" or name.startswith("pages-"):
             continue
         data = read(name)
-        seed += bytes([len(name)]) + name.encode() + struct.pack("<I", len(data)) + data
-    put(out, "inventory", prefix, seed)
+        rest += bytes([len(name)]) + name.encode() + struct.pack("<I", len(data)) + data
+    put(out, "inventory", prefix, bytes([0]) + struct.pack("<I", len(blob)) + blob + rest)
+    put(out, "inventory", prefix + "-nopages",
+        bytes([0]) + struct.pack("<I", len(short)) + short + rest)
 
     for task in show["tasks"]:
         pid = task["pid"]
