@@ -1147,8 +1147,8 @@ static int vdso_proxy_patch(struct restore_ctx *ctx)
 			if (strcmp(osym[i].name, nsym[k].name))
 				continue;
 			if (osym[i].off > len - sizeof(code)) {
-				pr_err("pid %d: the old vDSO's %s starts %lu bytes before its end, too "
-				       "close to redirect it; the image is corrupt",
+				pr_err("pid %d: the old vDSO's %s is %lu bytes from its end, too "
+				       "close to redirect; the image is corrupt",
 				       ctx->pid, osym[i].name, len - osym[i].off);
 				ret = -EBADMSG;
 				break;
