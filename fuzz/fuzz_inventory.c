@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * fuzz_inventory: inventory.img decoded and checked as restore checks an
- * image directory first (img_verify_dir: every file it lists present, with
- * its size and checksum, none outside the directory), with the files it
+ * image directory first (img_dir_open: every file it lists present, with
+ * its size and checksum, none outside the directory, each opened once), with the files it
  * may list beside it.  When amber accepts, every listed file must really
  * be there with that size and checksum.
  *
@@ -65,7 +65,8 @@ static void write_files(const uint8_t *p, size_t left)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	Inventory *inv = NULL;
+	struct img_dir *d = NULL;
+	Inventory *inv;
 	uint8_t *file;
 	uint32_t len;
 
@@ -83,7 +84,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_write("inventory.img", file, len);
 	write_files(data + 5 + len, size - 5 - len);
 
-	if (!img_verify_dir(fuzz_dirfd, fuzz_dir, &inv)) {
+	if (!img_dir_open(fuzz_dirfd, fuzz_dir, &d) && !img_dir_wait(d)) {
+		inv = d->inv;
 		for (size_t i = 0; i < inv->n_files; i++) {
 			InventoryFile *f = inv->files[i];
 
@@ -92,8 +94,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				   "%s is not there with %llu bytes and checksum %016llx", f->name,
 				   (unsigned long long)f->size, (unsigned long long)f->xxh3);
 		}
-		inventory__free_unpacked(inv, NULL);
 	}
+	img_dir_close(d);
 	fuzz_clear();
 	free(file);
 	return 0;

@@ -55,7 +55,7 @@ static const struct {
 };
 #define NR_KINDS (sizeof(files) / sizeof(files[0]))
 
-#define PAGES_SIZE (1UL << 40) /* pages-3.img, as the inventory lists it */
+#define PAGES_SIZE (1UL << 20) /* pages-3.img: room for 255 pages of runs */
 
 /* Room for the runs of any image: mm-3.img maps all of user space below 128 TiB, then
  * a part without pages and a vDSO. */
@@ -69,11 +69,44 @@ static const struct {
 };
 #define NR_VMAS (sizeof(companion_vmas) / sizeof(companion_vmas[0]))
 
+/* The companions as the inventory lists them (written once), then the input's file. */
+static struct img_set companions;
+
+static void write_pages(const char *name, size_t size)
+{
+	static const uint8_t zero[4096];
+	struct img *img;
+	int ret = img_create(&companions, IMG_PAGES, &img, "%s", name);
+
+	for (size_t done = IMG_HDR_SIZE; !ret && done < size; done += sizeof(zero))
+		ret = img_write(img, zero, size - done < sizeof(zero) ? size - done : sizeof(zero));
+	if (!ret)
+		ret = img_finish(img);
+	if (ret) {
+		fprintf(stderr, "fuzz: cannot write %s: %s\n", name, strerror(-ret));
+		abort();
+	}
+}
+
+static void write_records(const char *name, enum img_kind kind, const ProtobufCMessage *msg)
+{
+	struct img *img;
+	int ret = img_create(&companions, kind, &img, "%s", name);
+
+	if (!ret && msg)
+		ret = img_put(img, msg);
+	if (!ret)
+		ret = img_finish(img);
+	if (ret) {
+		fprintf(stderr, "fuzz: cannot write %s: %s\n", name, strerror(-ret));
+		abort();
+	}
+}
+
 static void write_companions(void)
 {
 	VmaEntry v[NR_VMAS], *pv[NR_VMAS];
 	MmEntry mm = MM_ENTRY__INIT;
-	const ProtobufCMessage *msg = &mm.base;
 
 	for (size_t i = 0; i < NR_VMAS; i++) {
 		vma_entry__init(&v[i]);
@@ -85,9 +118,41 @@ static void write_companions(void)
 	}
 	mm.n_vmas = NR_VMAS;
 	mm.vmas = pv;
-	fuzz_write_records("mm-3.img", IMG_MM, &msg, 1);
-	fuzz_write_records("pagemap-2.img", IMG_PAGEMAP, NULL, 0);
-	fuzz_write_records("fds-4.img", IMG_FDS, NULL, 0);
+	companions.dirfd = fuzz_dirfd;
+	write_records("mm-3.img", IMG_MM, &mm.base);
+	write_pages("pages-3.img", PAGES_SIZE);
+	write_records("pagemap-2.img", IMG_PAGEMAP, NULL);
+	write_pages("pages-2.img", PAGES_DATA_OFF);
+	write_records("fds-4.img", IMG_FDS, NULL);
+}
+
+/*
+ * inventory.img listing the companions and name (len bytes of buf), as dump
+ * would write it, so that img_dir_open() checks the input's file as it
+ * checks a real one: framing, record sizes and counts.
+ */
+static void write_inventory(const char *name, const uint8_t *buf, size_t len, uint32_t root)
+{
+	InventoryFile input = INVENTORY_FILE__INIT, *list[16];
+	Inventory inv = INVENTORY__INIT;
+	const ProtobufCMessage *msg = &inv.base;
+	size_t n = 0;
+
+	for (size_t i = 0; i < companions.n && n < 15; i++)
+		list[n++] = companions.files[i];
+	{
+		input.name = (char *)name;
+		input.size = len;
+		input.xxh3 = XXH3_64bits(buf, len);
+		list[n++] = &input;
+	}
+	inv.image_version = IMG_VERSION;
+	inv.root_pid = root;
+	inv.kernel = "fuzz";
+	inv.n_files = n;
+	inv.files = list;
+	unlinkat(fuzz_dirfd, "inventory.img", 0);
+	fuzz_write_records("inventory.img", IMG_INVENTORY, &msg, 1);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -104,8 +169,6 @@ struct run {
 	struct opts o;
 	struct tree t;
 	struct restore_ctx ctx;
-	InventoryFile pages, *pages_list[1];
-	Inventory inv;
 	RegFile fake_files[256], *fake_list[256];
 };
 
@@ -113,7 +176,7 @@ struct run {
 static int read_core(struct run *r)
 {
 	struct restore_ctx *ctx = &r->ctx;
-	int ret = img_read_one(ctx->dirfd, IMG_CORE, &task_core__descriptor,
+	int ret = img_read_one(ctx->img, IMG_CORE, &task_core__descriptor,
 			       (ProtobufCMessage **)&ctx->core, "core-%d.img", ctx->pid);
 
 	for (const struct resource_ops *const *op = resources; !ret && *op; op++)
@@ -129,7 +192,7 @@ static int read_ghost(struct run *r)
 	static char buf[1 << 16];
 	struct img *img;
 	ssize_t n;
-	int ret = img_open(r->ctx.dirfd, IMG_GHOST, &img, "%s", files[F_GHOST].name);
+	int ret = img_open(r->ctx.img, IMG_GHOST, &img, "%s", files[F_GHOST].name);
 
 	if (ret)
 		return ret;
@@ -142,16 +205,10 @@ static int read_ghost(struct run *r)
 static int restore_read(struct run *r, enum fkind k)
 {
 	struct restore_ctx *ctx = &r->ctx;
-	Inventory *inv = NULL;
-	int ret;
 
 	switch (k) {
-	case F_INVENTORY: /* its checks: fuzz_inventory */
-		ret = img_read_one(ctx->dirfd, IMG_INVENTORY, &inventory__descriptor,
-				   (ProtobufCMessage **)&inv, "inventory.img");
-		if (!ret)
-			inventory__free_unpacked(inv, NULL);
-		return ret;
+	case F_INVENTORY: /* decoded by img_dir_open(); its own checks: fuzz_inventory */
+		return 0;
 	case F_CORE:
 		return read_core(r);
 	case F_MM:
@@ -223,6 +280,7 @@ static void show(enum fkind k)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	struct img_dir *d = NULL;
 	struct run *r;
 	enum fkind k;
 	uint8_t *file;
@@ -244,34 +302,36 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!(flags & KEEP_HASHES))
 		fuzz_fix_hashes(file, len);
 	fuzz_write(files[k].name, file, len);
+	if (k != F_INVENTORY)
+		write_inventory(files[k].name, file, len, root);
 
 	r->o.shell_job = flags & SHELL_JOB;
-	inventory_file__init(&r->pages);
-	r->pages.name = "pages-3.img";
-	r->pages.size = PAGES_SIZE;
-	r->pages_list[0] = &r->pages;
-	inventory__init(&r->inv);
-	r->inv.root_pid = root;
-	r->inv.kernel = "fuzz";
-	r->inv.n_files = 1;
-	r->inv.files = r->pages_list;
 	for (size_t i = 0; i < 256; i++) {
 		reg_file__init(&r->fake_files[i]);
 		r->fake_files[i].id = i;
 		r->fake_files[i].path = "/fuzz";
 		r->fake_list[i] = &r->fake_files[i];
 	}
-	r->t = (struct tree){.o = &r->o, .dirfd = fuzz_dirfd, .inv = &r->inv};
-	r->t.image_uid = r->t.image_gid = flags & OWNED_BY_NOBODY ? 65534 : 0;
-	r->ctx = (struct restore_ctx){.o = &r->o,
-				      .tree = &r->t,
-				      .dirfd = fuzz_dirfd,
-				      .inv = &r->inv,
-				      .pid = files[k].pid,
-				      .pages_fd = -1,
-				      .nr_files = data[2]};
-	restore_read(r, k);
-	free_run(r);
+	/* as restore: nothing is read that img_dir_open() has not checked */
+	if (!img_dir_open(fuzz_dirfd, fuzz_dir, &d) && !img_dir_wait(d)) {
+		r->t = (struct tree){.o = &r->o, .dirfd = fuzz_dirfd, .img = d, .inv = d->inv};
+		/* the owner as owner_init() makes it, without the user database */
+		if (flags & OWNED_BY_NOBODY)
+			r->t.owner = (struct owner){.uid = 65534, .gid = 65534, .switches = true};
+		else
+			r->t.owner = (struct owner){.unbounded = true};
+		r->t.image_uid = r->t.image_gid = r->t.owner.uid;
+		r->ctx = (struct restore_ctx){.o = &r->o,
+					      .tree = &r->t,
+					      .img = d,
+					      .inv = d->inv,
+					      .pid = files[k].pid,
+					      .pages_fd = -1,
+					      .nr_files = data[2]};
+		restore_read(r, k);
+		free_run(r);
+	}
+	img_dir_close(d);
 	show(k);
 
 	unlinkat(fuzz_dirfd, files[k].name, 0);

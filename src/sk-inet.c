@@ -362,7 +362,7 @@ static int dump_established(struct dump_ctx *ctx, int dup, InetSkEntry *e, const
 	socklen_t len = sizeof(reuse);
 	struct tcp_repair_window w;
 	struct tcp_info ti;
-	uint32_t seq, mss, ts;
+	uint32_t seq = 0, mss, ts;
 	const char *table;
 
 	/* Locked before repair mode: from here on the peer's packets get no reset. */
