@@ -131,13 +131,16 @@ static inline void fuzz_fix_hashes(uint8_t *buf, size_t len)
 	}
 }
 
-/* An image file of kind, with msgs[0..n), as amber writes it. */
-static inline void fuzz_write_records(const char *name, enum img_kind kind,
+/*
+ * An image file of kind, with msgs[0..n), as amber writes it; listed in set
+ * (for an inventory), or in none if set is NULL.
+ */
+static inline void fuzz_write_records(struct img_set *set, const char *name, enum img_kind kind,
 				      const ProtobufCMessage *const *msgs, size_t n)
 {
-	struct img_set set = {.dirfd = fuzz_dirfd};
+	struct img_set own = {.dirfd = fuzz_dirfd};
 	struct img *img;
-	int ret = img_create(&set, kind, &img, "%s", name);
+	int ret = img_create(set ? set : &own, kind, &img, "%s", name);
 
 	for (size_t i = 0; !ret && i < n; i++)
 		ret = img_put(img, msgs[i]);
@@ -145,7 +148,7 @@ static inline void fuzz_write_records(const char *name, enum img_kind kind,
 		ret = img_finish(img);
 	else
 		img_abort(img);
-	img_set_free(&set);
+	img_set_free(&own);
 	if (ret) {
 		fprintf(stderr, "fuzz: cannot write %s: %s\n", name, strerror(-ret));
 		abort();

@@ -88,25 +88,11 @@ static void write_pages(const char *name, size_t size)
 	}
 }
 
-static void write_records(const char *name, enum img_kind kind, const ProtobufCMessage *msg)
-{
-	struct img *img;
-	int ret = img_create(&companions, kind, &img, "%s", name);
-
-	if (!ret && msg)
-		ret = img_put(img, msg);
-	if (!ret)
-		ret = img_finish(img);
-	if (ret) {
-		fprintf(stderr, "fuzz: cannot write %s: %s\n", name, strerror(-ret));
-		abort();
-	}
-}
-
 static void write_companions(void)
 {
 	VmaEntry v[NR_VMAS], *pv[NR_VMAS];
 	MmEntry mm = MM_ENTRY__INIT;
+	const ProtobufCMessage *msg = &mm.base;
 
 	for (size_t i = 0; i < NR_VMAS; i++) {
 		vma_entry__init(&v[i]);
@@ -119,11 +105,11 @@ static void write_companions(void)
 	mm.n_vmas = NR_VMAS;
 	mm.vmas = pv;
 	companions.dirfd = fuzz_dirfd;
-	write_records("mm-3.img", IMG_MM, &mm.base);
+	fuzz_write_records(&companions, "mm-3.img", IMG_MM, &msg, 1);
 	write_pages("pages-3.img", PAGES_SIZE);
-	write_records("pagemap-2.img", IMG_PAGEMAP, NULL);
+	fuzz_write_records(&companions, "pagemap-2.img", IMG_PAGEMAP, NULL, 0);
 	write_pages("pages-2.img", PAGES_DATA_OFF);
-	write_records("fds-4.img", IMG_FDS, NULL);
+	fuzz_write_records(&companions, "fds-4.img", IMG_FDS, NULL, 0);
 }
 
 /*
@@ -152,7 +138,7 @@ static void write_inventory(const char *name, const uint8_t *buf, size_t len, ui
 	inv.n_files = n;
 	inv.files = list;
 	unlinkat(fuzz_dirfd, "inventory.img", 0);
-	fuzz_write_records("inventory.img", IMG_INVENTORY, &msg, 1);
+	fuzz_write_records(NULL, "inventory.img", IMG_INVENTORY, &msg, 1);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
