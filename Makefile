@@ -7,7 +7,7 @@ CFLAGS  += $(BASE_CFLAGS)
 LDLIBS  += -lprotobuf-c -lxxhash
 
 B       := build
-SRCS    := $(wildcard src/*.c)
+SRCS    := $(wildcard src/*.c src/*/*.c)
 PROTOS  := $(wildcard images/*.proto)
 PB_C    := $(PROTOS:images/%.proto=$(B)/gen/%.pb-c.c)
 OBJS    := $(SRCS:src/%.c=$(B)/obj/%.o) $(PROTOS:images/%.proto=$(B)/obj/%.pb-c.o)
@@ -45,7 +45,7 @@ $(B)/gen/pie-%.h: pie/%.S
 $(B)/obj/infect.o: $(B)/gen/pie-batch.h
 
 $(B)/obj/%.o: src/%.c $(B)/gen/.stamp
-	@mkdir -p $(B)/obj
+	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 $(B)/libamber.a: $(LIBOBJS)
@@ -87,7 +87,7 @@ $(B)/fuzz/obj/%.pb-c.o: $(B)/gen/%.pb-c.c $(B)/gen/.stamp
 $(B)/fuzz/obj/infect.o: $(B)/gen/pie-batch.h
 
 $(B)/fuzz/obj/%.o: src/%.c $(B)/gen/.stamp
-	@mkdir -p $(B)/fuzz/obj
+	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
 
 $(B)/fuzz/libamber.a: $(FUZZ_OBJS)
@@ -122,7 +122,7 @@ demo: all progs
 	tests/demo.sh
 
 format:
-	clang-format -i src/*.c src/*.h tests/unit/*.c tests/e2e/progs/*.c fuzz/*.c fuzz/*.h
+	clang-format -i src/*.c src/*.h src/*/*.c src/*/*.h tests/unit/*.c tests/e2e/progs/*.c fuzz/*.c fuzz/*.h
 
 clean:
 	rm -rf $(B)

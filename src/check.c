@@ -33,7 +33,7 @@
 
 #include "amber.h"
 #include "log.h"
-#include "netlock.h"
+#include "net/netlock.h"
 #include "sys.h"
 #include "uapi/amber_kernel.h"
 #include "uapi/pagemap_scan.h"

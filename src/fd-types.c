@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* The kinds of open files beyond those files.c knows itself (see files.h). */
 #include "files.h"
-#include "sk.h"
+#include "net/sk.h"
 #include "anonfd.h"
 
 const struct fd_type *const fd_types[] = {

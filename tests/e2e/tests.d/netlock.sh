@@ -1,4 +1,4 @@
-# The network lock (src/netlock.c) with tests/e2e/progs/netlock.c: a peer
+# The network lock (src/net/netlock.c) with tests/e2e/progs/netlock.c: a peer
 # outside the tree and a child inside it keep sending to the root over TCP
 # while it is dumped and restored; every byte must arrive in order, with no
 # reset, and no amber nft table may outlive what it locks.
