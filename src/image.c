@@ -1296,6 +1296,15 @@ static int open_named(struct img_dir *d, enum img_kind kind, const char *name, s
 	return 0;
 }
 
+/* The file named by fmt, opened for reading; name: that name, for messages. */
+static int open_fmt(struct img_dir *d, enum img_kind kind, char name[64], struct img **out,
+		    const char *fmt, va_list ap)
+{
+	int ret = format_name(name, fmt, ap);
+
+	return ret ? ret : open_named(d, kind, name, out);
+}
+
 int img_open(struct img_dir *d, enum img_kind kind, struct img **out, const char *fmt, ...)
 {
 	char name[64];
@@ -1303,9 +1312,9 @@ int img_open(struct img_dir *d, enum img_kind kind, struct img **out, const char
 	int ret;
 
 	va_start(ap, fmt);
-	ret = format_name(name, fmt, ap);
+	ret = open_fmt(d, kind, name, out, fmt, ap);
 	va_end(ap);
-	return ret ? ret : open_named(d, kind, name, out);
+	return ret;
 }
 
 /*
@@ -1415,10 +1424,8 @@ int img_read_one(struct img_dir *d, enum img_kind kind, const ProtobufCMessageDe
 	int ret;
 
 	va_start(ap, fmt);
-	ret = format_name(name, fmt, ap);
+	ret = open_fmt(d, kind, name, &img, fmt, ap);
 	va_end(ap);
-	if (!ret)
-		ret = open_named(d, kind, name, &img);
 	if (ret)
 		return ret;
 	ret = img_get(img, desc, msg);
@@ -1441,10 +1448,8 @@ int img_read_all(struct img_dir *d, enum img_kind kind, const ProtobufCMessageDe
 	int ret;
 
 	va_start(ap, fmt);
-	ret = format_name(name, fmt, ap);
+	ret = open_fmt(d, kind, name, &img, fmt, ap);
 	va_end(ap);
-	if (!ret)
-		ret = open_named(d, kind, name, &img);
 	if (ret)
 		return ret;
 	while ((ret = img_get(img, desc, &m)) == 1) {
