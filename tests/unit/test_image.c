@@ -31,7 +31,7 @@
 #include "unit.h"
 
 #define ROOT_PID 4321
-#define NR_PM 3
+#define NR_PM	 3
 
 struct fixture {
 	char dir[64];
@@ -67,22 +67,6 @@ static int teardown(void **state)
 static bool exists(struct fixture *fx, const char *name)
 {
 	return !faccessat(fx->dirfd, name, F_OK, 0);
-}
-
-static int put_one(struct img_set *set, enum img_kind kind, const char *name,
-		   const ProtobufCMessage *m)
-{
-	struct img *img;
-	int ret = img_create(set, kind, &img, "%s", name);
-
-	if (ret)
-		return ret;
-	ret = img_put(img, m);
-	if (ret) {
-		img_abort(img);
-		return ret;
-	}
-	return img_finish(img);
 }
 
 static int nr_rfiles = 1; /* records of files.img */
@@ -172,7 +156,7 @@ static int write_files(struct img_set *set)
 	fd_entry__init(&fd);
 	fd.fd = 3;
 	snprintf(name, sizeof(name), "fds-%d.img", ROOT_PID);
-	return put_one(set, IMG_FDS, name, &fd.base);
+	return unit_put_one(set, IMG_FDS, name, &fd.base);
 }
 
 static int commit(struct img_set *set)
@@ -192,7 +176,7 @@ static int commit(struct img_set *set)
 
 static int write_image(struct fixture *fx)
 {
-	struct img_set set = { .dirfd = fx->dirfd };
+	struct img_set set = {.dirfd = fx->dirfd};
 	int ret = write_files(&set);
 
 	if (ret) {
@@ -437,7 +421,7 @@ static void test_missing_file(void **state)
 static void test_enospc(void **state)
 {
 	struct fixture *fx = *state;
-	struct img_set set = { .dirfd = fx->dirfd };
+	struct img_set set = {.dirfd = fx->dirfd};
 	PagemapEntry pm;
 	struct img *img;
 
@@ -457,7 +441,7 @@ static void test_enospc(void **state)
 static void test_enospc_on_header(void **state)
 {
 	struct fixture *fx = *state;
-	struct img_set set = { .dirfd = fx->dirfd };
+	struct img_set set = {.dirfd = fx->dirfd};
 	struct img *img = NULL;
 
 	set_faults("write:1:ENOSPC");
@@ -482,7 +466,7 @@ static void test_commit_fails(void **state)
 static void test_fsync_fails(void **state)
 {
 	struct fixture *fx = *state;
-	struct img_set set = { .dirfd = fx->dirfd };
+	struct img_set set = {.dirfd = fx->dirfd};
 	struct img *img;
 	FsEntry fs;
 
@@ -544,7 +528,7 @@ static void test_eintr_writes(void **state)
 static void test_big_record(void **state)
 {
 	struct fixture *fx = *state;
-	struct img_set set = { .dirfd = fx->dirfd };
+	struct img_set set = {.dirfd = fx->dirfd};
 	static uint8_t data[100000];
 	SiginfoEntry si, *back = NULL;
 	struct img_dir *d;
@@ -574,7 +558,7 @@ static void test_big_record(void **state)
 static void test_empty_file(void **state)
 {
 	struct fixture *fx = *state;
-	struct img_set set = { .dirfd = fx->dirfd };
+	struct img_set set = {.dirfd = fx->dirfd};
 	ProtobufCMessage *m = NULL;
 	struct img_dir *d;
 	struct img *img;
@@ -623,7 +607,7 @@ static void test_unlisted(void **state)
 	/* a file beside the image that its inventory does not list */
 	fs_entry__init(&fs);
 	fs.cwd = fs.root = "/";
-	assert_int_equal(put_one(&set, IMG_FS, "fs-1.img", &fs.base), 0);
+	assert_int_equal(unit_put_one(&set, IMG_FS, "fs-1.img", &fs.base), 0);
 	img_set_free(&set);
 	assert_int_equal(verify(fx, &d), 0);
 	assert_int_equal(img_open(d, IMG_FS, &img, "fs-1.img"), -EBADMSG);

@@ -60,22 +60,6 @@ static int teardown(void **state)
 	return 0;
 }
 
-static int put_one(struct img_set *set, enum img_kind kind, const ProtobufCMessage *m,
-		   const char *name)
-{
-	struct img *img;
-	int ret = img_create(set, kind, &img, "%s", name);
-
-	if (ret)
-		return ret;
-	ret = img_put(img, m);
-	if (ret) {
-		img_abort(img);
-		return ret;
-	}
-	return img_finish(img);
-}
-
 /* pstree.img: PID, and with with_tree its CLONE_VM child PID + 1 (a copy of core) */
 static bool with_tree;
 
@@ -104,19 +88,19 @@ static void write_tree(struct img_set *set, TaskCore core)
 	core.ppid = PID;
 	core.comm = "vmchild";
 	snprintf(name, sizeof(name), "core-%d.img", PID + 1);
-	assert_int_equal(put_one(set, IMG_CORE, &core.base, name), 0);
+	assert_int_equal(unit_put_one(set, IMG_CORE, name, &core.base), 0);
 }
 
 static void write_image(struct fixture *fx)
 {
-	static uint8_t xsave[] = { 0x00, 0xff, 0x10, 0xab };
-	static uint64_t auxv[] = { 6, 4096, 0, 0 };
-	static uint32_t groups[] = { 0, 27 };
+	static uint8_t xsave[] = {0x00, 0xff, 0x10, 0xab};
+	static uint64_t auxv[] = {6, 4096, 0, 0};
+	static uint32_t groups[] = {0, 27};
 	static uint8_t page[4096];
-	struct img_set set = { .dirfd = fx->dirfd };
-	SigactionEntry sa, *sas[] = { &sa };
-	PagemapEntry pm[2], *pms[] = { &pm[0], &pm[1] };
-	VmaEntry vma, *vmas[] = { &vma };
+	struct img_set set = {.dirfd = fx->dirfd};
+	SigactionEntry sa, *sas[] = {&sa};
+	PagemapEntry pm[2], *pms[] = {&pm[0], &pm[1]};
+	VmaEntry vma, *vmas[] = {&vma};
 	RegFile rf[2];
 	FdEntry fd;
 	TaskCore core;
@@ -155,7 +139,7 @@ static void write_image(struct fixture *fx)
 	core.has_rseq_addr = 1; /* optional and set; the other optionals are not */
 	core.rseq_addr = 0;
 	snprintf(name, sizeof(name), "core-%d.img", PID);
-	assert_int_equal(put_one(&set, IMG_CORE, &core.base, name), 0);
+	assert_int_equal(unit_put_one(&set, IMG_CORE, name, &core.base), 0);
 
 	vma_entry__init(&vma);
 	vma.start = 0x400000;
@@ -171,7 +155,7 @@ static void write_image(struct fixture *fx)
 	mm.n_vmas = 1;
 	mm.vmas = vmas;
 	snprintf(name, sizeof(name), "mm-%d.img", PID);
-	assert_int_equal(put_one(&set, IMG_MM, &mm.base, name), 0);
+	assert_int_equal(unit_put_one(&set, IMG_MM, name, &mm.base), 0);
 
 	snprintf(name, sizeof(name), "pagemap-%d.img", PID);
 	assert_int_equal(img_create(&set, IMG_PAGEMAP, &img, "%s", name), 0);
@@ -196,18 +180,18 @@ static void write_image(struct fixture *fx)
 	fd.file_id = 0;
 	fd.cloexec = 1;
 	snprintf(name, sizeof(name), "fds-%d.img", PID);
-	assert_int_equal(put_one(&set, IMG_FDS, &fd.base, name), 0);
+	assert_int_equal(unit_put_one(&set, IMG_FDS, name, &fd.base), 0);
 
 	fs_entry__init(&fs);
 	fs.cwd = "/tmp/\xc3\xa9t\xc3\xa9"; /* UTF-8 */
 	fs.root = "/bad\xff\xfe";	   /* not UTF-8: must still be valid JSON */
 	snprintf(name, sizeof(name), "fs-%d.img", PID);
-	assert_int_equal(put_one(&set, IMG_FS, &fs.base, name), 0);
+	assert_int_equal(unit_put_one(&set, IMG_FS, name, &fs.base), 0);
 	for (int i = 1; with_tree && i < 2; i++) { /* the child's own fds and fs */
 		snprintf(name, sizeof(name), "fds-%d.img", PID + i);
-		assert_int_equal(put_one(&set, IMG_FDS, &fd.base, name), 0);
+		assert_int_equal(unit_put_one(&set, IMG_FDS, name, &fd.base), 0);
 		snprintf(name, sizeof(name), "fs-%d.img", PID + i);
-		assert_int_equal(put_one(&set, IMG_FS, &fs.base, name), 0);
+		assert_int_equal(unit_put_one(&set, IMG_FS, name, &fs.base), 0);
 	}
 
 	assert_int_equal(img_create(&set, IMG_FILES, &img, "files.img"), 0);
@@ -244,7 +228,7 @@ static void write_image(struct fixture *fx)
 /* cmd_show with stdout sent to fx->out; returns its exit status. */
 static int run_show(struct fixture *fx)
 {
-	char *argv[] = { "show", fx->dir, NULL };
+	char *argv[] = {"show", fx->dir, NULL};
 	int saved, fd, ret;
 
 	fflush(stdout);
@@ -403,8 +387,8 @@ static void test_show_empty_dir(void **state)
 
 static void test_show_usage(void **state)
 {
-	char *none[] = { "show", NULL };
-	char *missing[] = { "show", "/nonexistent/amber-image", NULL };
+	char *none[] = {"show", NULL};
+	char *missing[] = {"show", "/nonexistent/amber-image", NULL};
 
 	assert_int_equal(cmd_show(1, none), 2);
 	assert_int_equal(cmd_show(2, missing), 1);
@@ -414,7 +398,7 @@ static void test_show_usage(void **state)
 static void test_check_json(void **state)
 {
 	struct fixture *fx = *state;
-	char *argv[] = { "check", "--json", NULL };
+	char *argv[] = {"check", "--json", NULL};
 	char filter[256];
 	int saved, fd, ret;
 

@@ -87,9 +87,9 @@ static void test_error_names(void **state)
 	static const struct {
 		const char *name;
 		int err;
-	} tab[] = { { "EINTR", EINTR },	  { "ENOSPC", ENOSPC }, { "EIO", EIO },
-		    { "ENOMEM", ENOMEM }, { "EACCES", EACCES }, { "ESRCH", ESRCH },
-		    { "EFAULT", EFAULT }, { "EAGAIN", EAGAIN }, { "38", ENOSYS } };
+	} tab[] = {{"EINTR", EINTR},   {"ENOSPC", ENOSPC}, {"EIO", EIO},
+		   {"ENOMEM", ENOMEM}, {"EACCES", EACCES}, {"ESRCH", ESRCH},
+		   {"EFAULT", EFAULT}, {"EAGAIN", EAGAIN}, {"38", ENOSYS}};
 	char spec[64];
 
 	for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++) {
@@ -173,7 +173,7 @@ static void test_short_write_completes(void **state)
 static void test_eintr_retried(void **state)
 {
 	char path[] = "/tmp/amber-unit-sys-XXXXXX";
-	char back[6] = { 0 };
+	char back[6] = {0};
 	int fd = mkstemp(path);
 
 	assert_true(fd >= 0);

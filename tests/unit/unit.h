@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* What the unit tests share: fault injection and a scratch directory. */
+/* What the unit tests share: fault injection, a scratch directory, image files. */
 #ifndef AMBER_UNIT_H
 #define AMBER_UNIT_H
 
@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "image.h"
 #include "sys.h"
 
 /* AMBER_FAULT=spec for the calls that follow (NULL: none). */
@@ -38,6 +39,23 @@ static inline int unit_remove(const char *path, const char *extra)
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'%s%s%s", path, extra ? " '" : "", extra ? extra : "",
 		 extra ? "'" : "");
 	return system(cmd) ? -1 : 0;
+}
+
+/* An image file of kind holding the one record m, added to set. */
+static inline int unit_put_one(struct img_set *set, enum img_kind kind, const char *name,
+			       const ProtobufCMessage *m)
+{
+	struct img *img;
+	int ret = img_create(set, kind, &img, "%s", name);
+
+	if (ret)
+		return ret;
+	ret = img_put(img, m);
+	if (ret) {
+		img_abort(img);
+		return ret;
+	}
+	return img_finish(img);
 }
 
 #endif
