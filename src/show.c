@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * amber show DIR: print an image directory as JSON.
+ * amber show DIR: print an image directory as JSON (show-views.c: the
+ * text views ps, fds and mems).
  *
  * The messages are printed by a generic emitter that walks the protobuf-c
  * descriptors, so new messages and fields need no code here.  It works on
@@ -21,6 +22,7 @@
 #include "amber.h"
 #include "image.h"
 #include "log.h"
+#include "show.h"
 
 struct show {
 	FILE *out;
@@ -393,11 +395,11 @@ static void emit_task(struct show *s, uint32_t pid, uint32_t shared_vm, int leve
 		const ProtobufCMessageDescriptor *desc;
 		bool many;
 	} parts[] = {
-		{ "core", "core-%u.img", IMG_CORE, &task_core__descriptor, false },
-		{ "mm", "mm-%u.img", IMG_MM, &mm_entry__descriptor, false },
-		{ "pagemap", "pagemap-%u.img", IMG_PAGEMAP, &pagemap_entry__descriptor, true },
-		{ "fds", "fds-%u.img", IMG_FDS, &fd_entry__descriptor, true },
-		{ "fs", "fs-%u.img", IMG_FS, &fs_entry__descriptor, false },
+		{"core", "core-%u.img", IMG_CORE, &task_core__descriptor, false},
+		{"mm", "mm-%u.img", IMG_MM, &mm_entry__descriptor, false},
+		{"pagemap", "pagemap-%u.img", IMG_PAGEMAP, &pagemap_entry__descriptor, true},
+		{"fds", "fds-%u.img", IMG_FDS, &fd_entry__descriptor, true},
+		{"fs", "fs-%u.img", IMG_FS, &fs_entry__descriptor, false},
 	};
 	char name[64];
 
@@ -447,8 +449,7 @@ static size_t scan_pids(struct show *s, uint32_t **pids)
 		unsigned pid;
 		int end = 0;
 
-		if (sscanf(de->d_name, "core-%u.img%n", &pid, &end) != 1 || !end ||
-		    de->d_name[end])
+		if (sscanf(de->d_name, "core-%u.img%n", &pid, &end) != 1 || !end || de->d_name[end])
 			continue;
 		if (n == cap) {
 			uint32_t *np = realloc(*pids, (cap = cap ? 2 * cap : 8) * sizeof(*np));
@@ -565,18 +566,29 @@ static void show_image(struct show *s)
 
 int cmd_show(int argc, char **argv)
 {
-	struct show s = { .out = stdout };
+	struct show s = {.out = stdout};
+	const char *view = NULL;
 	int ret;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			printf("usage: amber show DIR\n  print the image in DIR as JSON\n");
+			printf("usage: amber show DIR [ps|fds|mems]\n"
+			       "  print the image in DIR as JSON, or one view of it as a table:\n"
+			       "  ps    the processes (pid, parent, group, session, state, comm)\n"
+			       "  fds   each process's fds (kind, flags, file), cwd and root\n"
+			       "  mems  each process's mappings and the pages saved of each\n");
 			return 0;
 		}
 		if (!strcmp(argv[i], "-D") && i + 1 < argc)
 			i++;
+		if (s.dir && !view && show_is_view(argv[i])) {
+			view = argv[i];
+			continue;
+		}
 		if (s.dir) {
-			pr_err("show: more than one image directory given (usage: amber show DIR)");
+			pr_err("show: '%s': more than one image directory, or not a view (ps, fds, "
+			       "mems); usage: amber show DIR [ps|fds|mems]",
+			       argv[i]);
 			return 2;
 		}
 		s.dir = argv[i];
@@ -593,6 +605,12 @@ int cmd_show(int argc, char **argv)
 	if (img_dir_browse(s.dirfd, s.dir, &s.img)) {
 		close(s.dirfd);
 		return 1;
+	}
+	if (view) {
+		ret = show_view(s.img, s.dir, view, s.out);
+		img_dir_close(s.img);
+		close(s.dirfd);
+		return ret;
 	}
 	show_image(&s);
 	ret = fflush(s.out) || ferror(s.out) ? 1 : 0;
