@@ -28,6 +28,7 @@ struct opts {
 	bool detached;
 	bool tcp_established; /* dump/restore established TCP connections (TCP_REPAIR) */
 	bool network_lock_skip; /* --network-lock skip: no nft lock (netlock.c) */
+	bool display_stats; /* --display-stats: print stats.c's numbers at the end */
 };
 
 /* One line of /proc/PID/maps plus what smaps adds. */

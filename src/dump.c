@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "amber.h"
+#include "stats.h"
 #include "uapi/amber_kernel.h"
 #include "dump.h"
 #include "log.h"
@@ -720,6 +721,7 @@ static int do_dump(struct opts *o)
 	bool created;
 	int ret;
 
+	stats_start(ST_TOTAL);
 	ret = check_not_ancestor(o->pid);
 	if (!ret)
 		ret = check_supported(o->pid);
@@ -731,7 +733,11 @@ static int do_dump(struct opts *o)
 	t.imgs.dirfd = t.dirfd;
 	catch_signals();
 
+	stats_start(ST_FREEZING);
 	ret = collect_tree(&t);
+	stats_stop(ST_FREEZING);
+	stats_start(ST_FROZEN);
+	stats_add(SC_PROCESSES, t.nr_procs);
 	if (!ret)
 		ret = check_tree_layout(&t);
 	if (!ret)
@@ -744,6 +750,8 @@ static int do_dump(struct opts *o)
 	}
 	if (!ret)
 		ret = dump_processes(&t);
+	if (!ret)
+		ret = stats_write_dump(&t.imgs);
 	if (!ret)
 		ret = commit_image(&t);
 	if (ret) {
@@ -769,6 +777,10 @@ static int do_dump(struct opts *o)
 		release_tree(&t);
 	else
 		kill_tree(&t);
+	stats_stop(ST_FROZEN);
+	stats_stop(ST_TOTAL);
+	if (o->display_stats)
+		stats_print(false);
 free_tree:
 	free_tree(&t);
 	close(t.dirfd);

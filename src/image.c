@@ -31,6 +31,7 @@ static const char *const kind_names[IMG__COUNT] = {
 	[IMG_FS] = "fs",
 	[IMG_GHOST] = "ghost",
 	[IMG_PSTREE] = "pstree",
+	[IMG_STATS] = "stats",
 };
 
 uint32_t img_magic(enum img_kind kind)
@@ -475,6 +476,9 @@ static uint64_t max_record(const struct img_dir *d, enum img_kind kind, const ch
 	case IMG_PSTREE:
 		*why = "one process";
 		return 96;
+	case IMG_STATS:
+		*why = "the statistics";
+		return 256;
 	case IMG_FILES: /* what is large in it (data, watches) is bounded by wire_rules */
 		*why = "amber's image format";
 		return IMG_MAX_RECORD;
@@ -492,6 +496,7 @@ static uint64_t max_count(const struct img_dir *d, enum img_kind kind, const cha
 	case IMG_CORE:
 	case IMG_MM:
 	case IMG_FS:
+	case IMG_STATS:
 		*why = "one";
 		return 1;
 	case IMG_FDS:
@@ -637,7 +642,7 @@ static int wire_check(const struct img *img, const ProtobufCMessageDescriptor *d
 	return 0;
 }
 
-/* Files amber writes: inventory.img, files.img, pstree.img and KIND-N.img. */
+/* Files amber writes: inventory.img, files.img, pstree.img, stats-*.img and KIND-N.img. */
 static int kind_of_name(const char *name, enum img_kind *kind)
 {
 	static const struct {
@@ -651,6 +656,10 @@ static int kind_of_name(const char *name, enum img_kind *kind)
 
 	if (!strcmp(name, "files.img") || !strcmp(name, "pstree.img")) {
 		*kind = name[0] == 'f' ? IMG_FILES : IMG_PSTREE;
+		return 0;
+	}
+	if (!strcmp(name, "stats-dump.img") || !strcmp(name, "stats-restore.img")) {
+		*kind = IMG_STATS;
 		return 0;
 	}
 	for (size_t i = 0; i < sizeof(numbered) / sizeof(numbered[0]); i++) {

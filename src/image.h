@@ -33,6 +33,7 @@ enum img_kind {
 	IMG_FS,
 	IMG_GHOST,
 	IMG_PSTREE,
+	IMG_STATS, /* stats-dump.img, stats-restore.img (stats.c) */
 	IMG__COUNT,
 };
 

@@ -28,6 +28,7 @@
 #include "dump.h"
 #include "log.h"
 #include "mem.h"
+#include "stats.h"
 #include "proc.h"
 #include "sys.h"
 #include "uapi/pagemap_scan.h"
@@ -548,23 +549,31 @@ static int mem_dump_pages(struct dump_ctx *ctx)
 	if (ret)
 		goto abort_pages;
 	cow_dump_open(ctx, &w.cow, pagemap_fd);
+	stats_start(ST_MEMDUMP);
 	for (size_t i = 0; i < ctx->mm->n_vmas && !ret; i++) {
 		VmaEntry *e = ctx->mm->vmas[i];
 
-		if (has_pages(e->kind))
+		if (has_pages(e->kind)) {
+			stats_add(SC_PAGES_SCANNED, (e->end - e->start) / PAGE_SIZE);
 			ret = scan_vma(&w, pagemap_fd, e);
-		else if (e->kind == VMA_KIND__VMA_VDSO) /* for a kernel with another vDSO */
+		} else if (e->kind == VMA_KIND__VMA_VDSO) { /* for a kernel with another vDSO */
 			ret = copy_run(&w, e->start, e->end);
+		}
 	}
 	if (!ret)
 		ret = flush_pages(&w);
+	stats_stop(ST_MEMDUMP);
+	stats_start(ST_MEMWRITE);
 	if (pages_out_finish(&w.out) && !ret)
 		ret = w.out.err;
 	if (ret)
 		goto abort_pages;
 	pr_info("pid %d: %llu pages saved, %llu shared with its parent", ctx->pid,
 		(unsigned long long)w.nr_pages, (unsigned long long)w.nr_inherited);
+	stats_add(SC_PAGES_WRITTEN, w.nr_pages);
+	stats_add(SC_PAGES_SKIPPED_PARENT, w.nr_inherited);
 	ret = img_finish(w.pages);
+	stats_stop(ST_MEMWRITE);
 	if (ret)
 		goto abort_pagemap;
 	ret = img_finish(w.pagemap);

@@ -23,6 +23,7 @@ static const struct {
 	{{"tcp-established", no_argument, NULL, 'E'}, FOR_BOTH},
 	{{"network-lock", required_argument, NULL, 'N'}, FOR_BOTH},
 	{{"verbose", no_argument, NULL, 'v'}, FOR_BOTH},
+	{{"display-stats", no_argument, NULL, 'S'}, FOR_BOTH},
 };
 
 #define NR_OPTS (sizeof(table) / sizeof(table[0]))
@@ -38,7 +39,8 @@ int opts_parse(int argc, char **argv, struct opts *o, bool restore)
 		if (!(table[i].cmds & cmd))
 			continue;
 		lopts[n++] = table[i].opt;
-		if (table[i].opt.val == 'p' || table[i].opt.val == 'E' || table[i].opt.val == 'N')
+		if (table[i].opt.val == 'p' || table[i].opt.val == 'E' || table[i].opt.val == 'N' ||
+		    table[i].opt.val == 'S')
 			continue; /* long only, as in CRIU */
 		shorts[s++] = (char)table[i].opt.val;
 		if (table[i].opt.has_arg)
@@ -79,6 +81,9 @@ int opts_parse(int argc, char **argv, struct opts *o, bool restore)
 			break;
 		case 'v':
 			log_level++;
+			break;
+		case 'S':
+			o->display_stats = true;
 			break;
 		default:
 			return -EINVAL;

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "amber.h"
+#include "stats.h"
 #include "log.h"
 #include "restore.h"
 #include "sys.h"
@@ -639,11 +640,24 @@ static void kill_tree(struct tree *t)
 		;
 }
 
+/* What stats.c records of a restore: processes, and the pages put back into them. */
+static void count_restored(struct tree *t)
+{
+	stats_add(SC_PROCESSES, t->nr_procs);
+	for (size_t p = 0; p < t->nr_procs; p++) {
+		struct restore_ctx *ctx = t->rprocs[p];
+
+		for (size_t i = 0; i < ctx->nr_pm; i++)
+			stats_add(SC_PAGES_RESTORED, ctx->pm[i]->nr_pages);
+	}
+}
+
 static int do_restore(struct opts *o)
 {
 	struct tree t = {.o = o};
 	int ret, vret;
 
+	stats_start(ST_TOTAL);
 	t.dirfd = sys_open(o->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
 	if (t.dirfd < 0) {
 		pr_err("cannot open image directory %s: %s", o->dir, strerror(-t.dirfd));
@@ -681,8 +695,11 @@ static int do_restore(struct opts *o)
 	if (ret)
 		goto close_dir;
 
+	stats_start(ST_FORKING);
 	ret = create_tree(&t);
 	close_tree_fds(&t);
+	stats_stop(ST_FORKING);
+	stats_start(ST_RESTORE);
 	for (size_t p = 0; !ret && p < t.nr_procs; p++)
 		ret = restore_process(t.rprocs[p]);
 	for (size_t p = 0; !ret && p < t.nr_procs; p++)
@@ -705,6 +722,12 @@ static int do_restore(struct opts *o)
 		if (ret)
 			goto kill_tree;
 	}
+	stats_stop(ST_RESTORE);
+	stats_stop(ST_TOTAL);
+	count_restored(&t);
+	stats_write_restore(&t);
+	if (o->display_stats)
+		stats_print(true);
 	pr_info("%zu process(es) restored from %s", t.nr_procs, o->dir);
 	if (o->pidfile && write_pidfile(o->pidfile, t.pstree[0]->pid))
 		pr_warn("pid %u runs, but the pidfile was not written", t.pstree[0]->pid);

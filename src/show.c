@@ -23,6 +23,7 @@
 #include "image.h"
 #include "log.h"
 #include "show.h"
+#include "stats.h"
 
 struct show {
 	FILE *out;
@@ -568,16 +569,22 @@ int cmd_show(int argc, char **argv)
 {
 	struct show s = {.out = stdout};
 	const char *view = NULL;
+	bool stats = false;
 	int ret;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			printf("usage: amber show DIR [ps|fds|mems]\n"
+			printf("usage: amber show [--stats] DIR [ps|fds|mems]\n"
 			       "  print the image in DIR as JSON, or one view of it as a table:\n"
 			       "  ps    the processes (pid, parent, group, session, state, comm)\n"
 			       "  fds   each process's fds (kind, flags, file), cwd and root\n"
-			       "  mems  each process's mappings and the pages saved of each\n");
+			       "  mems  each process's mappings and the pages saved of each\n"
+			       "  --stats  what the dump and the last restore of DIR measured\n");
 			return 0;
+		}
+		if (!strcmp(argv[i], "--stats")) {
+			stats = true;
+			continue;
 		}
 		if (!strcmp(argv[i], "-D") && i + 1 < argc)
 			i++;
@@ -606,8 +613,8 @@ int cmd_show(int argc, char **argv)
 		close(s.dirfd);
 		return 1;
 	}
-	if (view) {
-		ret = show_view(s.img, s.dir, view, s.out);
+	if (stats || view) {
+		ret = stats ? stats_show(s.img, s.out) : show_view(s.img, s.dir, view, s.out);
 		img_dir_close(s.img);
 		close(s.dirfd);
 		return ret;

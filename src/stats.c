@@ -1,0 +1,206 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Dump and restore statistics.  Phases are timed with CLOCK_MONOTONIC and
+ * may be entered many times (once per process): their times add up.  The
+ * dump's are part of the image (stats-dump.img, in the inventory); the
+ * restore's are written beside it afterwards (stats-restore.img), so that a
+ * later restore of the same image still verifies.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "amber.h"
+#include "image.h"
+#include "log.h"
+#include "owner.h"
+#include "stats.h"
+#include "stats.pb-c.h"
+#include "sys.h"
+
+static uint64_t spent[ST__COUNT], started[ST__COUNT], counts[SC__COUNT];
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+void stats_start(enum stat_time t)
+{
+	started[t] = now_us();
+}
+
+void stats_stop(enum stat_time t)
+{
+	if (started[t])
+		spent[t] += now_us() - started[t];
+	started[t] = 0;
+}
+
+void stats_add(enum stat_count c, uint64_t n)
+{
+	counts[c] += n;
+}
+
+/* The total so far, for the records written before the end. */
+static uint64_t total(void)
+{
+	return spent[ST_TOTAL] + (started[ST_TOTAL] ? now_us() - started[ST_TOTAL] : 0);
+}
+
+static void fill_dump(DumpStats *s)
+{
+	dump_stats__init(s);
+	s->freezing_time = spent[ST_FREEZING];
+	/* still frozen when the image is written: the time so far */
+	s->frozen_time =
+		spent[ST_FROZEN] + (started[ST_FROZEN] ? now_us() - started[ST_FROZEN] : 0);
+	s->memdump_time = spent[ST_MEMDUMP];
+	s->memwrite_time = spent[ST_MEMWRITE];
+	s->pages_scanned = counts[SC_PAGES_SCANNED];
+	s->pages_skipped_parent = counts[SC_PAGES_SKIPPED_PARENT];
+	s->pages_written = counts[SC_PAGES_WRITTEN];
+	s->processes = (uint32_t)counts[SC_PROCESSES];
+	s->total_time = total();
+}
+
+static void fill_restore(RestoreStats *s)
+{
+	restore_stats__init(s);
+	s->forking_time = spent[ST_FORKING];
+	s->restore_time = spent[ST_RESTORE];
+	s->pages_restored = counts[SC_PAGES_RESTORED];
+	s->processes = (uint32_t)counts[SC_PROCESSES];
+	s->total_time = total();
+}
+
+int stats_write_dump(struct img_set *set)
+{
+	struct img *img;
+	DumpStats s;
+	int ret = img_create(set, IMG_STATS, &img, "stats-dump.img");
+
+	if (ret)
+		return ret;
+	fill_dump(&s);
+	ret = img_put(img, &s.base);
+	if (ret) {
+		img_abort(img);
+		return ret;
+	}
+	return img_finish(img);
+}
+
+void stats_write_restore(struct tree *t)
+{
+	struct img_set set = {.dirfd = t->dirfd};
+	struct img *img;
+	RestoreStats s;
+	int ret;
+
+	/* in the owner's directory: as the owner, never through a planted link */
+	ret = owner_enter(t);
+	if (ret)
+		goto warn;
+	if (unlinkat(t->dirfd, "stats-restore.img", 0) && errno != ENOENT) {
+		ret = -errno;
+		goto leave;
+	}
+	ret = img_create(&set, IMG_STATS, &img, "stats-restore.img");
+	if (ret)
+		goto leave;
+	fill_restore(&s);
+	ret = img_put(img, &s.base);
+	if (ret)
+		img_abort(img);
+	else
+		ret = img_finish(img);
+leave:
+	owner_leave(t);
+	img_set_free(&set);
+warn:
+	if (ret)
+		pr_warn("the restore statistics were not written to stats-restore.img: %s",
+			strerror(-ret));
+}
+
+static void print_ms(FILE *out, const char *what, uint64_t us)
+{
+	fprintf(out, "  %-22s %10.3f ms\n", what, us / 1000.0);
+}
+
+static void print_n(FILE *out, const char *what, uint64_t n)
+{
+	fprintf(out, "  %-22s %10llu\n", what, (unsigned long long)n);
+}
+
+static void print_dump(FILE *out, const DumpStats *s)
+{
+	fprintf(out, "dump statistics:\n");
+	print_ms(out, "total time", s->total_time);
+	print_ms(out, "freezing time", s->freezing_time);
+	print_ms(out, "frozen time", s->frozen_time);
+	print_ms(out, "memory dump time", s->memdump_time);
+	print_ms(out, "memory write time", s->memwrite_time);
+	print_n(out, "processes", s->processes);
+	print_n(out, "pages scanned", s->pages_scanned);
+	print_n(out, "pages skipped (parent)", s->pages_skipped_parent);
+	print_n(out, "pages written", s->pages_written);
+}
+
+static void print_restore(FILE *out, const RestoreStats *s)
+{
+	fprintf(out, "restore statistics:\n");
+	print_ms(out, "total time", s->total_time);
+	print_ms(out, "forking time", s->forking_time);
+	print_ms(out, "restore time", s->restore_time);
+	print_n(out, "processes", s->processes);
+	print_n(out, "pages restored", s->pages_restored);
+}
+
+void stats_print(bool restore)
+{
+	if (restore) {
+		RestoreStats s;
+
+		fill_restore(&s);
+		print_restore(stderr, &s);
+	} else {
+		DumpStats s;
+
+		fill_dump(&s);
+		print_dump(stderr, &s);
+	}
+}
+
+int stats_show(struct img_dir *d, FILE *out)
+{
+	DumpStats *ds = NULL;
+	RestoreStats *rs = NULL;
+	int bad = 0;
+
+	if (img_read_one(d, IMG_STATS, &dump_stats__descriptor, (ProtobufCMessage **)&ds,
+			 "stats-dump.img")) {
+		fprintf(out, "dump statistics: none (stats-dump.img is missing or unreadable)\n");
+		bad = 1;
+	} else {
+		print_dump(out, ds);
+		dump_stats__free_unpacked(ds, NULL);
+	}
+	if (faccessat(d->dirfd, "stats-restore.img", F_OK, AT_SYMLINK_NOFOLLOW)) {
+		fprintf(out, "restore statistics: none (not restored yet)\n");
+	} else if (img_read_one(d, IMG_STATS, &restore_stats__descriptor, (ProtobufCMessage **)&rs,
+				"stats-restore.img")) {
+		fprintf(out, "restore statistics: stats-restore.img is unreadable\n");
+		bad = 1;
+	} else {
+		print_restore(out, rs);
+		restore_stats__free_unpacked(rs, NULL);
+	}
+	return bad;
+}

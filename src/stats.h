@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What a dump or a restore measures (stats.c): phase times and page counts,
+ * recorded in the image as CRIU's stats files are, printed with
+ * --display-stats and by amber show --stats.
+ */
+#ifndef AMBER_STATS_H
+#define AMBER_STATS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct img_set;
+struct img_dir;
+struct tree;
+
+enum stat_time {
+	ST_TOTAL,
+	ST_FREEZING, /* dump: seizing and stopping every task */
+	ST_FROZEN,   /* dump: last task stopped until released or killed */
+	ST_MEMDUMP,  /* dump: scanning and copying pages (the writes overlap it) */
+	ST_MEMWRITE, /* dump: the writes left after the scan, and the sync */
+	ST_FORKING,  /* restore: until every process exists */
+	ST_RESTORE,  /* restore: rebuilding the processes until they run */
+	ST__COUNT,
+};
+
+enum stat_count {
+	SC_PAGES_SCANNED,
+	SC_PAGES_SKIPPED_PARENT,
+	SC_PAGES_WRITTEN,
+	SC_PAGES_RESTORED,
+	SC_PROCESSES,
+	SC__COUNT,
+};
+
+void stats_start(enum stat_time t);
+void stats_stop(enum stat_time t);
+void stats_add(enum stat_count c, uint64_t n);
+
+/* dump: stats-dump.img into the image (before the inventory is written) */
+int stats_write_dump(struct img_set *set);
+/* restore: stats-restore.img beside the image, with the owner's rights; warns only */
+void stats_write_restore(struct tree *t);
+/* --display-stats: what this dump or restore measured, on stderr */
+void stats_print(bool restore);
+/* amber show --stats DIR: both files, where they are; 0 or 1 (some unreadable) */
+int stats_show(struct img_dir *d, FILE *out);
+
+#endif
