@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "amber.h"
+#include "progress.h"
 #include "stats.h"
 #include "uapi/amber_kernel.h"
 #include "dump.h"
@@ -691,6 +692,8 @@ static int dump_processes(struct tree *t)
 			ret = dump_late(t->dprocs[p]);
 		if (!ret)
 			ret = write_cores(t->dprocs[p]);
+		if (!ret)
+			stats_add(SC_DONE, 1);
 	}
 	if (!ret)
 		ret = run_tree_hooks(t, true);
@@ -748,8 +751,10 @@ static int do_dump(struct opts *o)
 		ctx->pidfd = sys_pidfd_open(ctx->pid);
 		ret = proc_parse_vmas(ctx->pid, &ctx->vmas, &ctx->nr_vmas);
 	}
+	progress_start(false);
 	if (!ret)
 		ret = dump_processes(&t);
+	progress_stop();
 	if (!ret)
 		ret = stats_write_dump(&t.imgs);
 	if (!ret)

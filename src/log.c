@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "progress.h"
 
 int log_level = LOG_WARN;
 int log_fd = 2;
@@ -33,6 +34,7 @@ void log_msg(int level, const char *fmt, ...)
 	if (n > (int)sizeof(line) - 2)
 		n = sizeof(line) - 2;
 	line[n++] = '\n';
+	progress_clear();
 	/* One write per line, so lines of several processes do not mix. */
 	if (write(log_fd, line, n) < 0)
 		return;

@@ -25,6 +25,7 @@
 #include "image.h"
 #include "log.h"
 #include "mem.h"
+#include "stats.h"
 #include "sys.h"
 
 /* A userfaultfd of the task's mm, as an fd of amber's; -errno if unavailable. */
@@ -123,8 +124,11 @@ int uffd_fill(struct restore_ctx *ctx, int uffd, const bool *sel)
 			ret = -errno;
 			break;
 		}
-		for (; !ret && pm < ctx->nr_pm && ctx->pm[pm]->vaddr < e->end; pm++)
+		for (; !ret && pm < ctx->nr_pm && ctx->pm[pm]->vaddr < e->end; pm++) {
 			ret = uffd_copy_run(ctx, uffd, map, ctx->pm[pm]);
+			if (!ret)
+				stats_add(SC_PAGES_RESTORED, ctx->pm[pm]->nr_pages);
+		}
 		nr++;
 		ioctl(uffd, UFFDIO_UNREGISTER, &reg.range);
 	}

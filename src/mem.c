@@ -277,6 +277,9 @@ static void *pages_out_run(void *arg)
 			int err = img_write(o->img, o->buf[o->tail % NR_BUFS],
 					    o->len[o->tail % NR_BUFS]);
 
+			if (!err) /* as written: the progress line's count */
+				stats_add(SC_PAGES_WRITTEN, o->len[o->tail % NR_BUFS] / PAGE_SIZE);
+
 			pthread_mutex_lock(&o->lock);
 			o->err = err;
 		} else {
@@ -438,6 +441,7 @@ static int inherit_run(struct page_writer *w, uint64_t start, uint64_t end)
 	pe.nr_pages = (end - start) / PAGE_SIZE;
 	pe.has_in_parent = pe.in_parent = 1;
 	w->nr_inherited += pe.nr_pages;
+	stats_add(SC_PAGES_SKIPPED_PARENT, pe.nr_pages);
 	return img_put(w->pagemap, &pe.base);
 }
 
@@ -570,8 +574,6 @@ static int mem_dump_pages(struct dump_ctx *ctx)
 		goto abort_pages;
 	pr_info("pid %d: %llu pages saved, %llu shared with its parent", ctx->pid,
 		(unsigned long long)w.nr_pages, (unsigned long long)w.nr_inherited);
-	stats_add(SC_PAGES_WRITTEN, w.nr_pages);
-	stats_add(SC_PAGES_SKIPPED_PARENT, w.nr_inherited);
 	ret = img_finish(w.pages);
 	stats_stop(ST_MEMWRITE);
 	if (ret)
@@ -1330,6 +1332,16 @@ static int finish_pread(struct restore_ctx *ctx, const PagemapEntry *pe, uint64_
 	return 0;
 }
 
+/* The pages a finished step loaded, for stats.c (and the progress line). */
+static void count_step(struct restore_ctx *ctx, const struct step *st)
+{
+	if (st->kind == STEP_PREAD)
+		stats_add(SC_PAGES_RESTORED, st->run->nr_pages);
+	else if (st->kind == STEP_PREADV)
+		for (size_t k = 0; k < st->nruns; k++)
+			stats_add(SC_PAGES_RESTORED, ctx->pm[st->first + k]->nr_pages);
+}
+
 static int check_step(struct restore_ctx *ctx, const struct step *st, long r)
 {
 	const VmaEntry *e = st->vma;
@@ -1492,8 +1504,11 @@ static int map_vmas(struct restore_ctx *ctx, bool proxy)
 		pr_err("pid %d: cannot run the syscalls that map its memory: %s", ctx->pid,
 		       strerror(-ret));
 	/* in order: the first failure is the one that explains the others */
-	for (size_t i = 0; !ret && i < p.n; i++)
+	for (size_t i = 0; !ret && i < p.n; i++) {
 		ret = check_step(ctx, &p.steps[i], p.sc[i].ret);
+		if (!ret)
+			count_step(ctx, &p.steps[i]);
+	}
 	if (!ret && uffd >= 0)
 		ret = uffd_fill(ctx, uffd, sel);
 	if (uffd >= 0)

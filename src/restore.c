@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "amber.h"
+#include "progress.h"
 #include "stats.h"
 #include "log.h"
 #include "restore.h"
@@ -640,18 +641,6 @@ static void kill_tree(struct tree *t)
 		;
 }
 
-/* What stats.c records of a restore: processes, and the pages put back into them. */
-static void count_restored(struct tree *t)
-{
-	stats_add(SC_PROCESSES, t->nr_procs);
-	for (size_t p = 0; p < t->nr_procs; p++) {
-		struct restore_ctx *ctx = t->rprocs[p];
-
-		for (size_t i = 0; i < ctx->nr_pm; i++)
-			stats_add(SC_PAGES_RESTORED, ctx->pm[i]->nr_pages);
-	}
-}
-
 static int do_restore(struct opts *o)
 {
 	struct tree t = {.o = o};
@@ -700,10 +689,16 @@ static int do_restore(struct opts *o)
 	close_tree_fds(&t);
 	stats_stop(ST_FORKING);
 	stats_start(ST_RESTORE);
-	for (size_t p = 0; !ret && p < t.nr_procs; p++)
+	stats_add(SC_PROCESSES, t.nr_procs);
+	progress_start(true);
+	for (size_t p = 0; !ret && p < t.nr_procs; p++) {
 		ret = restore_process(t.rprocs[p]);
+		if (!ret)
+			stats_add(SC_DONE, 1);
+	}
 	for (size_t p = 0; !ret && p < t.nr_procs; p++)
 		ret = finish_process(t.rprocs[p]);
+	progress_stop();
 	/* a corrupt pages file explains any failure above best */
 	vret = img_dir_wait(t.img);
 	ret = vret ? vret : ret;
@@ -724,7 +719,6 @@ static int do_restore(struct opts *o)
 	}
 	stats_stop(ST_RESTORE);
 	stats_stop(ST_TOTAL);
-	count_restored(&t);
 	stats_write_restore(&t);
 	if (o->display_stats)
 		stats_print(true);

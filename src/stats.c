@@ -44,7 +44,12 @@ void stats_stop(enum stat_time t)
 
 void stats_add(enum stat_count c, uint64_t n)
 {
-	counts[c] += n;
+	__atomic_fetch_add(&counts[c], n, __ATOMIC_RELAXED);
+}
+
+uint64_t stats_get(enum stat_count c)
+{
+	return __atomic_load_n(&counts[c], __ATOMIC_RELAXED);
 }
 
 /* The total so far, for the records written before the end. */

@@ -32,12 +32,15 @@ enum stat_count {
 	SC_PAGES_WRITTEN,
 	SC_PAGES_RESTORED,
 	SC_PROCESSES,
+	SC_DONE, /* processes dumped or restored so far (progress.c) */
 	SC__COUNT,
 };
 
 void stats_start(enum stat_time t);
 void stats_stop(enum stat_time t);
 void stats_add(enum stat_count c, uint64_t n);
+/* From another thread too (the progress line). */
+uint64_t stats_get(enum stat_count c);
 
 /* dump: stats-dump.img into the image (before the inventory is written) */
 int stats_write_dump(struct img_set *set);
