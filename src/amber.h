@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "image.h"
@@ -19,16 +20,33 @@
 
 #define AMBER_VERSION "0.1.0"
 
+enum { CMD_DUMP, CMD_RESTORE, CMD_CHECK, CMD_SHOW, CMD__COUNT };
+
+#define MAX_ACTION_SCRIPTS 8
+#define MAX_ARGS	   4
+
+/* The options of every command (opts.c's table). */
 struct opts {
 	pid_t pid;
 	const char *dir;
+	const char *work_dir; /* -W: where a relative --log-file goes (default: dir) */
+	const char *log_file; /* -o */
 	const char *pidfile;
+	const char *scripts[MAX_ACTION_SCRIPTS]; /* --action-script (action.c) */
+	int nr_scripts;
+	const char *args[MAX_ARGS]; /* show: DIR [VIEW] */
+	int nr_args;
+	char **argv_store; /* the configuration files' options, which these point into */
 	bool leave_running;
+	bool leave_stopped; /* -s: SIGSTOP after the dump or restore */
+	bool json;	    /* check --json */
+	bool stats;	    /* show --stats */
+	bool help;
 	bool shell_job;
 	bool detached;
-	bool tcp_established; /* dump/restore established TCP connections (TCP_REPAIR) */
+	bool tcp_established;	/* dump/restore established TCP connections (TCP_REPAIR) */
 	bool network_lock_skip; /* --network-lock skip: no nft lock (netlock.c) */
-	bool display_stats; /* --display-stats: print stats.c's numbers at the end */
+	bool display_stats;	/* --display-stats: print stats.c's numbers at the end */
 };
 
 /* One line of /proc/PID/maps plus what smaps adds. */
@@ -91,8 +109,8 @@ struct tree {
 	/* restore */
 	struct img_dir *img; /* every image file, opened and checked once */
 	Inventory *inv;
-	uid_t image_uid; /* owner of the image directory and files: what it may grant */
-	gid_t image_gid; /* group of inventory.img */
+	uid_t image_uid;    /* owner of the image directory and files: what it may grant */
+	gid_t image_gid;    /* group of inventory.img */
 	struct owner owner; /* whose rights bound the restore (owner.c) */
 	RegFile **rfiles;
 	size_t nr_rfiles;
@@ -144,8 +162,8 @@ struct restore_ctx {
 	int pages_fd; /* on pages-PID.img */
 	int *map_fd;  /* per file id (tree->desc_fd) */
 	struct infect inf;
-	unsigned long vdso_new; /* our vDSO's address when the old one is proxied */
-	bool shares_vm;		/* CLONE_VM child: its parent restores the memory */
+	unsigned long vdso_new;	 /* our vDSO's address when the old one is proxied */
+	bool shares_vm;		 /* CLONE_VM child: its parent restores the memory */
 	unsigned long *cow_slot; /* per VMA: premapped there before fork (mem-cow.c) */
 	uint8_t *cow_reuse;	 /* per VMA: the slot is the parent's, inherited */
 };
@@ -194,8 +212,16 @@ extern const struct resource_ops signals_ops; /* signals.c: actions, altstack, p
 extern const struct resource_ops timers_ops;  /* timers.c: itimers, POSIX timers */
 extern const struct resource_ops regs_ops;    /* regs.c: GP/FPU registers, TLS, sigmask */
 
-/* dump's or restore's options (opts.c); -EINVAL with the reason logged */
-int opts_parse(int argc, char **argv, struct opts *o, bool restore);
+/* A command's options (opts.c): 0, or -errno with the reason logged. */
+int opts_parse(int argc, char **argv, struct opts *o, int cmd);
+/* CMD_* of a command's name, or -1. */
+int opts_cmd(const char *name);
+/* A command's usage and every option it takes, from the table. */
+void opts_usage(FILE *f, int cmd);
+/* Every option of the table with its commands, one per line (the man page's test). */
+void opts_list(FILE *f);
+/* -o: the log goes to that file from now on (after -D exists); 0 or -errno. */
+int opts_open_log(const struct opts *o);
 
 int cmd_dump(int argc, char **argv);
 int cmd_restore(int argc, char **argv);

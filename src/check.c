@@ -98,35 +98,35 @@ enum {
  * The others are reported for information or limit what is saved.
  */
 static struct feature features[F__COUNT] = {
-	[F_CHILDREN] = { "proc-children", NEED_DUMP },
-	[F_KCMP] = { "kcmp", NEED_DUMP },
-	[F_STAT_CR] = { "proc-stat-cr-fields", NEED_DUMP },
-	[F_MM_MAP] = { "prctl-set-mm-map", NEED_RESTORE },
-	[F_MM_ARGS] = { "prctl-set-mm-args", 0 },
-	[F_CLONE3_SET_TID] = { "clone3-set-tid", NEED_RESTORE },
-	[F_NS_LAST_PID] = { "ns-last-pid", 0 },
-	[F_PIDFD] = { "pidfd-getfd", 0 },
-	[F_VM_READV] = { "process-vm-readv", NEED_DUMP },
-	[F_PTRACE] = { "ptrace-seize", NEED_DUMP | NEED_RESTORE },
-	[F_XSTATE] = { "ptrace-xstate", NEED_DUMP | NEED_RESTORE },
-	[F_RSEQ] = { "rseq", 0 },
-	[F_RSEQ_CONFIG] = { "ptrace-rseq-config", 0 },
-	[F_PAGEMAP_SCAN] = { "pagemap-scan", NEED_DUMP },
-	[F_UFFD] = { "userfaultfd", 0 },
-	[F_DEV_UFFD] = { "dev-userfaultfd", 0 },
-	[F_SOFT_DIRTY] = { "soft-dirty", 0 },
-	[F_PROC_TIMERS] = { "proc-timers", 0, "dump: POSIX timers are not saved" },
-	[F_TIMER_IDS] = { "timer-create-restore-ids", 0,
-			  "restore: timer ids are reached by creating filler timers" },
-	[F_TID_ADDRESS] = { "prctl-get-tid-address", NEED_DUMP },
-	[F_KCMP_EPOLL] = { "kcmp-epoll-tfd", 0, "dump: processes with epoll fds are refused" },
-	[F_TFD_TICKS] = { "timerfd-set-ticks", 0,
-			  "restore: processes with timerfds cannot be restored" },
-	[F_INOTIFY_WD] = { "inotify-set-next-wd", 0,
-			   "restore: processes with inotify watches cannot be restored" },
-	[F_FHANDLE] = { "open-by-handle-at", 0, "dump: inotify watches cannot be resolved" },
-	[F_NFT] = { "nft-network-lock", 0,
-		    "--tcp-established needs --network-lock skip (peers may reset)" },
+	[F_CHILDREN] = {"proc-children", NEED_DUMP},
+	[F_KCMP] = {"kcmp", NEED_DUMP},
+	[F_STAT_CR] = {"proc-stat-cr-fields", NEED_DUMP},
+	[F_MM_MAP] = {"prctl-set-mm-map", NEED_RESTORE},
+	[F_MM_ARGS] = {"prctl-set-mm-args", 0},
+	[F_CLONE3_SET_TID] = {"clone3-set-tid", NEED_RESTORE},
+	[F_NS_LAST_PID] = {"ns-last-pid", 0},
+	[F_PIDFD] = {"pidfd-getfd", 0},
+	[F_VM_READV] = {"process-vm-readv", NEED_DUMP},
+	[F_PTRACE] = {"ptrace-seize", NEED_DUMP | NEED_RESTORE},
+	[F_XSTATE] = {"ptrace-xstate", NEED_DUMP | NEED_RESTORE},
+	[F_RSEQ] = {"rseq", 0},
+	[F_RSEQ_CONFIG] = {"ptrace-rseq-config", 0},
+	[F_PAGEMAP_SCAN] = {"pagemap-scan", NEED_DUMP},
+	[F_UFFD] = {"userfaultfd", 0},
+	[F_DEV_UFFD] = {"dev-userfaultfd", 0},
+	[F_SOFT_DIRTY] = {"soft-dirty", 0},
+	[F_PROC_TIMERS] = {"proc-timers", 0, "dump: POSIX timers are not saved"},
+	[F_TIMER_IDS] = {"timer-create-restore-ids", 0,
+			 "restore: timer ids are reached by creating filler timers"},
+	[F_TID_ADDRESS] = {"prctl-get-tid-address", NEED_DUMP},
+	[F_KCMP_EPOLL] = {"kcmp-epoll-tfd", 0, "dump: processes with epoll fds are refused"},
+	[F_TFD_TICKS] = {"timerfd-set-ticks", 0,
+			 "restore: processes with timerfds cannot be restored"},
+	[F_INOTIFY_WD] = {"inotify-set-next-wd", 0,
+			  "restore: processes with inotify watches cannot be restored"},
+	[F_FHANDLE] = {"open-by-handle-at", 0, "dump: inotify watches cannot be resolved"},
+	[F_NFT] = {"nft-network-lock", 0,
+		   "--tcp-established needs --network-lock skip (peers may reset)"},
 };
 
 static void set(struct feature *f, enum state st, const char *fmt, ...)
@@ -348,12 +348,14 @@ static void probe_stat_cr(struct feature *f)
 		return;
 	}
 	if (!v[48] && !v[49] && !v[50] && !v[51]) {
-		set(f, ABSENT, "arg_start..env_end read as 0 (kernel without CONFIG_PROC_PID_STAT_CR)");
+		set(f, ABSENT,
+		    "arg_start..env_end read as 0 (kernel without CONFIG_PROC_PID_STAT_CR)");
 		return;
 	}
 	if (v[48] != want || v[49] <= v[48] || v[51] <= v[50] || v[50] < v[49]) {
-		set(f, ABSENT, "arg_start %#llx (argv[0] is at %#lx), arg_end %#llx, env %#llx-%#llx",
-		    v[48], want, v[49], v[50], v[51]);
+		set(f, ABSENT,
+		    "arg_start %#llx (argv[0] is at %#lx), arg_end %#llx, env %#llx-%#llx", v[48],
+		    want, v[49], v[50], v[51]);
 		return;
 	}
 	/* exit_code: a zombie that exited with 7 must show 7 << 8. */
@@ -431,10 +433,12 @@ static void probe_mm_args(struct feature *f)
 	if (!prctl(PR_SET_MM, PR_SET_MM_ARG_START, cur, 0, 0))
 		set(f, PRESENT, "PR_SET_MM_ARG_START accepted the current value");
 	else if (errno == EPERM)
-		set(f, UNKNOWN, "EPERM: CAP_SYS_RESOURCE missing, so the kernel's answer is unknown");
+		set(f, UNKNOWN,
+		    "EPERM: CAP_SYS_RESOURCE missing, so the kernel's answer is unknown");
 	else if (errno == EINVAL)
-		set(f, ABSENT, "PR_SET_MM_ARG_START: EINVAL (kernel without "
-			       "CONFIG_PRCTL_SET_MM_ARGS)");
+		set(f, ABSENT,
+		    "PR_SET_MM_ARG_START: EINVAL (kernel without "
+		    "CONFIG_PRCTL_SET_MM_ARGS)");
 	else
 		set(f, ABSENT, "PR_SET_MM_ARG_START: %s", strerror(errno));
 }
@@ -577,8 +581,8 @@ stop_child:
 static void probe_vm_readv(struct feature *f)
 {
 	unsigned long word = 0;
-	struct iovec local = { &word, sizeof(word) };
-	struct iovec remote = { (void *)&probe_word, sizeof(word) };
+	struct iovec local = {&word, sizeof(word)};
+	struct iovec remote = {(void *)&probe_word, sizeof(word)};
 	struct child c;
 	ssize_t r;
 	int ret = child_start(&c);
@@ -601,7 +605,7 @@ static void probe_vm_readv(struct feature *f)
 static void probe_ptrace(struct feature *fp, struct feature *fx, struct feature *fr)
 {
 	static uint8_t xsave[64 << 10];
-	struct iovec iov = { xsave, sizeof(xsave) };
+	struct iovec iov = {xsave, sizeof(xsave)};
 	struct amber_rseq_configuration rc;
 	struct child c;
 	int status, ret = child_start(&c);
@@ -708,19 +712,19 @@ static const struct {
 	uint64_t bit;
 	const char *name;
 } uffd_names[] = {
-	{ UFFD_FEATURE_PAGEFAULT_FLAG_WP, "WP" },
-	{ UFFD_FEATURE_WP_ASYNC, "WP_ASYNC" },
-	{ UFFD_FEATURE_WP_UNPOPULATED, "WP_UNPOPULATED" },
-	{ UFFD_FEATURE_MISSING_SHMEM, "MISSING_SHMEM" },
-	{ UFFD_FEATURE_EVENT_FORK, "EVENT_FORK" },
-	{ UFFD_FEATURE_EVENT_REMAP, "EVENT_REMAP" },
-	{ UFFD_FEATURE_MOVE, "MOVE" },
+	{UFFD_FEATURE_PAGEFAULT_FLAG_WP, "WP"},
+	{UFFD_FEATURE_WP_ASYNC, "WP_ASYNC"},
+	{UFFD_FEATURE_WP_UNPOPULATED, "WP_UNPOPULATED"},
+	{UFFD_FEATURE_MISSING_SHMEM, "MISSING_SHMEM"},
+	{UFFD_FEATURE_EVENT_FORK, "EVENT_FORK"},
+	{UFFD_FEATURE_EVENT_REMAP, "EVENT_REMAP"},
+	{UFFD_FEATURE_MOVE, "MOVE"},
 };
 
 /* UFFDIO_API handshake; fills names with the features amber cares about. */
 static int uffd_api(int fd, char *names, size_t size)
 {
-	struct uffdio_api api = { .api = UFFD_API, .features = 0 };
+	struct uffdio_api api = {.api = UFFD_API, .features = 0};
 	size_t off = 0;
 
 	if (ioctl(fd, UFFDIO_API, &api))
@@ -828,8 +832,9 @@ static void probe_soft_dirty(struct feature *f)
 	if (!(before & PM_SOFT_DIRTY) && (after & PM_SOFT_DIRTY))
 		set(f, PRESENT, "pagemap bit 55 set by a write after clear_refs");
 	else if (!(after & PM_SOFT_DIRTY))
-		set(f, ABSENT, "pagemap bit 55 not set by a write (kernel without "
-			       "CONFIG_MEM_SOFT_DIRTY)");
+		set(f, ABSENT,
+		    "pagemap bit 55 not set by a write (kernel without "
+		    "CONFIG_MEM_SOFT_DIRTY)");
 	else
 		set(f, ABSENT, "pagemap bit 55 not cleared by clear_refs");
 unmap:
@@ -855,8 +860,9 @@ static void probe_proc_timers(struct feature *f)
 	}
 	ret = sys_read_file("/proc/self/timers", &buf, NULL);
 	if (ret == -ENOENT) {
-		set(f, ABSENT, "no /proc/self/timers (kernel without CONFIG_CHECKPOINT_RESTORE): "
-			       "POSIX timers cannot be dumped");
+		set(f, ABSENT,
+		    "no /proc/self/timers (kernel without CONFIG_CHECKPOINT_RESTORE): "
+		    "POSIX timers cannot be dumped");
 	} else if (ret) {
 		set(f, UNKNOWN, "cannot read /proc/self/timers: %s", strerror(-ret));
 	} else {
@@ -896,14 +902,14 @@ static void probe_kcmp_epoll(struct feature *f)
 	struct {
 		uint32_t efd, tfd, toff;
 	} slot;
-	struct epoll_event ev = { .events = EPOLLIN };
+	struct epoll_event ev = {.events = EPOLLIN};
 	int ep = epoll_create1(EPOLL_CLOEXEC), efd = eventfd(0, EFD_CLOEXEC), r;
 
 	if (ep < 0 || efd < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, efd, &ev)) {
 		set(f, UNKNOWN, "cannot set up an epoll watch: %s", strerror(errno));
 		goto close;
 	}
-	slot = (typeof(slot)){ (uint32_t)ep, (uint32_t)efd, 0 };
+	slot = (typeof(slot)){(uint32_t)ep, (uint32_t)efd, 0};
 	r = sys_kcmp(getpid(), getpid(), 7 /* KCMP_EPOLL_TFD */, efd, (unsigned long)&slot);
 	if (r == 0)
 		set(f, PRESENT, "finds an epoll target as the same file");
@@ -946,7 +952,8 @@ static void probe_inotify_wd(struct feature *f)
 		return;
 	}
 	if (ioctl(fd, _IOW('I', 0, uint32_t) /* INOTIFY_IOC_SETNEXTWD */, next))
-		set(f, ABSENT, "INOTIFY_IOC_SETNEXTWD: %s (kernel without CONFIG_CHECKPOINT_RESTORE)",
+		set(f, ABSENT,
+		    "INOTIFY_IOC_SETNEXTWD: %s (kernel without CONFIG_CHECKPOINT_RESTORE)",
 		    strerror(errno));
 	else if ((wd = inotify_add_watch(fd, "/", IN_ATTRIB)) != (int)next)
 		set(f, ABSENT, "the next watch got wd %d, not %u", wd, next);
@@ -973,7 +980,8 @@ static void probe_fhandle(struct feature *f)
 	if (fd >= 0)
 		set(f, PRESENT, "resolves a file handle of /");
 	else
-		set(f, ABSENT, "open_by_handle_at: %s (needs CAP_DAC_READ_SEARCH)", strerror(errno));
+		set(f, ABSENT, "open_by_handle_at: %s (needs CAP_DAC_READ_SEARCH)",
+		    strerror(errno));
 	if (fd >= 0)
 		close(fd);
 	if (mfd >= 0)
@@ -1068,14 +1076,15 @@ static void print_json(FILE *out, const char *kernel, struct verdict *d, struct 
 		fprintf(out, ": {\"present\": %s, \"state\": \"%s\", \"detail\": ",
 			f->state == PRESENT ? "true" : "false", state_name(f->state));
 		json_str(out, f->detail);
-		fprintf(out, ", \"needed_by\": [%s%s%s]}%s\n", f->need & NEED_DUMP ? "\"dump\"" : "",
+		fprintf(out, ", \"needed_by\": [%s%s%s]}%s\n",
+			f->need & NEED_DUMP ? "\"dump\"" : "",
 			f->need == (NEED_DUMP | NEED_RESTORE) ? ", " : "",
 			f->need & NEED_RESTORE ? "\"restore\"" : "", i + 1 < F__COUNT ? "," : "");
 	}
 	fprintf(out, "  },\n  \"dump\": {\"can_work\": %s, \"reason\": ", d->ok ? "true" : "false");
 	json_str(out, d->why);
-	fprintf(out, "},\n  \"restore\": {\"can_work\": %s, \"reason\": ",
-		r->ok ? "true" : "false");
+	fprintf(out,
+		"},\n  \"restore\": {\"can_work\": %s, \"reason\": ", r->ok ? "true" : "false");
 	json_str(out, r->why);
 	fputs("},\n  \"limits\": [", out);
 	for (int i = 0, n = 0; i < F__COUNT; i++) {
@@ -1110,21 +1119,16 @@ int cmd_check(int argc, char **argv)
 {
 	struct verdict dump, restore;
 	struct utsname u;
-	bool json = false;
+	struct opts o = {0};
+	bool json;
 
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json")) {
-			json = true;
-		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			printf("usage: amber check [--json]\n"
-			       "  probe the kernel features amber uses; exit 0 when dump and "
-			       "restore can work here\n");
-			return 0;
-		} else {
-			pr_err("check: unknown option '%s' (usage: amber check [--json])", argv[i]);
-			return 2;
-		}
+	if (opts_parse(argc, argv, &o, CMD_CHECK))
+		return 2;
+	if (o.help) {
+		opts_usage(stdout, CMD_CHECK);
+		return 0;
 	}
+	json = o.json;
 	if (uname(&u))
 		snprintf(u.release, sizeof(u.release), "?");
 	/* Output goes to a pipe maybe: nothing buffered may be duplicated by fork. */

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "action.h"
 #include "amber.h"
 #include "progress.h"
 #include "stats.h"
@@ -670,6 +671,18 @@ static void release_tree(struct tree *t)
 	}
 }
 
+/* Let them run on (-R, a failed dump) or stopped (-s), with the network unlocked. */
+static void release_processes(struct tree *t, bool stop)
+{
+	/* queued while traced: taken as soon as they are let go */
+	if (stop)
+		for (size_t p = 0; p < t->nr_procs; p++)
+			kill(t->dprocs[p]->pid, SIGSTOP);
+	release_tree(t);
+	if (t->o->tcp_established)
+		action_run(t->o, "network-unlock", t->o->pid);
+}
+
 static void free_tree(struct tree *t)
 {
 	for (size_t p = 0; p < t->nr_procs; p++) {
@@ -730,10 +743,20 @@ static int do_dump(struct opts *o)
 		ret = check_supported(o->pid);
 	if (ret)
 		return ret;
+	ret = action_run(o, "pre-dump", o->pid);
+	if (ret)
+		return ret;
 	t.dirfd = img_dir_create(o->dir, &created);
 	if (t.dirfd < 0)
 		return t.dirfd;
 	t.imgs.dirfd = t.dirfd;
+	ret = opts_open_log(o);
+	if (ret) {
+		if (created)
+			unlinkat(AT_FDCWD, o->dir, AT_REMOVEDIR);
+		close(t.dirfd);
+		return ret;
+	}
 	catch_signals();
 
 	stats_start(ST_FREEZING);
@@ -745,6 +768,8 @@ static int do_dump(struct opts *o)
 		ret = check_tree_layout(&t);
 	if (!ret)
 		ret = check_sharing(&t);
+	if (!ret && o->tcp_established)
+		ret = action_run(o, "network-lock", o->pid);
 	for (size_t p = 0; !ret && p < t.nr_procs; p++) {
 		struct dump_ctx *ctx = t.dprocs[p];
 
@@ -759,10 +784,19 @@ static int do_dump(struct opts *o)
 		ret = stats_write_dump(&t.imgs);
 	if (!ret)
 		ret = commit_image(&t);
+	/* the image is complete: a failing post-dump script leaves it, and the processes */
+	if (!ret && action_run(o, "post-dump", o->pid)) {
+		release_processes(&t, false);
+		pr_err("dump of pid %d: the image in %s is complete, but the post-dump script "
+		       "failed: the processes were left running",
+		       o->pid, o->dir);
+		ret = -ECANCELED;
+		goto free_tree;
+	}
 	if (ret) {
 		report_gone(&t);
 		/* Registers and masks are back (dump_resources); let them run on. */
-		release_tree(&t);
+		release_processes(&t, false);
 		/* nothing of a failed dump is left: the directory is ready for another */
 		img_set_discard(&t.imgs);
 		if (created && unlinkat(AT_FDCWD, o->dir, AT_REMOVEDIR))
@@ -778,8 +812,8 @@ static int do_dump(struct opts *o)
 		goto free_tree;
 	}
 	pr_info("image of %zu process(es) from pid %d complete in %s", t.nr_procs, o->pid, o->dir);
-	if (o->leave_running)
-		release_tree(&t);
+	if (o->leave_running || o->leave_stopped)
+		release_processes(&t, o->leave_stopped);
 	else
 		kill_tree(&t);
 	stats_stop(ST_FROZEN);
@@ -869,7 +903,11 @@ int cmd_dump(int argc, char **argv)
 {
 	struct opts o = {0};
 
-	if (opts_parse(argc, argv, &o, false))
+	if (opts_parse(argc, argv, &o, CMD_DUMP))
 		return 2;
+	if (o.help) {
+		opts_usage(stdout, CMD_DUMP);
+		return 0;
+	}
 	return do_dump(&o) ? 1 : 0;
 }

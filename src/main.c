@@ -9,19 +9,38 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: amber COMMAND [OPTIONS]\n"
-		"\n"
-		"  dump -t PID -D DIR [-R|--leave-running] [-j|--shell-job] [-v]\n"
-		"      checkpoint process PID into image directory DIR, then kill it\n"
-		"      (or leave it running with -R)\n"
-		"  restore -D DIR [-d|--restore-detached] [-j|--shell-job] [--pidfile FILE] [-v]\n"
-		"      recreate the process from DIR with its original PID; without -d, wait\n"
-		"      for it and exit with its status\n"
-		"  check\n"
-		"      list the kernel features amber uses and whether dump/restore can work here\n"
-		"  show DIR\n"
-		"      print the image in DIR as JSON\n");
+	fprintf(f, "usage: amber COMMAND [OPTIONS]   (amber help COMMAND: its options)\n\n"
+		   "commands:\n"
+		   "  dump      checkpoint a process tree into an image directory\n"
+		   "  restore   recreate the processes of an image\n"
+		   "  check     probe the kernel features amber uses\n"
+		   "  show      print an image (JSON, or the ps, fds and mems views)\n"
+		   "  help      the options of a command\n"
+		   "  version   amber's version (also -V, --version)\n");
+	for (int c = 0; c < CMD__COUNT; c++) {
+		fputc('\n', f);
+		opts_usage(f, c);
+	}
+}
+
+static int help(int argc, char **argv)
+{
+	int cmd = argc > 1 ? opts_cmd(argv[1]) : -1;
+
+	if (argc > 1 && !strcmp(argv[1], "--options")) { /* every option: the man page's test */
+		opts_list(stdout);
+		return 0;
+	}
+	if (argc < 2) {
+		usage(stdout);
+		return 0;
+	}
+	if (cmd < 0) {
+		pr_err("help: no command '%s' (dump, restore, check, show)", argv[1]);
+		return 2;
+	}
+	opts_usage(stdout, cmd);
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -33,6 +52,8 @@ int main(int argc, char **argv)
 		usage(cmd ? stdout : stderr);
 		return cmd ? 0 : 2;
 	}
+	if (!strcmp(cmd, "help"))
+		return help(argc - 1, argv + 1);
 	if (!strcmp(cmd, "dump"))
 		return cmd_dump(argc - 1, argv + 1);
 	if (!strcmp(cmd, "restore"))
@@ -41,7 +62,7 @@ int main(int argc, char **argv)
 		return cmd_check(argc - 1, argv + 1);
 	if (!strcmp(cmd, "show"))
 		return cmd_show(argc - 1, argv + 1);
-	if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+	if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V") || !strcmp(cmd, "version")) {
 		printf("amber %s\n", AMBER_VERSION);
 		return 0;
 	}

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "action.h"
 #include "amber.h"
 #include "progress.h"
 #include "stats.h"
@@ -449,7 +450,7 @@ static void __attribute__((noreturn)) child_setup(struct tree *t, size_t idx, bo
 	int report_fd = syncs[idx].report[1];
 
 	if (!vm) {
-		log_fd = fcntl(2, F_DUPFD_CLOEXEC, t->fd_base);
+		log_fd = fcntl(log_fd, F_DUPFD_CLOEXEC, t->fd_base);
 		if (log_fd < 0)
 			log_fd = 2;
 	}
@@ -647,6 +648,9 @@ static int do_restore(struct opts *o)
 	int ret, vret;
 
 	stats_start(ST_TOTAL);
+	ret = opts_open_log(o);
+	if (ret)
+		return ret;
 	t.dirfd = sys_open(o->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
 	if (t.dirfd < 0) {
 		pr_err("cannot open image directory %s: %s", o->dir, strerror(-t.dirfd));
@@ -674,6 +678,9 @@ static int do_restore(struct opts *o)
 		ret = read_processes(&t);
 	for (size_t i = 0; !ret && i < t.nr_pstree; i++)
 		ret = wait_pid_free(t.pstree[i]->pid);
+	if (ret)
+		goto close_dir;
+	ret = action_run(o, "pre-restore", 0);
 	if (ret)
 		goto close_dir;
 	compute_fd_base(&t);
@@ -704,6 +711,13 @@ static int do_restore(struct opts *o)
 	ret = vret ? vret : ret;
 	if (!ret)
 		ret = make_zombies(&t);
+	/* built, not yet running: the scripts see them as they will run */
+	if (!ret)
+		ret = action_run(o, "post-restore", t.pstree[0]->pid);
+	if (!ret && o->tcp_established)
+		ret = action_run(o, "network-unlock", t.pstree[0]->pid);
+	if (!ret)
+		ret = action_run(o, "pre-resume", t.pstree[0]->pid);
 	if (ret)
 		goto kill_tree;
 	for (size_t p = 0; p < t.nr_procs; p++) {
@@ -711,6 +725,8 @@ static int do_restore(struct opts *o)
 
 		if (ctx->core->has_stop_signal && ctx->core->stop_signal)
 			kill(ctx->pid, ctx->core->stop_signal);
+		else if (o->leave_stopped) /* -s: taken as soon as it is let go */
+			kill(ctx->pid, SIGSTOP);
 		for (size_t i = 1; i < ctx->nr_threads; i++)
 			infect_detach(ctx->threads[i].inf);
 		ret = infect_detach(&ctx->inf);
@@ -723,6 +739,9 @@ static int do_restore(struct opts *o)
 	if (o->display_stats)
 		stats_print(true);
 	pr_info("%zu process(es) restored from %s", t.nr_procs, o->dir);
+	/* they run: a failing script cannot undo that, only say so */
+	if (action_run(o, "post-resume", t.pstree[0]->pid))
+		pr_warn("the processes run, but the post-resume script failed");
 	if (o->pidfile && write_pidfile(o->pidfile, t.pstree[0]->pid))
 		pr_warn("pid %u runs, but the pidfile was not written", t.pstree[0]->pid);
 	if (!o->detached)
@@ -749,8 +768,12 @@ int cmd_restore(int argc, char **argv)
 	struct opts o = {0};
 	int ret;
 
-	if (opts_parse(argc, argv, &o, true))
+	if (opts_parse(argc, argv, &o, CMD_RESTORE))
 		return 2;
+	if (o.help) {
+		opts_usage(stdout, CMD_RESTORE);
+		return 0;
+	}
 	ret = do_restore(&o);
 	if (ret > 0 && (ret & RESTORE_WAITED)) /* -errno has that bit set too */
 		return ret & 0xff;

@@ -569,36 +569,23 @@ int cmd_show(int argc, char **argv)
 {
 	struct show s = {.out = stdout};
 	const char *view = NULL;
-	bool stats = false;
-	int ret;
+	struct opts o = {0};
+	int ret, a = 0;
 
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			printf("usage: amber show [--stats] DIR [ps|fds|mems]\n"
-			       "  print the image in DIR as JSON, or one view of it as a table:\n"
-			       "  ps    the processes (pid, parent, group, session, state, comm)\n"
-			       "  fds   each process's fds (kind, flags, file), cwd and root\n"
-			       "  mems  each process's mappings and the pages saved of each\n"
-			       "  --stats  what the dump and the last restore of DIR measured\n");
-			return 0;
-		}
-		if (!strcmp(argv[i], "--stats")) {
-			stats = true;
-			continue;
-		}
-		if (!strcmp(argv[i], "-D") && i + 1 < argc)
-			i++;
-		if (s.dir && !view && show_is_view(argv[i])) {
-			view = argv[i];
-			continue;
-		}
-		if (s.dir) {
-			pr_err("show: '%s': more than one image directory, or not a view (ps, fds, "
-			       "mems); usage: amber show DIR [ps|fds|mems]",
-			       argv[i]);
-			return 2;
-		}
-		s.dir = argv[i];
+	if (opts_parse(argc, argv, &o, CMD_SHOW))
+		return 2;
+	if (o.help) {
+		opts_usage(stdout, CMD_SHOW);
+		return 0;
+	}
+	s.dir = o.dir ? o.dir : a < o.nr_args ? o.args[a++] : NULL;
+	if (a < o.nr_args && show_is_view(o.args[a]))
+		view = o.args[a++];
+	if (a < o.nr_args) {
+		pr_err("show: '%s': more than one image directory, or not a view (ps, fds, mems); "
+		       "usage: amber show DIR [ps|fds|mems]",
+		       o.args[a]);
+		return 2;
 	}
 	if (!s.dir) {
 		pr_err("show: no image directory given (usage: amber show DIR)");
@@ -613,8 +600,8 @@ int cmd_show(int argc, char **argv)
 		close(s.dirfd);
 		return 1;
 	}
-	if (stats || view) {
-		ret = stats ? stats_show(s.img, s.out) : show_view(s.img, s.dir, view, s.out);
+	if (o.stats || view) {
+		ret = o.stats ? stats_show(s.img, s.out) : show_view(s.img, s.dir, view, s.out);
 		img_dir_close(s.img);
 		close(s.dirfd);
 		return ret;

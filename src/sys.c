@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
@@ -173,6 +174,19 @@ int sys_openat(int dirfd, const char *path, int flags, int mode)
 		return -f;
 	fd = openat(dirfd, path, flags, mode);
 	return fd < 0 ? -errno : fd;
+}
+
+int sys_openat2(int dirfd, const char *path, int flags, int mode, uint64_t resolve)
+{
+	struct open_how how = {
+		.flags = (uint64_t)flags, .mode = (uint64_t)mode, .resolve = resolve};
+	int f = injected(SYS_OPEN);
+	long fd;
+
+	if (f)
+		return -f;
+	fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+	return fd < 0 ? -errno : (int)fd;
 }
 
 int sys_close(int fd)

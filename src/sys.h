@@ -43,6 +43,8 @@ int sys_fault(enum sys_op op);
 
 int sys_open(const char *path, int flags, int mode);
 int sys_openat(int dirfd, const char *path, int flags, int mode);
+/* openat2(2) with how.resolve = resolve (RESOLVE_*); the same fault op as open */
+int sys_openat2(int dirfd, const char *path, int flags, int mode, uint64_t resolve);
 int sys_close(int fd);
 /* Full transfers: loop over EINTR and short counts; return bytes done or -errno. */
 ssize_t sys_read_full(int fd, void *buf, size_t len);
