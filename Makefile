@@ -105,6 +105,18 @@ fuzz: fuzz-build
 fuzz-ci: fuzz-build
 	fuzz/run.sh ci
 
+# The man page, amber(8), from doc/amber.8.scd (scdoc).
+$(B)/amber.8: doc/amber.8.scd
+	@mkdir -p $(B)
+	scdoc < $< > $@
+
+man: $(B)/amber.8
+
+PREFIX  ?= /usr/local
+install: $(B)/amber $(B)/amber.8
+	install -D -m 0755 $(B)/amber $(DESTDIR)$(PREFIX)/sbin/amber
+	install -D -m 0644 $(B)/amber.8 $(DESTDIR)$(PREFIX)/share/man/man8/amber.8
+
 setup:
 	scripts/setup.sh
 
@@ -127,5 +139,5 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all setup progs units tools test test-all bench demo format clean fuzz-build fuzz fuzz-ci
+.PHONY: all man install setup progs units tools test test-all bench demo format clean fuzz-build fuzz fuzz-ci
 -include $(OBJS:.o=.d) $(PROGS:=.d) $(FUZZ_OBJS:.o=.d) $(FUZZ_BINS:=.d)
