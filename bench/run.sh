@@ -8,6 +8,7 @@
 # amber is faster).  Images go to a tmpfs (BENCH_DIR, default /dev/shm) so the
 # disk does not dominate.  Each row is the median of BENCH_RUNS runs (3).
 # BENCH_ONLY=REGEX runs only the rows whose name matches (e.g. 'memory|page').
+# Under each row, where amber's time went (its stats: amber show --stats).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 AMBER=${AMBER:-$ROOT/build/amber} # AMBER=path to time another build
@@ -82,6 +83,15 @@ run_amber() {
 	t2=$(now)
 	"$AMBER" restore -D "$img" -d >/dev/null 2>&1 || { echo "fail fail"; return; }
 	printf '%.3f %.3f\n' "$(echo "$t1 - $t0" | bc)" "$(echo "$(now) - $t2" | bc)"
+	# where amber's time went (stats.c), for the phases line of the row
+	"$AMBER" show --stats "$img" >"$DIR/stats.last" 2>/dev/null
+}
+
+# The last amber run's phases, from amber show --stats: "dump freezing=1.2 ..." (ms).
+phases() {
+	awk '/^dump statistics/ {w = "dump"} /^restore statistics/ {w = "restore"}
+	     / ms$/ {v = $(NF - 1); $NF = ""; $(NF - 1) = ""; sub(/ time */, ""); gsub(/^ +| +$/, "")
+		     gsub(/ /, "-"); printf "%s %s=%s ", w, $0, v}' "$DIR/stats.last" 2>/dev/null
 }
 
 run_criu() {
@@ -121,8 +131,10 @@ for row in "1 GiB memory:mem 1024" "4 GiB memory:mem 4096" "1 GiB, every 2nd pag
 	args=${row#*:}
 	[[ -z $ONLY || $name =~ $ONLY ]] || continue
 	read -r ad ar <<<"$(bench_row "$name" amber $args)"
+	ph=$(phases)
 	cd=- cr=-
 	[ -n "$CRIU" ] && read -r cd cr <<<"$(bench_row "$name" criu $args)"
 	printf '%-22s %10s %10s %10s %10s %8s %8s\n' "$name" "$ad" "$ar" "$cd" "$cr" \
 		"$(ratio "$ad" "$cd")" "$(ratio "$ar" "$cr")"
+	[ -n "$ph" ] && echo "#   amber phases (ms, last run): $ph"
 done
