@@ -6,6 +6,10 @@
 set -euo pipefail
 . "$(dirname "$(realpath "$0")")/lib.sh"
 v=$1; src=${2:-$KQ_WORK/tree}; out=$KQ_WORK/out-$v
+# a single-option variant starts from baseline's objects: only what the option touches rebuilds
+case $v in only-*)
+	[ -d "$out" ] || [ ! -d "$KQ_WORK/out-baseline" ] || cp -a "$KQ_WORK/out-baseline" "$out" ;;
+esac
 "$KQ_HERE/mkconfig.sh" "$src" "$out" "$v"
 cc=()
 case "${KQ_CCACHE:-auto}" in

@@ -4,6 +4,9 @@
 #   series.patch-p1    the series applies with patch -p1 to the pristine files
 #   series.git-am      the series applies with git am, commit by commit
 #   series.checkpatch.NNNN  scripts/checkpatch.pl --strict: 0 errors
+#   series.cover-letter     0000-cover-letter.patch: [PATCH 0/N], every patch in its shortlog
+#   series.allnoconfig-keeps-abi  without EXPERT the options cannot be lost: allnoconfig
+#                           keeps PROC_PID_STAT_CR and PRCTL_SET_MM_ARGS (long-standing ABI)
 set -uo pipefail
 . "$(dirname "$(realpath "$0")")/lib.sh"
 T=$KQ_WORK/tree
@@ -45,4 +48,25 @@ for p in "${S[@]}"; do
 		"$(basename "$p"): ${tot:-checkpatch did not run}"
 	[ -z "$out" ] || echo "$out" | sed 's/^/KQ-INFO checkpatch: /'
 done
+# the cover letter, as git format-patch --cover-letter makes it
+c=$(kq_cover); ok=1; why=""
+if [ ! -f "$c" ]; then ok=0; why="no $(basename "$c")"
+else
+	grep -q "^Subject: \[PATCH 0/${#S[@]}\] " "$c" || { ok=0; why="no [PATCH 0/${#S[@]}] subject"; }
+	! grep -q '\*\*\* \(SUBJECT\|BLURB\) HERE \*\*\*' "$c" || { ok=0; why="the template's placeholders are left"; }
+	for p in "${S[@]}"; do
+		subj=$(sed -n 's/^Subject: \[PATCH [0-9]*\/[0-9]*\] //p' "$p" | cut -c1-40)
+		grep -qF "$subj" "$c" || { ok=0; why="$(basename "$p") is not in the shortlog"; }
+	done
+fi
+res cover-letter "$([ $ok = 1 ] && echo PASS || echo FAIL)" "${why:-$(basename "$c"): [PATCH 0/${#S[@]}], ${#S[@]} patches listed}"
+
+# long-standing ABI (as MULTIUSER, FHANDLE): visible only with EXPERT, so allnoconfig keeps it
+ok=1; why=""
+make -s -C "$T" O="$w/allno" allnoconfig >"$w/allno.log" 2>&1 || { ok=0; why="allnoconfig failed"; }
+for o in PROC_PID_STAT_CR PRCTL_SET_MM_ARGS; do
+	grep -qx "CONFIG_$o=y" "$w/allno/.config" 2>/dev/null || { ok=0; why="$why $o is off"; }
+done
+grep -qx "CONFIG_EXPERT=y" "$w/allno/.config" 2>/dev/null && { ok=0; why="EXPERT is on in allnoconfig?"; }
+res allnoconfig-keeps-abi "$([ $ok = 1 ] && echo PASS || echo FAIL)" "allnoconfig (EXPERT off):${why:- PROC_PID_STAT_CR=y PRCTL_SET_MM_ARGS=y}"
 rm -rf "$w"

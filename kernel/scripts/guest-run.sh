@@ -1,12 +1,11 @@
 #!/bin/sh
-# Runs inside the guest as /run.sh (cwd /t).  KQ_EXPECT (present|absent),
-# KQ_NAME and KQ_MMRULE (seed: the series' stack-VMA rule for PR_SET_MM_ARG/ENV;
-# upstream: Debian's 6.12, which dropped it) come from the kernel command line.
-# Prints KQ-RESULT lines.
+# Runs inside the guest as /run.sh (cwd /t).  KQ_EXPECT (present|absent, or the
+# one feature a single-option kernel has: children|kcmp|stat|prctl) and KQ_NAME
+# come from the kernel command line.  Prints KQ-RESULT lines.
 : "${KQ_EXPECT:=present}"
 echo "KQ-INFO $KQ_NAME: kernel $(uname -r), expect $KQ_EXPECT"
 rc=0
-./crabi --expect="$KQ_EXPECT" --mm-rule="${KQ_MMRULE:-seed}" || rc=1
+./crabi --expect="$KQ_EXPECT" || rc=1
 ./crabi --expect="$KQ_EXPECT" --user=1000 || rc=1
 
 # ---- amber inside the guest ----
@@ -16,6 +15,7 @@ rc=0
 #   seeds   amber finds the four features of the seeds (the "abi" variant, which
 #           has no CHECKPOINT_RESTORE, so amber may still lack PR_SET_MM_MAP etc.)
 #   missing 'amber check' exits non-zero and reports the four features absent
+#   only    amber finds the one feature of KQ_EXPECT present, the other three absent
 seedfeat="proc-children kcmp proc-stat-cr-fields prctl-set-mm-args"
 amber_has() { # amber_has OUT present|absent: all four seed features have that state
 	for f in $seedfeat; do
@@ -37,6 +37,15 @@ if [ -x /amber/amber ]; then
 	missing)
 		[ $arc != 0 ] && amber_has "$out" absent && r=PASS || r=FAIL
 		echo "KQ-RESULT amber.check-missing $r 'amber check' exit $arc (want non-zero, $seedfeat absent)" ;;
+	only)
+		case $KQ_EXPECT in children) one=proc-children ;; kcmp) one=kcmp ;;
+		stat) one=proc-stat-cr-fields ;; *) one=prctl-set-mm-args ;; esac
+		r=PASS
+		for f in $seedfeat; do
+			want=absent; [ "$f" = "$one" ] && want=present
+			echo "$out" | grep -q "^ *$f \.* *$want" || r=FAIL
+		done
+		echo "KQ-RESULT amber.check-only $r 'amber check' finds $one present and the other three absent" ;;
 	esac
 	[ $r = PASS ] || rc=1
 	# a representative part of amber's e2e suite: dump + restore a static program

@@ -11,6 +11,7 @@ KQ_PKG=${KQ_PKG:-linux-source-6.12}
 KQ_STAMP0=$(date +%s)
 kq_stage() { echo "KQ-STAGE $(( $(date +%s) - KQ_STAMP0 ))s $*"; }
 kq_die() { echo "KQ-ERROR $*" >&2; exit 1; }
-# the series, in order (the cover text lives in docs/kernel.md, not in a .patch)
-kq_series() { ls "$KQ_KDIR"/patches/[0-9][0-9][0-9][0-9]-*.patch 2>/dev/null | sort; }
+# the series, in order, without its cover letter (0000-cover-letter.patch has no diff)
+kq_series() { ls "$KQ_KDIR"/patches/[0-9][0-9][0-9][0-9]-*.patch 2>/dev/null | grep -v '/0000-' | sort; }
+kq_cover() { echo "$KQ_KDIR/patches/0000-cover-letter.patch"; }
 kq_series_hash() { kq_series | xargs cat | sha256sum | cut -c1-16; }

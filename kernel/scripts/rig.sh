@@ -9,19 +9,20 @@
 # series (patch -p1, git am, checkpatch --strict), 4. builds the guest tests
 # statically and one busybox initramfs, 5. boots Debian's kernel, then builds and
 # boots each tiny kernel variant (baseline = C/R options off, abi = the four
-# options on without CHECKPOINT_RESTORE, cr = CHECKPOINT_RESTORE=y selecting them),
+# options on without CHECKPOINT_RESTORE, cr = CHECKPOINT_RESTORE=y selecting them,
+# only-X = exactly one of them on: built from baseline's objects, so incremental),
 # always under QEMU TCG with a hard timeout, and 6. prints every in-guest
 # KQ-RESULT line and a final "N passed, N failed" (exit 1 if anything failed).
 #
 # Environment (see docs/kernel.md): KQ_WORK, KQ_JOBS (2), KQ_VARIANTS
-# ("baseline abi cr"), KQ_DEBIAN (1: boot Debian's kernel), KQ_CCACHE (auto|0|1),
+# ("baseline abi cr only-children only-kcmp only-stat only-prctl"), KQ_DEBIAN (1: boot Debian's kernel), KQ_CCACHE (auto|0|1),
 # KQ_BISECT (0; 1: build+boot every prefix of the series), KQ_TIMEOUT (300 s per
 # boot), KQ_AMBER (amber binary for the guest; default <repo>/build/amber),
 # KQ_E2E (1: also dump/restore build/progs in the guest), KQ_E2E_PROGS (a,b,c).
 # Nothing is ever loaded into the host kernel; QEMU never uses KVM.
 set -uo pipefail
 . "$(dirname "$(realpath "$0")")/lib.sh"
-VARIANTS=${KQ_VARIANTS:-baseline abi cr}
+VARIANTS=${KQ_VARIANTS:-baseline abi cr only-children only-kcmp only-stat only-prctl}
 TO=${KQ_TIMEOUT:-300}
 L=$KQ_WORK/logs
 pass=0; fail=0
@@ -47,11 +48,11 @@ abort() { # abort MESSAGE: count one failure and still end with the summary line
 }
 res() { echo "KQ-RESULT $1 $2 ${*:3}"; [ "$2" = PASS ] && pass=$((pass + 1)) || fail=$((fail + 1)); }
 
-boot() { # boot NAME KERNEL EXPECT AMBER_EXPECT [MMRULE]
-	local name=$1 k=$2 expect=$3 aexp=$4 rule=${5:-seed} log=$L/boot-$1.log rc t0
+boot() { # boot NAME KERNEL EXPECT AMBER_EXPECT
+	local name=$1 k=$2 expect=$3 aexp=$4 log=$L/boot-$1.log rc t0
 	kq_stage "boot $name (expect $expect)"
 	t0=$(date +%s)
-	"$KQ_HERE/runvm.sh" "$k" "$KQ_WORK/initrd.gz" "$log" "$TO" "KQ_EXPECT=$expect KQ_AMBER_EXPECT=$aexp KQ_MMRULE=$rule KQ_NAME=$name${KQ_E2E_PROGS:+ KQ_E2E_PROGS=$KQ_E2E_PROGS}"
+	"$KQ_HERE/runvm.sh" "$k" "$KQ_WORK/initrd.gz" "$log" "$TO" "KQ_EXPECT=$expect KQ_AMBER_EXPECT=$aexp KQ_NAME=$name${KQ_E2E_PROGS:+ KQ_E2E_PROGS=$KQ_E2E_PROGS}"
 	rc=$?
 	tally "$name." < <(grep -E '^(KQ-RESULT|KQ-SUMMARY|KQ-INFO|KQ-AMBER|KQ-SKIP)' "$log")
 	local boot_ok=0 sums
@@ -92,14 +93,19 @@ else echo "KQ-SKIP amber: $AM not built; 'amber check' will not run in the guest
 
 if [ "${KQ_DEBIAN:-1}" = 1 ]; then
 	dk=$(ls "$KQ_WORK"/debian/vmlinuz-* 2>/dev/null | head -1)
-	if [ -n "$dk" ]; then boot debian "$dk" present pass upstream
+	if [ -n "$dk" ]; then boot debian "$dk" present pass
 	else res debian.vm FAIL "no Debian kernel in $KQ_WORK/debian"; fi
 fi
 
 for v in $VARIANTS; do
 	kq_stage "build $v"
 	if "$KQ_HERE/build.sh" "$v"; then
-		case $v in baseline) e=absent; a=missing ;; abi) e=present; a=seeds ;; *) e=present; a=pass ;; esac
+		case $v in
+		baseline) e=absent; a=missing ;;
+		abi) e=present; a=seeds ;;
+		only-*) e=${v#only-}; a=only ;; # one option on: that feature alone
+		*) e=present; a=pass ;;
+		esac
 		boot "$v" "$KQ_WORK/out-$v/arch/x86/boot/bzImage" "$e" "$a"
 	else
 		res "$v.build" FAIL "see $KQ_WORK/out-$v.build.log"
