@@ -47,6 +47,7 @@ struct opts {
 	bool tcp_established;	/* dump/restore established TCP connections (TCP_REPAIR) */
 	bool network_lock_skip; /* --network-lock skip: no nft lock (netlock.c) */
 	bool display_stats;	/* --display-stats: print stats.c's numbers at the end */
+	bool file_locks;	/* -l, --file-locks: dump and restore file locks (locks.c) */
 };
 
 /* One line of /proc/PID/maps plus what smaps adds. */
@@ -210,6 +211,7 @@ extern const struct resource_ops mem_ops;     /* mem.c: VMAs, pages, mm fields, 
 extern const struct resource_ops threads_ops; /* threads.c: the other threads */
 extern const struct resource_ops signals_ops; /* signals.c: actions, altstack, pending */
 extern const struct resource_ops timers_ops;  /* timers.c: itimers, POSIX timers */
+extern const struct resource_ops locks_ops;   /* locks.c: file locks, O_ASYNC owners */
 extern const struct resource_ops regs_ops;    /* regs.c: GP/FPU registers, TLS, sigmask */
 
 /* A command's options (opts.c): 0, or -errno with the reason logged. */

@@ -441,6 +441,9 @@ static int files_dump_tree(struct tree *t)
 				goto free_slots;
 		}
 		s[i].id = id;
+		ret = locks_dump_fd(s[i].ctx, s[i].fd, s[i].flags, t->files.f[id]);
+		if (ret)
+			goto free_slots;
 	}
 	for (size_t p = 0; p < t->nr_procs && !ret; p++)
 		ret = write_fds(t->dprocs[p], s, n);
@@ -843,6 +846,13 @@ static int files_restore_tree(struct tree *t)
 			return fd;
 		t->desc_fd[i] = fd;
 	}
+	/* every end is its own description now: amber keeping the first ones
+	 * open would hide the writers' going away from the readers (no EOF) */
+	for (size_t i = 0; i < nr_pipes; i++) {
+		close(pipes[i].rd);
+		close(pipes[i].wr);
+	}
+	nr_pipes = 0;
 	for (size_t i = 0; i < t->nr_rfiles; i++) {
 		const struct fd_type *ft = type_of(t->rfiles[i]);
 

@@ -53,6 +53,12 @@ struct fd_type {
 
 extern const struct fd_type *const fd_types[]; /* NULL-terminated */
 
+/*
+ * locks.c, for every (process, fd) of the dump once its description is f:
+ * the locks taken through it, and whether its owner of signals is asked.
+ */
+int locks_dump_fd(struct dump_ctx *ctx, int fd, unsigned flags, RegFile *f);
+
 /* Find which process's fd table an (pid, fd) pair refers to: its file id, or -1. */
 int files_id_of(struct tree *t, pid_t pid, int fd);
 

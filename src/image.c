@@ -412,6 +412,8 @@ static const struct {
 	[LIM_AUXV] = {"amber's 128 auxv words", NULL, 128},
 	/* sk-unix.c's MAX_QUEUED: dump refuses more */
 	[LIM_QUEUED] = {"amber's 65536 messages queued per socket", NULL, 65536},
+	/* locks.c's MAX_LOCKS: dump refuses more */
+	[LIM_LOCKS] = {"amber's 65536 locks per open file", NULL, 65536},
 	[LIM_DIRENTS] = {"the number of files in the image directory", NULL, 0},
 };
 
@@ -532,6 +534,7 @@ static const struct {
 	{&reg_file__descriptor, "inotify.watches", LIM_INOTIFY, "inotify watches"},
 	{&reg_file__descriptor, "unix_sk.rqueue", LIM_QUEUED, "queued messages"},
 	{&reg_file__descriptor, "inet_sk.dgrams", LIM_QUEUED, "queued datagrams"},
+	{&reg_file__descriptor, "locks", LIM_LOCKS, "file locks"},
 };
 
 static int varint(const uint8_t *p, size_t len, size_t *off, uint64_t *v)

@@ -124,6 +124,7 @@ enum img_lim {
 	LIM_ITIMERS,	 /* interval timers */
 	LIM_AUXV,	 /* auxv words */
 	LIM_QUEUED,	 /* messages queued on a socket */
+	LIM_LOCKS,	 /* file locks per open file description */
 	LIM_DIRENTS,	 /* files in the image directory */
 	LIM__COUNT,
 };

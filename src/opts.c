@@ -71,6 +71,8 @@ static const struct opt_def {
 	 "a job of a shell: it takes amber's terminal, session and group"},
 	{"tcp-established", O_TCP_ESTABLISHED, no_argument, FOR_DR, NULL,
 	 "dump and restore established TCP connections (TCP repair)"},
+	{"file-locks", 'l', no_argument, FOR_DR, NULL,
+	 "dump and restore file locks (flock, POSIX, OFD, leases)"},
 	{"network-lock", O_NETWORK_LOCK, required_argument, FOR_DR, "nft|skip",
 	 "how TCP connections are held between dump and restore (default nft)"},
 	{"display-stats", O_DISPLAY_STATS, no_argument, FOR_DR, NULL,
@@ -347,6 +349,9 @@ static int set_opt(struct opts *o, int code, const char *arg, bool neg)
 		return 0;
 	case 'j':
 		o->shell_job = !neg;
+		return 0;
+	case 'l':
+		o->file_locks = !neg;
 		return 0;
 	case O_TCP_ESTABLISHED:
 		o->tcp_established = !neg;

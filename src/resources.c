@@ -6,12 +6,13 @@
  *    last (a low RLIMIT_NOFILE would stop amber placing fds);
  *  - restore_inject: the address space first (everything else points into
  *    it), then the threads (cloned by the leader), credentials late (creds),
- *    per-thread pointers last (registers).  restore_thread hooks run right
+ *    file locks and O_ASYNC owners after the mappings and credentials
+ *    (locks), per-thread pointers last (registers).  restore_thread hooks run right
  *    after their resource's restore_inject, for every thread.
  */
 #include "amber.h"
 
 const struct resource_ops *const resources[] = {
 	&task_ops,    &files_ops,  &mem_ops,   &threads_ops, &fs_ops, &rlimits_ops,
-	&signals_ops, &timers_ops, &creds_ops, &regs_ops,    NULL,
+	&signals_ops, &timers_ops, &creds_ops, &locks_ops,   &regs_ops, NULL,
 };

@@ -1,0 +1,72 @@
+# File locks (tests/e2e/progs/locks.c): flock, POSIX, OFD locks and leases, dumped with
+# --file-locks.  The program's checker process asks the kernel who holds what after the
+# restore; the test compares /proc/locks for the program's files before and after (the
+# pids and inodes are the same since the processes and files are).
+TESTS+=(locks locks_refused locks_sqlite)
+
+locks_state() { # the /proc/locks lines of the files in $T, without their ordinal
+	local ino re=""
+	for ino in $(stat -c %i "$T"/flock.sh "$T"/flock.ex "$T"/posix "$T"/ofd "$T"/lease.rd "$T"/lease.wr "$T"/*.db* 2>/dev/null); do
+		re="$re|:$ino "
+	done
+	grep -E "${re#|}" /proc/locks | grep -v -- '->' | sed 's/^[0-9]*: //' | tr -s ' ' | sort
+}
+locks_before() {
+	locks_state >"$W/locks.before"
+	[ "$(lines "$W/locks.before")" = 9 ] ||
+		{ fail "expected 9 locks, /proc/locks has: $(cat "$W/locks.before")"; return 1; }
+}
+locks_after() {
+	locks_state >"$W/locks.after"
+	diff -u "$W/locks.before" "$W/locks.after" >"$W/locks.diff" && return 0
+	fail "/proc/locks differs after restore (- before, + after):"
+	sed 's/^/    /' "$W/locks.diff" >>"$W/log"
+	return 1
+}
+t_locks() { cycle -d --file-locks -P locks_before -A locks_after -- "$PROGS/locks" "$T"; }
+
+# Without --file-locks a tree holding locks is refused, naming the flag, and runs on.
+t_locks_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	local rc
+	start_prog "$PROGS/locks" "$T" || return
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v
+	rc=$?
+	[ $rc != 0 ] || { fail "amber dump of a process holding locks exited 0 without --file-locks"; attach "$W/dump.log"; return 1; }
+	grep -q "holds a .*; dump with --file-locks (-l)" "$W/dump.log" ||
+		{ fail "the refusal does not name --file-locks"; attach "$W/dump.log"; return 1; }
+	[ ! -e "$W/img/inventory.img" ] || { fail "the refused dump left an inventory.img"; return 1; }
+	runs_on "the refused dump" 20 || return 1
+	note "refused: $(grep -m1 'file-locks' "$W/dump.log")"
+}
+
+# sqlite in WAL mode (python3's sqlite3, POSIX locks on the db and its -shm, which is
+# mapped shared): a writer inserting in a loop is dumped with -l and restored; then a
+# second connection reads and closes, the writer keeps inserting, the db stays sound.
+sqlite_count() { "$PY" -c 'import sqlite3,sys; c=sqlite3.connect(sys.argv[1], timeout=10); print(c.execute("select count(*) from t").fetchone()[0]); c.close()' "$T/w.db"; }
+# Between transactions a WAL connection holds two POSIX read locks: the DMS byte (128) of
+# the -shm and the shared range of the db (more within a transaction, which comes and goes).
+sqlite_locks() {
+	local shm db
+	shm=$(stat -c %i "$T/w.db-shm") && db=$(stat -c %i "$T/w.db") || return 1
+	wait_for 5 eval 'grep -q "POSIX  ADVISORY  READ $PID [0-9a-f:]*:$shm 128 128\$" /proc/locks &&
+		grep -q "POSIX  ADVISORY  READ $PID [0-9a-f:]*:$db 1073741826 1073742335\$" /proc/locks'
+}
+sqlite_before() {
+	sqlite_locks || { fail "the writer does not hold its WAL read locks: $(cat /proc/locks)"; return 1; }
+}
+sqlite_after() {
+	local a b c n
+	sqlite_locks || { fail "after restore pid $PID does not hold its WAL read locks: $(cat /proc/locks)"; return 1; }
+	a=$(cat "$T/rows")
+	wait_for 10 eval '[ "$(cat "$T/rows")" -gt "$a" ]' || { fail "the writer inserts no rows after restore (rows $a)"; return 1; }
+	b=$(sqlite_count) || { fail "a second connection cannot read the restored writer's db"; return 1; }
+	[ "$b" -ge "$a" ] || { fail "the second connection sees $b rows, the writer had $a"; return 1; }
+	c=$(cat "$T/rows")
+	wait_for 10 eval '[ "$(cat "$T/rows")" -gt "$c" ]' || { fail "the writer stopped inserting after the second connection closed (rows $c)"; return 1; }
+	n=$(cat "$T/rows")
+	note "rows: $a at restore, $b seen by the reader, $n after it closed"
+}
+t_locks_sqlite() {
+	cycle -d --file-locks -P sqlite_before -A sqlite_after -- "$PY" "$SRC/locks-sqlite.py" "$T"
+}
