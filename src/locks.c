@@ -256,7 +256,8 @@ int locks_dump_fd(struct dump_ctx *ctx, int fd, unsigned flags, RegFile *f)
 		for (size_t i = 0; i < f->n_locks; i++)
 			lease |= f->locks[i]->kind == LOCK_KIND__LOCK_LEASE;
 	}
-	if (!ret && ((flags & O_ASYNC) || lease))
+	/* a TCP socket's owner gets SIGURG, O_ASYNC or not */
+	if (!ret && ((flags & O_ASYNC) || lease || f->kind == FILE_KIND__FILE_INET_SK))
 		ret = note_query(ctx, fd, f);
 	return ret;
 }
@@ -316,6 +317,8 @@ static int locks_dump(struct dump_ctx *ctx)
 			       own.pid);
 			return -EOPNOTSUPP;
 		}
+		if (!own.pid && !sig)
+			continue; /* nobody to signal: nothing to set */
 		e = malloc(sizeof(*e));
 		if (!e)
 			return -ENOMEM;
@@ -518,6 +521,29 @@ static int take_posix(struct restore_ctx *ctx, RegFile *f, const LockEntry *l)
 	return 0;
 }
 
+/*
+ * O_ASYNC is not opened with: open() sets the flag without registering the
+ * file for signals, and then F_SETFL sees no change to make.  It is turned
+ * on by F_SETFL in the process (which registers its fd), after the owner.
+ */
+static uint8_t *async; /* per file id: had O_ASYNC */
+
+static int locks_restore_read(struct restore_ctx *ctx)
+{
+	struct tree *t = ctx->tree;
+
+	if (async)
+		return 0; /* files.img is the tree's, read with the first process */
+	async = calloc(t->nr_rfiles + 1, 1);
+	if (!async)
+		return -ENOMEM;
+	for (size_t i = 0; i < t->nr_rfiles; i++) {
+		async[i] = !!(t->rfiles[i]->flags & O_ASYNC);
+		t->rfiles[i]->flags &= ~O_ASYNC;
+	}
+	return 0;
+}
+
 /* Owner, signal, then O_ASYNC itself: turning it on registers the fd for SIGIO. */
 static int set_fown(struct restore_ctx *ctx, RegFile *f, int fd)
 {
@@ -537,13 +563,11 @@ static int set_fown(struct restore_ctx *ctx, RegFile *f, int fd)
 			r = infect_call(&ctx->inf, SYS_fcntl, fd, F_SETSIG, f->fown->signum, 0, 0,
 					0);
 	}
-	if (!r && (f->flags & O_ASYNC)) {
+	if (!r && async[f->id]) {
 		long fl = infect_call(&ctx->inf, SYS_fcntl, fd, F_GETFL, 0, 0, 0, 0);
 
 		r = fl < 0 ? fl
-			   : infect_call(&ctx->inf, SYS_fcntl, fd, F_SETFL, fl & ~O_ASYNC, 0, 0, 0);
-		if (!r)
-			r = infect_call(&ctx->inf, SYS_fcntl, fd, F_SETFL, fl | O_ASYNC, 0, 0, 0);
+			   : infect_call(&ctx->inf, SYS_fcntl, fd, F_SETFL, fl | O_ASYNC, 0, 0, 0);
 	}
 	if (r)
 		pr_err("pid %d: cannot set the owner of signals / O_ASYNC of fd %d (%s): %s",
@@ -621,7 +645,7 @@ static int locks_restore_inject(struct restore_ctx *ctx)
 		for (size_t k = 0; k < f->n_locks && !ret; k++)
 			if (f->locks[k]->kind == LOCK_KIND__LOCK_LEASE)
 				ret = take_lease(ctx, f, (int)ctx->fds[i]->fd, f->locks[k]);
-		if (!ret && (f->fown || (f->flags & O_ASYNC)))
+		if (!ret && (f->fown || async[f->id]))
 			ret = set_fown(ctx, f, (int)ctx->fds[i]->fd);
 	}
 	for (size_t i = 0; i < t->nr_rfiles && !ret; i++) {
@@ -642,6 +666,7 @@ static int locks_restore_inject(struct restore_ctx *ctx)
 const struct resource_ops locks_ops = {
 	.name = "locks",
 	.dump = locks_dump,
+	.restore_read = locks_restore_read,
 	.restore_tree = locks_restore_tree,
 	.restore_inject = locks_restore_inject,
 };

@@ -70,3 +70,30 @@ sqlite_after() {
 t_locks_sqlite() {
 	cycle -d --file-locks -P sqlite_before -A sqlite_after -- "$PY" "$SRC/locks-sqlite.py" "$T"
 }
+
+# O_ASYNC with its owner and signal (tests/e2e/progs/locks-async.c) on a pipe, a socket,
+# an inotify fd and a file.  fdinfo's flags (O_ASYNC among them) must be the same after
+# the restore (pipes aside: amber's pipe ends add O_LARGEFILE, see README); then the
+# test writes into the pipe and the program must get the pipe's signal with its fd.
+TESTS+=(locks_async)
+async_state() {
+	local f
+	for f in $(ls "/proc/$PID/fd" | sort -n); do
+		case $(readlink "/proc/$PID/fd/$f") in
+		pipe:*) ;;
+		*) echo "fd $f $(grep '^flags:' "/proc/$PID/fdinfo/$f" | tr -s '\t' ' ')" ;;
+		esac
+	done
+}
+async_before() { async_state >"$W/async.before"; }
+async_after() {
+	local wfd
+	async_state >"$W/async.after"
+	diff -u "$W/async.before" "$W/async.after" >"$W/async.diff" ||
+		{ fail "fdinfo flags differ after restore:"; sed 's/^/    /' "$W/async.diff" >>"$W/log"; return 1; }
+	wfd=$(sed -n 's/^fds: pipe [0-9]* \([0-9]*\) .*/\1/p' "$T/out")
+	[ -n "$wfd" ] || { fail "the program did not say its fds"; return 1; }
+	printf T >"/proc/$PID/fd/$wfd" || { fail "cannot write into the restored pipe (fd $wfd)"; return 1; }
+	touch "$T/wrote"
+}
+t_locks_async() { cycle -P async_before -A async_after -- "$PROGS/locks-async" "$T"; }
