@@ -119,6 +119,18 @@ static const char *kind_name(LockKind k)
 	}
 }
 
+static bool shares_files(struct tree *t, pid_t pid)
+{
+	PstreeEntry *e = tree_entry(t, (uint32_t)pid);
+
+	if (e && e->clone_files)
+		return true;
+	for (size_t i = 0; i < t->nr_pstree; i++)
+		if (t->pstree[i]->ppid == (uint32_t)pid && t->pstree[i]->clone_files)
+			return true;
+	return false;
+}
+
 /*
  * One "lock:" line of fdinfo, after "lock:\t": "1: POSIX  ADVISORY  WRITE
  * 1234 00:1f:5678 0 EOF"; "FLOCK  ADVISORY  READ ..."; "LEASE  ACTIVE    READ".
@@ -140,7 +152,14 @@ static int parse_lock(struct dump_ctx *ctx, int fd, RegFile *f, char *line)
 	if (!l)
 		return -ENOMEM;
 	lock_entry__init(l);
-	if (!strcmp(kind, "POSIX")) {
+	if (!strcmp(kind, "POSIX") && shares_files(ctx->tree, ctx->pid)) {
+		/* their owner is the table: one process's closes would drop the other's */
+		pr_err("pid %d: fd %d (%s) holds a POSIX lock, and pid %d shares its fd table "
+		       "with another process (CLONE_FILES): amber cannot take such locks again",
+		       ctx->pid, fd, f->path, ctx->pid);
+		free(l);
+		return -EOPNOTSUPP;
+	} else if (!strcmp(kind, "POSIX")) {
 		l->kind = LOCK_KIND__LOCK_POSIX;
 		l->has_pid = 1;
 		l->pid = (uint32_t)ctx->pid;
@@ -340,7 +359,8 @@ static int check_locks(struct tree *t, RegFile *f)
 		bool posix = l->kind == LOCK_KIND__LOCK_POSIX;
 
 		if ((l->type != F_RDLCK && l->type != F_WRLCK) || l->start < 0 ||
-		    (l->end != -1 && l->end < l->start) || (posix && !l->has_pid) ||
+		    (l->end != -1 && (l->end < l->start || l->end == INT64_MAX)) ||
+		    (posix && !l->has_pid) ||
 		    (l->has_pid && !posix && l->kind != LOCK_KIND__LOCK_FLOCK) ||
 		    (l->kind == LOCK_KIND__LOCK_LEASE && f->kind != FILE_KIND__FILE_REG)) {
 			pr_err("files.img: %s: a bad %s entry; the image is corrupt", f->path,
