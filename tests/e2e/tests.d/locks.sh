@@ -97,3 +97,36 @@ async_after() {
 	touch "$T/wrote"
 }
 t_locks_async() { cycle -P async_before -A async_after -- "$PROGS/locks-async" "$T"; }
+
+# A lease grants nothing its owner could not take: nobody's process leases its own file
+# (restored by root from nobody's image, the lease comes back); the image edited to point
+# that fd at a root-owned file nobody may read is restored as far as opening it, and the
+# lease must then be refused by the kernel's own check (nobody neither owns it nor has
+# CAP_LEASE).
+TESTS+=(locks_lease_owner)
+t_locks_lease_owner() {
+	[ $SELFTEST = 1 ] && { cycle -- "$PROGS/locks-lease" "$T"; return; }
+	local id rc
+	mkdir -p "$T" && : >"$T/out" && : >"$T/err" && chown 65534:65534 "$T" "$T/out" "$T/err"
+	start_prog setpriv --reuid=65534 --regid=65534 --clear-groups "$PROGS/locks-lease" "$T" || return 1
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v -l || { fail "amber dump failed"; attach "$W/dump.log"; return 1; }
+	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
+	chown -R 65534:65534 "$W/img"
+	id=$("$AMBER" show "$W/img" | jq -r --arg p "$T/lease" '.files[] | select(.path == $p and .locks) | .id')
+	[ -n "$id" ] || { fail "the image has no lease on $T/lease"; return 1; }
+	cp -a "$W/img" "$W/edited"
+	"$ROOT/build/tools/imgedit" "$W/edited" files.img "$id.path=/etc/hostname" 2>>"$W/log" || { fail "imgedit failed"; return 1; }
+	amber_to "$W/edited.log" 30 restore -d -D "$W/edited" -v
+	rc=$?
+	[ $rc != 0 ] || { fail "root restored nobody's image with a lease on /etc/hostname"; attach "$W/edited.log"; return 1; }
+	grep -q "cannot take its read lease on /etc/hostname.*Permission denied\|cannot take its read lease on /etc/hostname.*Resource temporarily" "$W/edited.log" ||
+		{ fail "refused, but not by the lease check"; attach "$W/edited.log"; return 1; }
+	wait_for 10 is_gone "$PID" || { fail "pid $PID exists after the refused restore"; return 1; }
+	note "refused: $(grep -m1 'lease on /etc/hostname' "$W/edited.log")"
+	amber_to "$W/restore.log" 30 restore -D "$W/img" -v &
+	RPID=$!
+	wait_for 10 is_alive "$PID" || { fail "nobody's own image did not restore"; attach "$W/restore.log"; return 1; }
+	grep -q "LEASE  ACTIVE    READ $PID " /proc/locks || { fail "no lease of pid $PID in /proc/locks: $(cat /proc/locks)"; return 1; }
+	touch "$T/go"
+	wait "$RPID" || { fail "the restored program failed its checks"; attach_all; return 1; }
+}
