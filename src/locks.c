@@ -39,8 +39,13 @@
 
 /* ---- dump ---- */
 
-static uint64_t *locked_ino; /* inodes /proc/locks names, read once per dump */
-static size_t nr_locked_ino;
+/* What /proc/locks shows, read once per dump (the tree is frozen). */
+static struct sys_lock {
+	uint64_t ino;
+	int pid;
+	char kind[8];
+} * sys_locks;
+static size_t nr_sys_locks;
 static bool locks_read;
 
 /* The fds whose owner of signals is asked in the process's own dump. */
@@ -51,7 +56,7 @@ static struct fown_query {
 } * queries;
 static size_t nr_queries;
 
-/* /proc/locks: "1: POSIX  ADVISORY  WRITE 1234 08:01:5678 0 EOF" (and " -> " waiters). */
+/* /proc/locks: "1: POSIX  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; waiters have " -> ". */
 static int read_proc_locks(void)
 {
 	char *buf, *line, *save;
@@ -65,25 +70,31 @@ static int read_proc_locks(void)
 		return ret;
 	}
 	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char *p, *save2; /* the dev:ino field is the one with two colons */
+		struct sys_lock l = {0}, *n;
 		unsigned long long ino;
-		uint64_t *n;
+		char *p = strchr(line, ':');
+		int waiter = 0;
 
-		for (p = strtok_r(line, " ", &save2); p; p = strtok_r(NULL, " ", &save2)) {
-			char *c = strchr(p, ':');
-
-			if (c && strchr(c + 1, ':'))
-				break;
-		}
-		if (!p || sscanf(strrchr(p, ':') + 1, "%llu", &ino) != 1)
+		if (!p)
 			continue;
-		n = realloc(locked_ino, (nr_locked_ino + 1) * sizeof(*n));
+		p++;
+		while (*p == ' ')
+			p++;
+		if (!strncmp(p, "->", 2))
+			waiter = 1, p += 2;
+		if (sscanf(p, "%7s %*s %*s %d %*[0-9a-f]:%*[0-9a-f]:%llu", l.kind, &l.pid, &ino) !=
+		    3)
+			continue;
+		if (waiter) /* blocked in F_SETLKW or flock: it holds nothing yet */
+			l.kind[0] = '-';
+		l.ino = ino;
+		n = realloc(sys_locks, (nr_sys_locks + 1) * sizeof(*n));
 		if (!n) {
 			free(buf);
 			return -ENOMEM;
 		}
-		locked_ino = n;
-		locked_ino[nr_locked_ino++] = ino;
+		sys_locks = n;
+		sys_locks[nr_sys_locks++] = l;
 	}
 	free(buf);
 	return 0;
@@ -91,8 +102,8 @@ static int read_proc_locks(void)
 
 static bool ino_locked(uint64_t ino)
 {
-	for (size_t i = 0; i < nr_locked_ino; i++)
-		if (locked_ino[i] == ino)
+	for (size_t i = 0; i < nr_sys_locks; i++)
+		if (sys_locks[i].ino == ino)
 			return true;
 	return false;
 }
@@ -185,8 +196,9 @@ static int parse_lock(struct dump_ctx *ctx, int fd, RegFile *f, char *line)
 	else if (!strcmp(type, "READ"))
 		l->type = F_RDLCK;
 	else {
-		pr_err("pid %d: fd %d (%s): a %s of type %s, which amber cannot restore", ctx->pid,
-		       fd, f->path, kind_name(l->kind), type);
+		pr_err("pid %d: fd %d (%s): a%s %s of type %s, which amber cannot restore",
+		       ctx->pid, fd, f->path, l->kind == LOCK_KIND__LOCK_OFD ? "n" : "",
+		       kind_name(l->kind), type);
 		free(l);
 		return -EOPNOTSUPP;
 	}
@@ -195,9 +207,10 @@ static int parse_lock(struct dump_ctx *ctx, int fd, RegFile *f, char *line)
 	if (l->kind == LOCK_KIND__LOCK_FLOCK || l->kind == LOCK_KIND__LOCK_LEASE)
 		l->start = 0, l->end = -1;
 	if (!ctx->o->file_locks) {
-		pr_err("pid %d: fd %d (%s) holds a %s (%s); dump with --file-locks (-l) to save it "
-		       "and take it again at restore",
-		       ctx->pid, fd, f->path, kind_name(l->kind), type);
+		pr_err("pid %d: fd %d (%s) holds a%s %s (%s); dump with --file-locks (-l) to save "
+		       "it and take it again at restore",
+		       ctx->pid, fd, f->path, l->kind == LOCK_KIND__LOCK_OFD ? "n" : "",
+		       kind_name(l->kind), type);
 		free(l);
 		return -EOPNOTSUPP;
 	}
@@ -348,6 +361,44 @@ static int locks_dump(struct dump_ctx *ctx)
 		queries[i].f->fown = e;
 	}
 	return 0;
+}
+
+/*
+ * A flock or lease is the description's, and a description may live on in
+ * a mapping alone (its fds closed): then no fdinfo showed it.  One whose
+ * taker is of the tree and that no fd of the tree showed is refused.
+ */
+static int locks_dump_tree_late(struct tree *t)
+{
+	int ret = locks_read ? 0 : read_proc_locks();
+
+	for (size_t i = 0; i < nr_sys_locks && !ret; i++) {
+		struct sys_lock *l = &sys_locks[i];
+		bool flock = !strcmp(l->kind, "FLOCK"), lease = !strcmp(l->kind, "LEASE");
+		bool ours = false, seen = false;
+
+		if (!flock && !lease)
+			continue;
+		for (size_t p = 0; p < t->nr_procs; p++)
+			ours |= t->dprocs[p]->pid == l->pid;
+		for (size_t k = 0; ours && !seen && k < t->files.n; k++) {
+			RegFile *f = t->files.f[k];
+
+			for (size_t j = 0; f->ino == l->ino && j < f->n_locks; j++)
+				seen |= f->locks[j]->kind ==
+					(flock ? LOCK_KIND__LOCK_FLOCK : LOCK_KIND__LOCK_LEASE);
+		}
+		if (ours && !seen) {
+			pr_err("pid %d holds a %s on inode %llu that amber finds through no fd of "
+			       "the "
+			       "tree (held through a memory mapping only?); amber cannot restore "
+			       "it: "
+			       "keep an fd on the file open, or drop the lock",
+			       l->pid, flock ? "flock" : "lease", (unsigned long long)l->ino);
+			ret = -EOPNOTSUPP;
+		}
+	}
+	return ret;
 }
 
 /* ---- restore ---- */
@@ -686,6 +737,7 @@ static int locks_restore_inject(struct restore_ctx *ctx)
 const struct resource_ops locks_ops = {
 	.name = "locks",
 	.dump = locks_dump,
+	.dump_tree_late = locks_dump_tree_late,
 	.restore_read = locks_restore_read,
 	.restore_tree = locks_restore_tree,
 	.restore_inject = locks_restore_inject,

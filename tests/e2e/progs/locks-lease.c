@@ -2,17 +2,32 @@
 /*
  * A read lease on a file of its own (run as an unprivileged user: a lease
  * needs to own the file or CAP_LEASE) and an flock on it; after "go" both
- * must still be held.
+ * must still be held.  With the argument "mapped": an exclusive flock on a
+ * description that only a mapping keeps (its fd closed), which amber cannot
+ * see through any fd and must refuse.
  */
 #include <sys/file.h>
+#include <sys/mman.h>
 
 #include "prog.h"
 
 int main(int argc, char **argv)
 {
-	int fd;
+	int fd, first = prog_init(argc, argv);
 
-	prog_init(argc, argv);
+	if (first < argc && !strcmp(argv[first], "mapped")) {
+		fd = open(prog_path("mapped"), O_RDWR | O_CREAT, 0644);
+		if (fd < 0 || ftruncate(fd, 4096) || flock(fd, LOCK_EX) ||
+		    mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0) == MAP_FAILED)
+			prog_die("mapped flock");
+		close(fd);
+		prog_ready();
+		prog_wait_go();
+		fd = open(prog_path("mapped"), O_RDONLY);
+		CHECK(flock(fd, LOCK_SH | LOCK_NB) && errno == EWOULDBLOCK,
+		      "the flock held through the mapping is still there");
+		return prog_done();
+	}
 	close(open(prog_path("lease"), O_WRONLY | O_CREAT, 0644));
 	fd = open(prog_path("lease"), O_RDONLY);
 	if (fd < 0 || fcntl(fd, F_SETLEASE, F_RDLCK) || flock(fd, LOCK_SH))

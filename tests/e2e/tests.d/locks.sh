@@ -130,3 +130,20 @@ t_locks_lease_owner() {
 	touch "$T/go"
 	wait "$RPID" || { fail "the restored program failed its checks"; attach_all; return 1; }
 }
+
+# A flock on a description only a mapping keeps (its fd closed) shows in no fdinfo: the
+# dump must refuse it, naming the process, and leave the program running with its lock.
+TESTS+=(locks_mapped_refused)
+t_locks_mapped_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	local rc
+	start_prog "$PROGS/locks-lease" "$T" mapped || return
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v --file-locks
+	rc=$?
+	[ $rc != 0 ] || { fail "amber dump of a flock held through a mapping only exited 0"; attach "$W/dump.log"; return 1; }
+	grep -q "pid $PID holds a flock on inode $(stat -c %i "$T/mapped") that amber finds through no fd" "$W/dump.log" ||
+		{ fail "the refusal does not name the process and the inode"; attach "$W/dump.log"; return 1; }
+	[ ! -e "$W/img/inventory.img" ] || { fail "the refused dump left an inventory.img"; return 1; }
+	runs_on "the refused dump" 20 || return 1
+	note "refused: $(grep -m1 'through no fd' "$W/dump.log")"
+}
