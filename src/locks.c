@@ -48,6 +48,10 @@ static struct sys_lock {
 static size_t nr_sys_locks;
 static bool locks_read;
 
+/* The descriptions seen through an fd (the others are behind mappings only). */
+static RegFile **via_fd;
+static size_t nr_via_fd, cap_via_fd;
+
 /* The fds whose owner of signals is asked in the process's own dump. */
 static struct fown_query {
 	pid_t pid;
@@ -266,6 +270,15 @@ int locks_dump_fd(struct dump_ctx *ctx, int fd, unsigned flags, RegFile *f)
 			return ret;
 	}
 	if (f->has_ino && ino_locked(f->ino)) {
+		if (nr_via_fd == cap_via_fd) {
+			RegFile **n = realloc(via_fd, (2 * cap_via_fd + 16) * sizeof(*n));
+
+			if (!n)
+				return -ENOMEM;
+			via_fd = n;
+			cap_via_fd = 2 * cap_via_fd + 16;
+		}
+		via_fd[nr_via_fd++] = f;
 		snprintf(path, sizeof(path), "/proc/%d/fdinfo/%d", ctx->pid, fd);
 		ret = sys_read_file(path, &buf, NULL);
 		if (ret) {
@@ -364,6 +377,39 @@ static int locks_dump(struct dump_ctx *ctx)
 }
 
 /*
+ * An OFD lock shows no pid: one on a file the tree maps through a
+ * description no fd of the tree has cannot be told apart from another
+ * process's, and is refused (unless an fd of the tree showed an OFD lock on
+ * that file: then the tree's are known).
+ */
+static int check_mapped_ofd(struct tree *t, const struct sys_lock *l)
+{
+	bool mapped = false;
+
+	for (size_t k = 0; k < t->files.n; k++) {
+		RegFile *f = t->files.f[k];
+		bool fd = false;
+
+		if (f->ino != l->ino)
+			continue;
+		for (size_t j = 0; j < nr_via_fd && !fd; j++)
+			fd = via_fd[j] == f;
+		for (size_t j = 0; fd && j < f->n_locks; j++)
+			if (f->locks[j]->kind == LOCK_KIND__LOCK_OFD)
+				return 0;
+		mapped |= !fd;
+	}
+	if (!mapped)
+		return 0;
+	pr_err("an OFD lock is held on inode %llu, which the tree maps through a description "
+	       "that no fd of it has: amber cannot tell whether the lock is the tree's (then "
+	       "held through the mapping only) and cannot restore it; keep an fd on the file "
+	       "open, or drop the lock",
+	       (unsigned long long)l->ino);
+	return -EOPNOTSUPP;
+}
+
+/*
  * A flock or lease is the description's, and a description may live on in
  * a mapping alone (its fds closed): then no fdinfo showed it.  One whose
  * taker is of the tree and that no fd of the tree showed is refused.
@@ -377,6 +423,10 @@ static int locks_dump_tree_late(struct tree *t)
 		bool flock = !strcmp(l->kind, "FLOCK"), lease = !strcmp(l->kind, "LEASE");
 		bool ours = false, seen = false;
 
+		if (!strcmp(l->kind, "OFDLCK")) {
+			ret = check_mapped_ofd(t, l);
+			continue;
+		}
 		if (!flock && !lease)
 			continue;
 		for (size_t p = 0; p < t->nr_procs; p++)

@@ -133,7 +133,7 @@ t_locks_lease_owner() {
 
 # A flock on a description only a mapping keeps (its fd closed) shows in no fdinfo: the
 # dump must refuse it, naming the process, and leave the program running with its lock.
-TESTS+=(locks_mapped_refused)
+TESTS+=(locks_mapped_refused locks_mapped_ofd_refused)
 t_locks_mapped_refused() {
 	[ $SELFTEST = 1 ] && return 77
 	local rc
@@ -146,4 +146,16 @@ t_locks_mapped_refused() {
 	[ ! -e "$W/img/inventory.img" ] || { fail "the refused dump left an inventory.img"; return 1; }
 	runs_on "the refused dump" 20 || return 1
 	note "refused: $(grep -m1 'through no fd' "$W/dump.log")"
+}
+t_locks_mapped_ofd_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	local rc
+	start_prog "$PROGS/locks-lease" "$T" mapped-ofd || return
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v --file-locks
+	rc=$?
+	[ $rc != 0 ] || { fail "amber dump of an OFD lock held through a mapping only exited 0"; attach "$W/dump.log"; return 1; }
+	grep -q "an OFD lock is held on inode $(stat -c %i "$T/mapped"), which the tree maps" "$W/dump.log" ||
+		{ fail "the refusal does not name the inode"; attach "$W/dump.log"; return 1; }
+	runs_on "the refused dump" 20 || return 1
+	note "refused: $(grep -m1 'OFD lock is held' "$W/dump.log")"
 }
