@@ -511,7 +511,8 @@ static int check_tree(struct tree *t)
 			if (f->locks[k]->kind != LOCK_KIND__LOCK_POSIX)
 				continue;
 			owner = tree_rproc(t, f->locks[k]->pid);
-			if (!owner || fd_of(owner, f->id) < 0) {
+			if (!owner || fd_of(owner, f->id) < 0 ||
+			    tree_entry(t, f->locks[k]->pid)->clone_files) {
 				pr_err("files.img: %s: a POSIX lock of pid %u, which has no fd on "
 				       "it; the image is corrupt",
 				       f->path, f->locks[k]->pid);
