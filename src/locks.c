@@ -7,17 +7,21 @@
  * that open file description (flock, OFD, leases: the description's own) and
  * the POSIX locks the process took through it.  Only fds on an inode that
  * /proc/locks names are read again.  Without --file-locks a lock is refused.
- * The owner of signals is asked by injected fcntl for fds with O_ASYNC and
- * for leases (the lease breaker signals the owner).
+ * The owner of signals is asked by injected fcntl for fds with O_ASYNC, for
+ * leases (the lease breaker signals the owner) and TCP sockets (SIGURG).  A
+ * flock or lease the fdinfo of no fd showed (a description kept by a mapping
+ * only) is refused, found in /proc/locks by its taker's pid.
  *
- * Restore: flock, OFD locks and leases belong to the description, which
- * amber opens: amber takes them on its own fd before any process exists.
- * POSIX locks belong to the process (its fd table) and die with any close of
- * the file by it: they are taken by the restored process itself, by injected
- * fcntl, once its mappings are made and after amber's own fds on that file
- * are closed in it.  Owner and signal are set the same way (the signal's
- * si_fd is the fd through which O_ASYNC was set), after the credentials, so
- * that the signal's permission check is the restored process's own.
+ * Restore: OFD locks belong to the description, which amber opens: amber
+ * takes them on its own fd before any process exists.  POSIX locks belong
+ * to the process (its fd table) and die with any close of the file by it:
+ * they are taken by the restored process itself, by injected fcntl, once its
+ * mappings are made and after amber's own fds on that file are closed in it.
+ * flocks (so that /proc/locks shows their taker) and leases (their break
+ * signal names the fd they were set through; the kernel checks the
+ * process's right to them) are taken by a process of the tree too, then the
+ * owner and signal of O_ASYNC are set, all after the credentials, so that
+ * the kernel's checks are the restored process's own.
  */
 #include <dirent.h>
 #include <errno.h>
