@@ -214,7 +214,9 @@ static int read_config(struct args *a, const char *path, bool must_exist)
 	FILE *f = fopen(path, "re");
 
 	if (!f) {
-		if (!must_exist && errno == ENOENT)
+		/* a default file that is not there, or not ours to read (nobody's
+		 * HOME may be /root): as if absent */
+		if (!must_exist && (errno == ENOENT || errno == EACCES || errno == ENOTDIR))
 			return 0;
 		pr_err("cannot read the configuration file %s: %m", path);
 		return -errno;
