@@ -7,8 +7,9 @@ set -euo pipefail
 . "$(dirname "$(realpath "$0")")/lib.sh"
 v=$1; src=${2:-$KQ_WORK/tree}; out=$KQ_WORK/out-$v
 # a single-option variant starts from baseline's objects: only what the option touches rebuilds
-case $v in only-*)
-	[ -d "$out" ] || [ ! -d "$KQ_WORK/out-baseline" ] || cp -a "$KQ_WORK/out-baseline" "$out" ;;
+case $v in
+only-*) [ -d "$out" ] || [ ! -d "$KQ_WORK/out-baseline" ] || cp -a "$KQ_WORK/out-baseline" "$out" ;;
+noipc) [ -d "$out" ] || [ ! -d "$KQ_WORK/out-abi" ] || cp -a "$KQ_WORK/out-abi" "$out" ;;
 esac
 "$KQ_HERE/mkconfig.sh" "$src" "$out" "$v"
 cc=()

@@ -1,11 +1,11 @@
 #!/bin/bash
-# Install the host tools the rig needs (Debian 12).  Nothing is loaded into the
+# Install the host tools the rig needs (Debian 12; rsync: the kselftests' make install).  Nothing is loaded into the
 # host kernel and nothing is written to /boot: kernels only ever run in QEMU.
 set -euo pipefail
 need=()
 for t in qemu-system-x86_64:qemu-system-x86 busybox:busybox-static cpio:cpio xz:xz-utils \
 	 gcc:gcc make:make bc:bc flex:flex bison:bison pahole:dwarves perl:perl git:git \
-	 patch:patch; do
+	 patch:patch rsync:rsync; do
 	command -v "${t%%:*}" >/dev/null || need+=("${t#*:}")
 done
 [ -e /usr/include/libelf.h ] || need+=(libelf-dev)

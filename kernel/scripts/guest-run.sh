@@ -4,9 +4,36 @@
 # come from the kernel command line.  Prints KQ-RESULT lines.
 : "${KQ_EXPECT:=present}"
 echo "KQ-INFO $KQ_NAME: kernel $(uname -r), expect $KQ_EXPECT"
+if [ "${KQ_ORDER_ONLY:-0}" = 1 ]; then # rig.sh: kcmp's order in one more boot
+	./crabi --expect="$KQ_EXPECT" --order-only
+	exit $?
+fi
 rc=0
 ./crabi --expect="$KQ_EXPECT" || rc=1
 ./crabi --expect="$KQ_EXPECT" --user=1000 || rc=1
+
+# ---- the series' kselftests, through the kselftest runner (as root) ----
+# Each must pass where its option is on and SKIP where it is off.
+if [ -x /ksft/run_kselftest.sh ] && [ "$KQ_EXPECT" != present,noipc ]; then
+	(cd /ksft && ./run_kselftest.sh -t kcmp:kcmp_test -t proc:proc-pid-children \
+		-t proc:proc-pid-stat-cr -t prctl:set-mm-args) >/tmp/ksft.tap 2>&1
+	sed 's/^/KQ-KSFT /' /tmp/ksft.tap
+	for t in kcmp:kcmp_test:kcmp proc:proc-pid-children:children proc:proc-pid-stat-cr:stat \
+		 prctl:set-mm-args:prctl; do
+		dir=${t%%:*}; rest=${t#*:}; name=${rest%%:*}; feat=${rest#*:}
+		case $KQ_EXPECT in present) on=1 ;; absent) on=0 ;; "$feat") on=1 ;; *) on=0 ;; esac
+		line=$(grep "selftests: $dir: $name\( \|\$\)" /tmp/ksft.tap | grep '^\(not \)\?ok' | tail -1)
+		if [ $on = 1 ]; then
+			case $line in "ok "*"# SKIP"*|"not ok"*|"") r=FAIL ;; "ok "*) r=PASS ;; *) r=FAIL ;; esac
+			want="ok"
+		else
+			case $line in "ok "*"# SKIP"*) r=PASS ;; *) r=FAIL ;; esac
+			want="ok # SKIP"
+		fi
+		echo "KQ-RESULT kselftest.$dir.$name $r '${line:-no TAP line}' (want $want)"
+		[ $r = PASS ] || rc=1
+	done
+fi
 
 # ---- amber inside the guest ----
 # The rig copies <repo>/build/amber (plus its shared libraries) to /amber/amber

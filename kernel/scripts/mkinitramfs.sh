@@ -3,7 +3,8 @@
 # busybox-static initramfs; /init mounts proc/sys/dev/tmp, runs GUEST_SCRIPT as
 # /run.sh in /t, prints "KQ-EXIT <rc>" and reboots (QEMU runs with -no-reboot).
 # Extra files go to /t/<basename> or to DST.  A dynamically linked SRC gets its
-# shared libraries and loader copied too (to the same paths).
+# shared libraries and loader copied too (to the same paths).  A directory SRC is
+# copied whole.
 set -euo pipefail
 out=$(realpath -m "$1"); script=$2; shift 2
 d=$(mktemp -d "${TMPDIR:-/tmp}/kq-initrd.XXXXXX")
@@ -17,7 +18,11 @@ printf 'root:x:0:\nuser:x:1000:\nnobody2:x:1001:\n' > "$d/etc/group"
 cp "$script" "$d/run.sh"; chmod 755 "$d/run.sh"
 for f in "$@"; do
 	src=${f%%:*}; dst=${f#*:}; [ "$dst" = "$f" ] && dst=/t/$(basename "$src")
-	mkdir -p "$d$(dirname "$dst")"; cp -L "$src" "$d$dst"; chmod a+rX "$d$dst"
+	mkdir -p "$d$(dirname "$dst")"
+	if [ -d "$src" ]; then # a directory (the kselftests): as it is, static programs only
+		cp -a "$src" "$d$dst"; chmod -R a+rX "$d$dst"; continue
+	fi
+	cp -L "$src" "$d$dst"; chmod a+rX "$d$dst"
 	if ldd "$src" >/dev/null 2>&1; then
 		for lib in $(ldd "$src" | grep -o '/[^ ]*'); do
 			mkdir -p "$d$(dirname "$lib")"; cp -L "$lib" "$d$lib"

@@ -22,7 +22,7 @@
 # Nothing is ever loaded into the host kernel; QEMU never uses KVM.
 set -uo pipefail
 . "$(dirname "$(realpath "$0")")/lib.sh"
-VARIANTS=${KQ_VARIANTS:-baseline abi cr only-children only-kcmp only-stat only-prctl}
+VARIANTS=${KQ_VARIANTS:-baseline abi cr only-children only-kcmp only-stat only-prctl noipc}
 TO=${KQ_TIMEOUT:-300}
 L=$KQ_WORK/logs
 pass=0; fail=0
@@ -66,6 +66,25 @@ boot() { # boot NAME KERNEL EXPECT AMBER_EXPECT
 	fi
 }
 
+# kcmp's order must not be the plain pointer order: boot the abi kernel twice more
+# and compare the order of 12 files opened alike (crabi's kcmp-order-sig), which a
+# kernel that boots the same way repeats unless the per-boot cookies are random.
+order_across_boots() { # KERNEL
+	local k=$1 i sig sigs
+	sigs=$(sed -n 's/^KQ-INFO root kcmp-order-sig //p' "$L/boot-abi.log")
+	for i in 2 3; do
+		"$KQ_HERE/runvm.sh" "$k" "$KQ_WORK/initrd.gz" "$L/boot-abi-order$i.log" "$TO" \
+			"KQ_EXPECT=present KQ_ORDER_ONLY=1 KQ_NAME=abi-order$i"
+		sig=$(sed -n 's/^KQ-INFO root kcmp-order-sig //p' "$L/boot-abi-order$i.log")
+		sigs="$sigs ${sig:-none$i}"
+	done
+	if [ "$(echo $sigs | tr ' ' '\n' | grep -v '^none' | sort -u | wc -l)" = 3 ]; then
+		res abi.kcmp-order-per-boot PASS "3 boots, 3 different orders of 12 files: $sigs"
+	else
+		res abi.kcmp-order-per-boot FAIL "3 boots gave the orders: $sigs (a repeat: not obfuscated per boot?)"
+	fi
+}
+
 kq_stage "deps"
 if [ "$(id -u)" = 0 ]; then "$KQ_HERE/deps.sh" || abort "cannot install host tools"; fi
 
@@ -88,6 +107,17 @@ if [ -x "$AM" ]; then
 		echo "KQ-INFO amber e2e: $(ls "$KQ_REPO/build/progs" | tr '\n' ' ')"
 	fi
 else echo "KQ-SKIP amber: $AM not built; 'amber check' will not run in the guest"; fi
+# the series' kselftests (0005) and the kselftest runner, static, installed as
+# `make install` of tools/testing/selftests does; guest-run.sh runs them
+rm -rf "$KQ_WORK/ksft"
+if make -s -C "$KQ_WORK/tree" O="$KQ_WORK/ksft-headers" headers >"$L/ksft-build.log" 2>&1 &&
+   make -s -C "$KQ_WORK/tree/tools/testing/selftests" TARGETS="kcmp proc prctl" CC="gcc -static" \
+	KHDR_INCLUDES="-isystem $KQ_WORK/ksft-headers/usr/include" INSTALL_PATH="$KQ_WORK/ksft" \
+	install >>"$L/ksft-build.log" 2>&1; then
+	extra+=("$KQ_WORK/ksft:/ksft"); echo "KQ-INFO kselftests: kcmp proc prctl into /ksft"
+else
+	res ksft.build FAIL "kselftests did not build: $(tail -3 "$L/ksft-build.log" | tr '\n' ' ')"
+fi
 "$KQ_HERE/mkinitramfs.sh" "$KQ_WORK/initrd.gz" "$KQ_HERE/guest-run.sh" "$KQ_WORK/crabi" "${extra[@]}" \
 	|| abort "initramfs failed"
 
@@ -104,9 +134,11 @@ for v in $VARIANTS; do
 		baseline) e=absent; a=missing ;;
 		abi) e=present; a=seeds ;;
 		only-*) e=${v#only-}; a=only ;; # one option on: that feature alone
+		noipc) e=present,noipc; a=info ;; # kcmp's SYSVSEM and EPOLL_TFD: EOPNOTSUPP
 		*) e=present; a=pass ;;
 		esac
 		boot "$v" "$KQ_WORK/out-$v/arch/x86/boot/bzImage" "$e" "$a"
+		[ "$v" = abi ] && order_across_boots "$KQ_WORK/out-$v/arch/x86/boot/bzImage"
 	else
 		res "$v.build" FAIL "see $KQ_WORK/out-$v.build.log"
 	fi

@@ -32,6 +32,7 @@
 #include <linux/kcmp.h>
 #include <linux/prctl.h>
 #include <sys/epoll.h>
+#include <sys/mount.h>
 #include <sys/ipc.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -54,7 +55,9 @@
 static const char *mode = "root";
 /* which features the kernel must have (--expect) */
 static int has_children = 1, has_kcmp = 1, has_stat = 1, has_prctl = 1;
+static int has_ipc = 1; /* SYSVIPC and EPOLL built ("noipc" in --expect: not) */
 static char expect_arg[64] = "present";
+static int order_only; /* --order-only: kcmp's order signature alone (rig.sh, more boots) */
 static int npass, nfail;
 static char **g_argv, **g_envp;
 static int g_argc;
@@ -234,6 +237,33 @@ static void test_children(void)
 	result("children.exact", n >= 0 && same_set(got, n, exp, 4),
 	       "got [%s] want [%s] (grandchild %d not listed)", n < 0 ? strerror(err) : a, b, gc);
 
+	/* read a few bytes at a time, then again after lseek(0): the same list */
+	{
+		char path[64], whole[512] = "", part[512] = "", again[512] = "";
+		int fd, k, lk = 0;
+		ssize_t r, t = 0;
+
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/children", me, me);
+		read_file(path, whole, sizeof(whole));
+		fd = open(path, O_RDONLY);
+		for (k = 1; fd >= 0 && t < (ssize_t)sizeof(part) - 4; k = k % 3 + 1) {
+			r = read(fd, part + t, k);
+			if (r <= 0)
+				break;
+			t += r;
+		}
+		if (fd >= 0 && lseek(fd, 0, SEEK_SET) == 0) {
+			lk = 1;
+			r = read(fd, again, sizeof(again) - 1);
+			again[r > 0 ? r : 0] = 0;
+		}
+		if (fd >= 0)
+			close(fd);
+		result("children.small-reads", *whole && !strcmp(whole, part) && lk &&
+		       !strcmp(whole, again), "whole '%s', in 1-3 byte reads '%s', after lseek '%s'",
+		       whole, part, again);
+	}
+
 	/* grandchild is listed under its own parent */
 	n = read_children(parent_of_gc, parent_of_gc, got, 64, &err);
 	result("children.grandchild", n == 1 && got[0] == gc,
@@ -318,6 +348,22 @@ static void test_kcmp_absent(void)
 	       r == -1 ? strerror(errno) : "-");
 }
 
+/* A kernel without SYSVIPC and EPOLL: their kcmp types are EOPNOTSUPP. */
+static void test_kcmp_noipc(void)
+{
+	struct kcmp_epoll_slot slot = { 0 };
+	long r1, r2;
+	int e1, e2;
+
+	r1 = kcmp(getpid(), getpid(), KCMP_SYSVSEM, 0, 0);
+	e1 = errno;
+	r2 = kcmp(getpid(), getpid(), KCMP_EPOLL_TFD, 0, (unsigned long)&slot);
+	e2 = errno;
+	result("kcmp.EOPNOTSUPP", r1 == -1 && e1 == EOPNOTSUPP && r2 == -1 && e2 == EOPNOTSUPP,
+	       "without SYSVIPC: SYSVSEM %ld %s; without EPOLL: EPOLL_TFD %ld %s", r1,
+	       r1 == -1 ? strerror(e1) : "", r2, r2 == -1 ? strerror(e2) : "");
+}
+
 static void test_kcmp_types(void)
 {
 	static const struct { int type; const char *name; } t[] = {
@@ -393,9 +439,34 @@ static void test_kcmp_types(void)
 	r3 = kcmp(me, child, KCMP_EPOLL_TFD, p1[0], (unsigned long)&slot);
 	slot.tfd = p2[0]; /* not registered */
 	r4 = kcmp(me, me, KCMP_EPOLL_TFD, p1[0], (unsigned long)&slot);
-	result("kcmp.EPOLL_TFD", r1 == 0 && is_ne(r2) && r3 == 0 && r4 == -1,
-	       "same=%ld other=%ld child-epoll=%ld unregistered=%ld(%s)", r1, r2, r3, r4,
-	       r4 == -1 ? strerror(errno) : "-");
+	{
+		int e4 = errno;
+
+		result("kcmp.EPOLL_TFD", r1 == 0 && is_ne(r2) && r3 == 0 && r4 == -1 &&
+		       e4 == ENOENT, "same=%ld other=%ld child-epoll=%ld unregistered=%ld(%s, want "
+		       "ENOENT)", r1, r2, r3, r4, r4 == -1 ? strerror(e4) : "-");
+	}
+	/*
+	 * Upstream's selftest case: the target was registered under a dup2'd
+	 * number that is closed since; the item is still found by that number
+	 * and compared with the file through another fd.
+	 */
+	{
+		struct epoll_event ev = { .events = EPOLLIN };
+		int d = dup2(p2[0], 200), e;
+
+		r1 = d == 200 ? epoll_ctl(efd, EPOLL_CTL_ADD, 200, &ev) : -1;
+		close(200);
+		slot.tfd = 200;
+		r2 = kcmp(me, me, KCMP_EPOLL_TFD, p2[0], (unsigned long)&slot);
+		r3 = kcmp(me, me, KCMP_EPOLL_TFD, p1[0], (unsigned long)&slot);
+		slot.tfd = 201; /* never registered */
+		r4 = kcmp(me, me, KCMP_EPOLL_TFD, p2[0], (unsigned long)&slot);
+		e = errno;
+		result("kcmp.EPOLL_TFD-closed-dup", r1 == 0 && r2 == 0 && is_ne(r3) && r4 == -1 &&
+		       e == ENOENT, "registered as fd 200 (closed since): via p2=%ld, other file=%ld, "
+		       "fd 201=%ld(%s)", r2, r3, r4, r4 == -1 ? strerror(e) : "-");
+	}
 
 	if (write(peer.down[1], &c, 1) != 1)
 		c = 0;
@@ -474,6 +545,25 @@ static void test_kcmp_order(void)
 				stable = 0;
 	ok = check_order(r, NORD, same, why, sizeof(why));
 	result("kcmp.order-FILE", ok && stable, "%s, stable=%d", why, stable);
+	/*
+	 * The order of 12 files opened alike, as ranks: the rig compares it
+	 * across boots of one kernel.  A plain pointer order repeats itself
+	 * on a kernel that boots the same way; the random per-boot cookies
+	 * of kcmp's obfuscation make it differ.
+	 */
+	{
+		char sig[64];
+		int k = 0;
+
+		for (i = 0; i < 12; i++) {
+			int rank = 0;
+
+			for (j = 0; j < 12; j++)
+				rank += r[i][j] == 2;
+			k += snprintf(sig + k, sizeof(sig) - k, "%c", 'a' + rank);
+		}
+		printf("KQ-INFO %s kcmp-order-sig %s\n", mode, sig);
+	}
 	for (i = 0; i < NORD; i++)
 		close(fds[i]);
 
@@ -501,8 +591,11 @@ static void test_kcmp_errors(void)
 	cfd = open("/", O_RDONLY);
 	close(cfd);
 	r = kcmp(me, me, KCMP_FILE, cfd, fd);
-	result("kcmp.EBADF", r == -1 && errno == EBADF, "closed fd %d: %ld %s", cfd, r,
+	result("kcmp.EBADF", r == -1 && errno == EBADF, "closed fd %d as idx1: %ld %s", cfd, r,
 	       r == -1 ? strerror(errno) : "");
+	r = kcmp(me, me, KCMP_FILE, fd, cfd);
+	result("kcmp.EBADF-idx2", r == -1 && errno == EBADF, "closed fd %d as idx2: %ld %s", cfd,
+	       r, r == -1 ? strerror(errno) : "");
 	close(fd);
 
 	fflush(stdout);
@@ -525,28 +618,141 @@ static void test_kcmp_errors(void)
 		if (c == 0) {
 			if (setgroups(0, NULL) || setgid(1001) || setuid(1001))
 				_exit(10);
+			/* the other user's task as pid2, then as pid1 */
 			r = kcmp(getpid(), getppid(), KCMP_VM, 0, 0);
-			_exit(r == -1 && errno == EPERM ? 0 : r == -1 ? 20 + errno % 100 : 3);
+			if (r != -1 || errno != EPERM)
+				_exit(r == -1 ? 20 + errno % 100 : 3);
+			r = kcmp(getppid(), getpid(), KCMP_VM, 0, 0);
+			_exit(r == -1 && errno == EPERM ? 0 : r == -1 ? 40 + errno % 100 : 4);
 		}
 		waitpid(c, &st, 0);
 		result("kcmp.EPERM", WIFEXITED(st) && WEXITSTATUS(st) == 0,
-		       "uid 1001 vs root parent: child exit %d (0=EPERM)", WEXITSTATUS(st));
+		       "uid 1001 vs root parent as pid2 and as pid1: child exit %d (0=EPERM both)",
+		       WEXITSTATUS(st));
 	} else {
+		long r2;
+		int e1, e2;
+
 		r = kcmp(me, 1, KCMP_VM, 0, 0);
-		result("kcmp.EPERM", r == -1 && errno == EPERM, "uid %d vs root pid 1: %ld %s",
-		       getuid(), r, r == -1 ? strerror(errno) : "");
+		e1 = errno;
+		r2 = kcmp(1, me, KCMP_VM, 0, 0);
+		e2 = errno;
+		result("kcmp.EPERM", r == -1 && e1 == EPERM && r2 == -1 && e2 == EPERM,
+		       "uid %d vs root pid 1 as pid2: %ld %s, as pid1: %ld %s", getuid(), r,
+		       r == -1 ? strerror(e1) : "", r2, r2 == -1 ? strerror(e2) : "");
 	}
+}
+
+/*
+ * Across pid namespaces: kcmp() looks pids up in the caller's namespace,
+ * the children file prints them in the namespace of the procfs mount.
+ * H unshares a pid namespace; its child I is pid 1 there and forks J
+ * (pid 2 there).  I compares itself with J by inner pids, cannot see
+ * H, and reads J as "2" in a procfs of its own; the test reads J by its
+ * outer pid in the outer /proc.
+ */
+static void test_pidns(void)
+{
+	int up[2], st = 0, n, err;
+	pid_t h, got[8], inner[2];
+
+	if (pipe(up)) {
+		result("pidns.setup", 0, "pipe: %s", strerror(errno));
+		return;
+	}
+	fflush(stdout);
+	h = fork();
+	if (h == 0) {
+		pid_t i, hp = getpid();
+
+		if (unshare(CLONE_NEWPID))
+			_exit(10);
+		i = fork();
+		if (i == 0) {
+			char buf[64] = "";
+			pid_t j = sleeper();
+			long same, other;
+			int ok = 1, fd;
+
+			if (getpid() != 1 || j != 2)
+				_exit(11);
+			if (has_kcmp) {
+				same = kcmp(1, 1, KCMP_VM, 0, 0);
+				other = kcmp(1, 2, KCMP_VM, 0, 0);
+				ok = same == 0 && is_ne(other) &&
+				     kcmp(1, hp, KCMP_VM, 0, 0) == -1 && errno == ESRCH;
+			}
+			if (has_children) {
+				ok = ok && !unshare(CLONE_NEWNS) &&
+				     !mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) &&
+				     !mkdir("/pidns-proc", 0700) &&
+				     !mount("proc", "/pidns-proc", "proc", 0, NULL);
+				fd = ok ? open("/pidns-proc/1/task/1/children", O_RDONLY) : -1;
+				ok = fd >= 0 && read(fd, buf, sizeof(buf) - 1) > 0 && !strcmp(buf, "2 ");
+			}
+			/* only if all held: tell the outside J's pid, then wait to be killed */
+			if (!ok || write(up[1], &j, sizeof(j)) != sizeof(j))
+				_exit(12);
+			for (;;)
+				pause();
+		}
+		if (i < 0 || write(up[1], &i, sizeof(i)) != sizeof(i))
+			_exit(13);
+		waitpid(i, &st, 0);
+		_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 14);
+	}
+	close(up[1]);
+	if (read(up[0], &inner[0], sizeof(pid_t)) != sizeof(pid_t) ||
+	    read(up[0], &inner[1], sizeof(pid_t)) != sizeof(pid_t)) {
+		waitpid(h, &st, 0);
+		close(up[0]);
+		result("pidns", 0, "the namespace's init failed its own checks (exit %d: 10 unshare, "
+		       "11 pids, 12 kcmp/children inside)", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+		return;
+	}
+	close(up[0]);
+	/* inner[0]: I's outer pid; inner[1]: J's pid as I saw it (2) */
+	if (has_children) {
+		n = read_children(inner[0], inner[0], got, 8, &err);
+		result("pidns.children", n == 1 && got[0] != 2 && got[0] > 0,
+		       "outer /proc lists I's child as %d (inside it is %d, \"2\" in its own procfs)",
+		       n == 1 ? got[0] : -1, inner[1]);
+	}
+	if (has_kcmp)
+		result("pidns.kcmp", kcmp(getpid(), inner[0], KCMP_VM, 0, 0) > 0,
+		       "inside: kcmp by inner pids, ESRCH for a pid outside; outside: by outer pid %d",
+		       inner[0]);
+	kill(inner[0], SIGKILL);
+	waitpid(h, &st, 0);
 }
 
 /* ---------- /proc/PID/stat ---------- */
 
+static int read_stat_at(const char *path, unsigned long long *f, char s[][32], int max);
+
 /* fields[1..52]; returns number of fields */
 static int read_stat(pid_t pid, unsigned long long *f, char s[][32], int max)
 {
-	char path[64], buf[4096], *p, *tok, *save;
-	int n = 2;
+	char path[64];
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	return read_stat_at(path, f, s, max);
+}
+
+/* /proc/WHAT/stat, WHAT being "PID" or "PID/task/TID" */
+static int read_stat_path(const char *what, unsigned long long *f, int max)
+{
+	char path[96];
+
+	snprintf(path, sizeof(path), "/proc/%s/stat", what);
+	return read_stat_at(path, f, NULL, max);
+}
+
+static int read_stat_at(const char *path, unsigned long long *f, char s[][32], int max)
+{
+	char buf[4096], *p, *tok, *save;
+	int n = 2;
+
 	if (read_file(path, buf, sizeof(buf)) <= 0)
 		return -1;
 	p = strrchr(buf, ')');
@@ -609,6 +815,28 @@ static void test_stat(void)
 	n = read_stat(z, f, NULL, 64);
 	result("stat.exit_code", n == 52 && f[52] == (has_stat ? 9 : 0),
 	       "zombie %d killed by SIGKILL: exit_code=%llu want %d", z, f[52], has_stat ? 9 : 0);
+
+	/* exit_code of _exit(3): the wait status 3 << 8, also in task/TID/stat */
+	{
+		unsigned long long g[64] = { 0 };
+		char path[64];
+		pid_t x;
+		int m, ok2;
+
+		fflush(stdout);
+		x = fork();
+		if (x == 0)
+			_exit(3);
+		wait_zombie(x);
+		n = read_stat(x, f, NULL, 64);
+		snprintf(path, sizeof(path), "%d/task/%d", x, x);
+		m = read_stat_path(path, g, 64);
+		ok2 = n == 52 && m == 52 && f[52] == (has_stat ? 768 : 0) && g[52] == f[52];
+		result("stat.exit_code-_exit3", ok2,
+		       "zombie %d after _exit(3): stat %llu, task/%d/stat %llu (want %d)", x, f[52], x,
+		       g[52], has_stat ? 768 : 0);
+		kill_reap(x);
+	}
 
 	/* unprivileged reader sees zeros */
 	if (getuid() == 0) {
@@ -773,6 +1001,11 @@ static void __attribute__((noinline)) test_prctl_root(void)
 	e3 = set_mm(PR_SET_MM_AUXV, (unsigned long)auxv, max + 8);
 	result("prctl.AUXV-too-long", max > 0 && e3 == EINVAL,
 	       "largest accepted %d bytes, %d bytes -> %s", max, max + 8, strerror(e3));
+	/* the checks below read the last AT_NULL pair: at least 2 pairs (16 words) */
+	if (max < 16 * 8) {
+		result("prctl.AUXV-AT_NULL", 0, "the kernel accepts only %d bytes of auxv", max);
+		return;
+	}
 	for (len = 0; len < max / 8; len++)
 		auxv[len] = len % 2 ? 0x1000 + len : 100 + len; /* no AT_NULL anywhere */
 	e1 = set_mm(PR_SET_MM_AUXV, (unsigned long)auxv, max);
@@ -804,6 +1037,25 @@ static void __attribute__((noinline)) test_prctl_root(void)
 	e2 = set_mm(PR_SET_MM_ARG_END, hi, 0);
 	result("prctl.ARG_END-EFAULT", e2 == EFAULT, "address %#lx above every VMA: %s", hi,
 	       strerror(e2));
+	/*
+	 * The TASK_SIZE bound exactly: at it EINVAL, one byte below it the
+	 * range check passes and, no VMA being there, EFAULT.  An off-by-one
+	 * in either direction fails.  TASK_SIZE is 2^47 - 4096, or 2^56 - 4096
+	 * with 5-level paging on (Debian's kernel on a CPU with LA57).
+	 */
+	{
+		const unsigned long ts4 = (1UL << 47) - 4096, ts5 = (1UL << 56) - 4096;
+		int a4 = set_mm(PR_SET_MM_ARG_END, ts4, 0), b4 = set_mm(PR_SET_MM_ARG_END, ts4 - 1, 0);
+		int a5 = set_mm(PR_SET_MM_ARG_END, ts5, 0), b5 = set_mm(PR_SET_MM_ARG_END, ts5 - 1, 0);
+		int l4 = a4 == EINVAL && b4 == EFAULT, l5 = a4 == EFAULT && a5 == EINVAL &&
+							  b5 == EFAULT;
+
+		result("prctl.TASK_SIZE-bound", l4 || l5,
+		       "ARG_END at 2^47-4096: %s, -1: %s; at 2^56-4096: %s, -1: %s (want EINVAL at "
+		       "TASK_SIZE, EFAULT one below)", strerror(a4), strerror(b4), strerror(a5),
+		       strerror(b5));
+		set_mm(PR_SET_MM_ARG_END, (unsigned long)args + sizeof(newargs) - 1, 0);
+	}
 	e1 = set_mm(PR_SET_MM_ARG_START, 0x100, 0);
 	e2 = set_mm(PR_SET_MM_ENV_START, 0x800000000000UL, 0);
 	e3 = set_mm(PR_SET_MM_ENV_END, ~0UL - 4095, 0);
@@ -811,6 +1063,32 @@ static void __attribute__((noinline)) test_prctl_root(void)
 	result("prctl.EINVAL", e1 == EINVAL && e2 == EINVAL && e3 == EINVAL && e4 == EINVAL,
 	       "below mmap_min_addr: %s, TASK_SIZE: %s, kernel address: %s, arg4!=0: %s",
 	       strerror(e1), strerror(e2), strerror(e3), strerror(e4));
+}
+
+/*
+ * CAP_SYS_RESOURCE is checked with capable(): in a user namespace of its
+ * own the caller has every capability, but only there, and must get EPERM.
+ */
+static void test_prctl_userns(void)
+{
+	int st = 0;
+	pid_t c;
+
+	fflush(stdout);
+	c = fork();
+	if (c == 0) {
+		char buf[16] = "x";
+
+		if (unshare(CLONE_NEWUSER))
+			_exit(10);
+		if (set_mm(PR_SET_MM_ARG_START, (unsigned long)buf, 0) != EPERM)
+			_exit(11);
+		_exit(set_mm(PR_SET_MM_AUXV, (unsigned long)buf, 16) == EPERM ? 0 : 12);
+	}
+	waitpid(c, &st, 0);
+	result("prctl.userns-EPERM", WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	       "root in a new user namespace (all caps there only): exit %d (0 = EPERM; 10 no "
+	       "user namespace, 11/12 accepted)", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 }
 
 static void test_prctl(void)
@@ -834,6 +1112,8 @@ static void test_prctl(void)
 			 !has_prctl ? "absent" : "EPERM");
 		result(nm, e == want, "rc %s want %s", e ? strerror(e) : "0", strerror(want));
 	}
+	if (getuid() == 0)
+		test_prctl_userns();
 	if (has_prctl && getuid() == 0)
 		test_prctl_root();
 }
@@ -848,6 +1128,10 @@ static void set_expect(const char *arg)
 	has_kcmp = all || strstr(arg, "kcmp");
 	has_stat = all || strstr(arg, "stat");
 	has_prctl = all || strstr(arg, "prctl");
+	if (strstr(arg, "noipc")) { /* "present,noipc": all four, without SYSVIPC and EPOLL */
+		has_children = has_kcmp = has_stat = has_prctl = 1;
+		has_ipc = 0;
+	}
 }
 
 int main(int argc, char **argv, char **envp)
@@ -858,6 +1142,8 @@ int main(int argc, char **argv, char **envp)
 	for (i = 1; i < argc; i++) {
 		if (!strncmp(argv[i], "--expect=", 9))
 			set_expect(argv[i] + 9);
+		else if (!strcmp(argv[i], "--order-only"))
+			order_only = 1;
 		else if (!strcmp(argv[i], "--mode=user"))
 			mode = "user";
 		else if (!strncmp(argv[i], "--user=", 7) && getuid() == 0) {
@@ -883,8 +1169,17 @@ int main(int argc, char **argv, char **envp)
 	printf("KQ-INFO %s: uid=%d expect=%s (children %d kcmp %d stat %d prctl %d)\n", mode,
 	       getuid(), expect_arg, has_children, has_kcmp, has_stat, has_prctl);
 
+	if (order_only) {
+		test_kcmp_order();
+		printf("KQ-SUMMARY %s %d passed, %d failed\n", mode, npass, nfail);
+		return nfail ? 1 : 0;
+	}
 	test_children();
-	if (has_kcmp) {
+	if (has_kcmp && !has_ipc) {
+		test_kcmp_noipc();
+		test_kcmp_order();
+		test_kcmp_errors();
+	} else if (has_kcmp) {
 		test_kcmp_types();
 		test_kcmp_order();
 		test_kcmp_errors();
@@ -895,6 +1190,8 @@ int main(int argc, char **argv, char **envp)
 	}
 	test_stat();
 	test_prctl();
+	if (getuid() == 0 && (has_children || has_kcmp))
+		test_pidns();
 	printf("KQ-SUMMARY %s %d passed, %d failed\n", mode, npass, nfail);
 	return nfail ? 1 : 0;
 }
