@@ -76,6 +76,7 @@ enum {
 	VMF_RAND_READ = 1 << 9,
 	VMF_MAYWRITE = 1 << 10,
 	VMF_NORESERVE = 1 << 11,
+	VMF_LOCKONFAULT = 1 << 12,
 };
 
 /* Open file descriptions found while dumping; ids index this table. */

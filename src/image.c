@@ -464,8 +464,8 @@ static uint64_t max_record(const struct img_dir *d, enum img_kind kind, const ch
 		       (l[LIM_RLIMITS] + l[LIM_ITIMERS]) * 40 + l[LIM_NGROUPS] * 6 +
 		       l[LIM_THREADS_MAX] * 6;
 	case IMG_MM:
-		*why = "vm.max_map_count mappings";
-		return 4096 + l[LIM_AUXV] * 11 + l[LIM_MAP_COUNT] * 96 + 65536;
+		*why = "vm.max_map_count mappings and as many guard page ranges";
+		return 4096 + l[LIM_AUXV] * 11 + l[LIM_MAP_COUNT] * (96 + 32) + 65536;
 	case IMG_PAGEMAP:
 		*why = "one run of pages";
 		return 64;

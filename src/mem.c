@@ -20,6 +20,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -49,6 +50,14 @@ static const struct {
 	{VMF_NOHUGEPAGE, MADV_NOHUGEPAGE}, {VMF_MERGEABLE, MADV_MERGEABLE},
 	{VMF_SEQ_READ, MADV_SEQUENTIAL},   {VMF_RAND_READ, MADV_RANDOM},
 };
+
+/* vma_entry.mlock, mm_entry.mlock_future */
+#define VMA_MLOCK_LOCKED  1u /* VM_LOCKED: mlock(), MAP_LOCKED, mlockall(MCL_CURRENT) */
+#define VMA_MLOCK_ONFAULT 2u /* VM_LOCKONFAULT: MLOCK_ONFAULT, MCL_ONFAULT */
+
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102
+#endif
 
 static bool has_pages(int kind)
 {
@@ -138,20 +147,129 @@ static int dump_auxv(struct dump_ctx *ctx, MmEntry *mm)
 	return 0;
 }
 
-static int mem_dump(struct dump_ctx *ctx)
+static unsigned mlock_bits(unsigned vmflags)
 {
-	MmEntry *mm = ctx->mm;
-	struct proc_stat st;
-	char exe[96];
-	struct img *img;
-	long r;
+	if (!(vmflags & VMF_LOCKED))
+		return 0;
+	return VMA_MLOCK_LOCKED | (vmflags & VMF_LOCKONFAULT ? VMA_MLOCK_ONFAULT : 0);
+}
+
+/*
+ * MADV_GUARD_INSTALL pages are PTE markers, neither present nor swapped:
+ * only PAGEMAP_SCAN's PAGE_IS_GUARD (6.14+) shows them.  A kernel without it
+ * (EINVAL) has no guard pages to show, except 6.13: see README Limits.
+ */
+static bool scan_knows_guards; /* PAGEMAP_SCAN took PAGE_IS_GUARD */
+
+static int dump_guards(pid_t pid, int pagemap_fd, VmaEntry *e, size_t *total, size_t max)
+{
+	struct page_region regs[64];
+	struct pm_scan_arg arg = {
+		.size = sizeof(arg),
+		.start = e->start,
+		.end = e->end,
+		.vec = (uintptr_t)regs,
+		.vec_len = 64,
+		.category_mask = PAGE_IS_GUARD,
+		.return_mask = PAGE_IS_GUARD,
+	};
+
+	for (;;) {
+		long n = ioctl(pagemap_fd, PAGEMAP_SCAN, &arg);
+
+		if (n < 0) {
+			if (errno == EINVAL && !scan_knows_guards)
+				return 0;
+			pr_err("pid %d: PAGEMAP_SCAN for guard pages in %llx-%llx failed: %s", pid,
+			       (unsigned long long)e->start, (unsigned long long)e->end,
+			       strerror(errno));
+			return -errno;
+		}
+		scan_knows_guards = true;
+		for (long i = 0; i < n; i++) {
+			VmaGuard *g, **gs;
+
+			if (e->n_guards && e->guards[e->n_guards - 1]->end == regs[i].start) {
+				e->guards[e->n_guards - 1]->end = regs[i].end;
+				continue;
+			}
+			/* what the image's record size limit allows (image.c) */
+			if (++*total > max) {
+				pr_err("pid %d: more than vm.max_map_count (%zu) ranges of guard "
+				       "pages; amber cannot save them",
+				       pid, max);
+				return -E2BIG;
+			}
+			gs = realloc(e->guards, (e->n_guards + 1) * sizeof(*gs));
+			if (!gs)
+				return -ENOMEM;
+			e->guards = gs;
+			g = malloc(sizeof(*g));
+			if (!g)
+				return -ENOMEM;
+			vma_guard__init(g);
+			g->start = regs[i].start;
+			g->end = regs[i].end;
+			e->guards[e->n_guards++] = g;
+		}
+		if (arg.walk_end >= e->end || n == 0)
+			return 0;
+		arg.start = arg.walk_end;
+	}
+}
+
+/*
+ * mlockall(MCL_FUTURE) is in no /proc file: it locks every new mapping, so
+ * amber's scratch area (mapped for this dump) shows it.  smaps is read again
+ * only when VmLck says more is locked than the process's own VMAs.
+ */
+static int dump_mlock_future(struct dump_ctx *ctx, MmEntry *mm)
+{
+	unsigned long long vmlck = 0, own = 0;
+	struct vma *vmas;
+	size_t nr;
+	char path[64], *buf, *p;
 	int ret;
 
-	if (ctx->shares_vm) /* the parent's images hold this address space */
+	snprintf(path, sizeof(path), "/proc/%d/status", ctx->pid);
+	ret = sys_read_file(path, &buf, NULL);
+	if (ret) {
+		pr_err("cannot read %s: %s", path, strerror(-ret));
+		return ret;
+	}
+	p = strstr(buf, "\nVmLck:");
+	if (p)
+		vmlck = strtoull(p + 7, NULL, 10) * 1024;
+	free(buf);
+	for (size_t i = 0; i < ctx->nr_vmas; i++)
+		if (ctx->vmas[i].vmflags & VMF_LOCKED)
+			own += ctx->vmas[i].end - ctx->vmas[i].start;
+	if (vmlck <= own || !ctx->inf.scratch)
 		return 0;
-	mm->vmas = calloc(ctx->nr_vmas + 1, sizeof(*mm->vmas));
-	if (!mm->vmas)
-		return -ENOMEM;
+	ret = proc_parse_vmas(ctx->pid, &vmas, &nr);
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < nr; i++)
+		if (vmas[i].start <= ctx->inf.scratch && ctx->inf.scratch < vmas[i].end &&
+		    mlock_bits(vmas[i].vmflags)) {
+			mm->has_mlock_future = 1;
+			mm->mlock_future = mlock_bits(vmas[i].vmflags);
+		}
+	proc_free_vmas(vmas, nr);
+	return 0;
+}
+
+/* Every VMA amber restores, with its flags, locks and guard pages. */
+static int mem_dump_vmas(struct dump_ctx *ctx, MmEntry *mm, int pagemap_fd)
+{
+	size_t guards = 0, max = 65530;
+	char *buf;
+	int ret;
+
+	if (!sys_read_file("/proc/sys/vm/max_map_count", &buf, NULL)) {
+		max = strtoul(buf, NULL, 10);
+		free(buf);
+	}
 	for (size_t i = 0; i < ctx->nr_vmas; i++) {
 		struct vma *v = &ctx->vmas[i];
 		VmaEntry *e;
@@ -181,6 +299,10 @@ static int mem_dump(struct dump_ctx *ctx)
 		for (size_t m = 0; m < sizeof(madv_map) / sizeof(madv_map[0]); m++)
 			if (v->vmflags & madv_map[m].vmf)
 				e->madv |= 1u << m;
+		if (mlock_bits(v->vmflags)) {
+			e->has_mlock = 1;
+			e->mlock = mlock_bits(v->vmflags);
+		}
 		if (v->file_id >= 0) {
 			e->has_file_id = 1;
 			e->file_id = v->file_id;
@@ -190,7 +312,42 @@ static int mem_dump(struct dump_ctx *ctx)
 			e->shmem_id = v->ino;
 		}
 		mm->vmas[mm->n_vmas++] = e;
+		if (!is_vdso_part(v->kind)) {
+			ret = dump_guards(ctx->pid, pagemap_fd, e, &guards, max);
+			if (ret)
+				return ret;
+		}
 	}
+	return 0;
+}
+
+static int mem_dump(struct dump_ctx *ctx)
+{
+	MmEntry *mm = ctx->mm;
+	struct proc_stat st;
+	char exe[96];
+	struct img *img;
+	long r;
+	int pagemap_fd, ret;
+
+	if (ctx->shares_vm) /* the parent's images hold this address space */
+		return 0;
+	mm->vmas = calloc(ctx->nr_vmas + 1, sizeof(*mm->vmas));
+	if (!mm->vmas)
+		return -ENOMEM;
+	snprintf(exe, sizeof(exe), "/proc/%d/pagemap", ctx->pid);
+	pagemap_fd = sys_open(exe, O_RDONLY | O_CLOEXEC, 0);
+	if (pagemap_fd < 0) {
+		pr_err("cannot open %s: %s", exe, strerror(-pagemap_fd));
+		return pagemap_fd;
+	}
+	ret = mem_dump_vmas(ctx, mm, pagemap_fd);
+	close(pagemap_fd);
+	if (ret)
+		return ret;
+	ret = dump_mlock_future(ctx, mm);
+	if (ret)
+		return ret;
 
 	ret = proc_parse_stat(ctx->pid, &st);
 	if (ret)
@@ -476,6 +633,11 @@ static int scan_vma(struct page_writer *w, int pagemap_fd, const VmaEntry *v)
 	/* never the shared zero page; for file mappings only pages no longer the file's */
 	arg.category_inverted = PAGE_IS_PFNZERO;
 	arg.category_mask = PAGE_IS_PFNZERO;
+	/* guard markers count as swapped; they are saved as guards (dump_guards) */
+	if (scan_knows_guards) {
+		arg.category_inverted |= PAGE_IS_GUARD;
+		arg.category_mask |= PAGE_IS_GUARD;
+	}
 	if (v->kind == VMA_KIND__VMA_FILE_PRIVATE) {
 		arg.category_inverted |= PAGE_IS_FILE;
 		arg.category_mask |= PAGE_IS_FILE;
@@ -619,6 +781,29 @@ static int check_low_vmas(struct restore_ctx *ctx)
 	return -EPERM;
 }
 
+static bool mlock_valid(unsigned m)
+{
+	return m == 0 || m == VMA_MLOCK_LOCKED || m == (VMA_MLOCK_LOCKED | VMA_MLOCK_ONFAULT);
+}
+
+/* Page aligned, in order, not touching each other, inside the VMA; none on the vDSO. */
+static bool guards_valid(const VmaEntry *e)
+{
+	uint64_t prev_end = e->start;
+
+	if (e->n_guards && (is_vdso_part(e->kind) || e->mlock))
+		return false;
+	for (size_t g = 0; g < e->n_guards; g++) {
+		const VmaGuard *r = e->guards[g];
+
+		if ((r->start | r->end) % PAGE_SIZE || r->start < prev_end ||
+		    (g && r->start == prev_end) || r->end <= r->start || r->end > e->end)
+			return false;
+		prev_end = r->end;
+	}
+	return true;
+}
+
 int mem_check_mm(pid_t pid, const MmEntry *mm, size_t nr_files)
 {
 	uint64_t prev_end = 0;
@@ -634,11 +819,13 @@ int mem_check_mm(pid_t pid, const MmEntry *mm, size_t nr_files)
 		    ((e->kind == VMA_KIND__VMA_FILE_PRIVATE ||
 		      e->kind == VMA_KIND__VMA_FILE_SHARED) &&
 		     !e->has_file_id) ||
-		    (e->kind == VMA_KIND__VMA_ANON_SHARED && !e->has_shmem_id))
+		    (e->kind == VMA_KIND__VMA_ANON_SHARED && !e->has_shmem_id) ||
+		    !mlock_valid(e->mlock) || !guards_valid(e))
 			goto corrupt;
 		prev_end = e->end;
 	}
-	if (mm->n_auxv > MAX_AUXV || (mm->has_exe_file_id && mm->exe_file_id >= nr_files))
+	if (mm->n_auxv > MAX_AUXV || (mm->has_exe_file_id && mm->exe_file_id >= nr_files) ||
+	    !mlock_valid(mm->mlock_future))
 		goto corrupt;
 	return 0;
 corrupt:
@@ -1177,7 +1364,16 @@ out:
 }
 
 /* The syscalls that rebuild the address space, run as one batch (pie/batch.S). */
-enum step_kind { STEP_MMAP, STEP_MREMAP, STEP_PREAD, STEP_PREADV, STEP_MPROTECT, STEP_MADVISE };
+enum step_kind {
+	STEP_MMAP,
+	STEP_MREMAP,
+	STEP_PREAD,
+	STEP_PREADV,
+	STEP_MPROTECT,
+	STEP_MADVISE,
+	STEP_GUARD,
+	STEP_MLOCK,
+};
 
 #define IOV_GROUP 1024 /* IOV_MAX: runs per preadv */
 
@@ -1255,6 +1451,7 @@ static int plan_runs(struct restore_ctx *ctx, struct plan *p, const VmaEntry *e,
 	return ret;
 }
 
+/* Hints, then guard pages (after the pages: installing one drops its page), then locks. */
 static int plan_advice(struct plan *p, const VmaEntry *e)
 {
 	int ret = 0;
@@ -1263,6 +1460,17 @@ static int plan_advice(struct plan *p, const VmaEntry *e)
 		if (e->madv & (1u << m))
 			ret = plan_add(p, STEP_MADVISE, e, NULL, SYS_madvise, e->start,
 				       (long)(e->end - e->start), madv_map[m].advice, 0, 0, 0);
+	for (size_t g = 0; !ret && g < e->n_guards; g++) {
+		ret = plan_add(p, STEP_GUARD, e, NULL, SYS_madvise, e->guards[g]->start,
+			       (long)(e->guards[g]->end - e->guards[g]->start), MADV_GUARD_INSTALL,
+			       0, 0, 0);
+		if (!ret)
+			p->steps[p->n - 1].first = g;
+	}
+	if (!ret && e->mlock)
+		ret = plan_add(p, STEP_MLOCK, e, NULL, SYS_mlock2, e->start,
+			       (long)(e->end - e->start),
+			       e->mlock & VMA_MLOCK_ONFAULT ? MLOCK_ONFAULT : 0, 0, 0, 0);
 	return ret;
 }
 
@@ -1409,6 +1617,21 @@ static int check_step(struct restore_ctx *ctx, const struct step *st, long r)
 			pr_warn("pid %d: madvise on %llx failed: %s", ctx->pid,
 				(unsigned long long)e->start, strerror(err));
 		return 0;
+	case STEP_GUARD:
+		if (!r)
+			return 0;
+		pr_err("pid %d: cannot install its guard pages %llx-%llx (MADV_GUARD_INSTALL, "
+		       "Linux 6.13+): %s",
+		       ctx->pid, (unsigned long long)e->guards[st->first]->start,
+		       (unsigned long long)e->guards[st->first]->end, strerror(err));
+		return (int)r;
+	case STEP_MLOCK:
+		if (!r)
+			return 0;
+		pr_err("pid %d: cannot lock %llx-%llx%s%s in memory (mlock2): %s", ctx->pid,
+		       (unsigned long long)e->start, (unsigned long long)e->end,
+		       *path ? " of " : "", path, strerror(err));
+		return (int)r;
 	}
 	return -EINVAL;
 }
@@ -1462,9 +1685,12 @@ static uint64_t select_uffd(struct restore_ctx *ctx, bool *sel)
 			pm++;
 		for (size_t k = pm; k < ctx->nr_pm && ctx->pm[k]->vaddr < e->end; k++)
 			bytes += ctx->pm[k]->nr_pages * PAGE_SIZE;
-		/* writable ones only: registering a read-only VMA loses its VM_ACCOUNT */
-		if (e->kind != VMA_KIND__VMA_ANON_PRIVATE || !(e->prot & PROT_WRITE) ||
-		    cow_slot(ctx, i) || !bytes || (!all && bytes < UFFD_MIN_VMA))
+		/*
+		 * writable ones only: registering a read-only VMA loses its VM_ACCOUNT;
+		 * not locked ones: mlock2 in the batch would fault on the userfaultfd
+		 */
+		if (e->kind != VMA_KIND__VMA_ANON_PRIVATE || !(e->prot & PROT_WRITE) || e->mlock ||
+		    e->n_guards || cow_slot(ctx, i) || !bytes || (!all && bytes < UFFD_MIN_VMA))
 			continue;
 		sel[i] = true;
 		total += bytes;
@@ -1562,6 +1788,52 @@ static int restore_mm_fields(struct restore_ctx *ctx)
 	return 0;
 }
 
+/*
+ * Locking runs before the credentials are restored (as root, whom
+ * RLIMIT_MEMLOCK does not bound): an image that is not root's may lock only
+ * what its own RLIMIT_MEMLOCK, restored already, lets it.
+ */
+static int check_memlock(struct restore_ctx *ctx)
+{
+	uint64_t locked = 0;
+	struct rlimit rl;
+
+	if (ctx->tree->owner.unbounded)
+		return 0;
+	for (size_t i = 0; i < ctx->mm->n_vmas; i++)
+		if (ctx->mm->vmas[i]->mlock)
+			locked += ctx->mm->vmas[i]->end - ctx->mm->vmas[i]->start;
+	if (!locked)
+		return 0;
+	if (prlimit(ctx->pid, RLIMIT_MEMLOCK, NULL, &rl)) {
+		pr_err("pid %d: cannot read its RLIMIT_MEMLOCK: %s", ctx->pid, strerror(errno));
+		return -errno;
+	}
+	if (rl.rlim_cur == RLIM_INFINITY || locked <= rl.rlim_cur)
+		return 0;
+	pr_err("pid %d: its image locks %llu bytes in memory (mlock), more than its "
+	       "RLIMIT_MEMLOCK (%llu) lets uid %u lock; refusing",
+	       ctx->pid, (unsigned long long)locked, (unsigned long long)rl.rlim_cur,
+	       ctx->tree->owner.uid);
+	return -EPERM;
+}
+
+/* def_flags last: amber's own mappings until then are not locked. */
+static int restore_mlock_future(struct restore_ctx *ctx)
+{
+	long r;
+
+	if (!ctx->mm->mlock_future)
+		return 0;
+	r = infect_call(&ctx->inf, SYS_mlockall,
+			MCL_FUTURE | (ctx->mm->mlock_future & VMA_MLOCK_ONFAULT ? MCL_ONFAULT : 0),
+			0, 0, 0, 0, 0);
+	if (!r)
+		return 0;
+	pr_err("pid %d: mlockall(MCL_FUTURE) failed: %s", ctx->pid, strerror((int)-r));
+	return (int)r;
+}
+
 static int mem_restore_inject(struct restore_ctx *ctx)
 {
 	unsigned long gap;
@@ -1571,6 +1843,9 @@ static int mem_restore_inject(struct restore_ctx *ctx)
 	/* The parent, restored first, rebuilt this address space: only a scratch area. */
 	if (ctx->shares_vm)
 		return infect_scratch_map(&ctx->inf, 0, SCRATCH_SIZE);
+	ret = check_memlock(ctx);
+	if (ret)
+		return ret;
 	ret = replace_address_space(ctx, &proxy);
 	if (ret)
 		return ret;
@@ -1590,7 +1865,8 @@ static int mem_restore_inject(struct restore_ctx *ctx)
 		if (ret)
 			return ret;
 	}
-	return restore_mm_fields(ctx);
+	ret = restore_mm_fields(ctx);
+	return ret ? ret : restore_mlock_future(ctx);
 }
 
 const struct resource_ops mem_ops = {

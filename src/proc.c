@@ -125,10 +125,11 @@ static unsigned parse_vmflags(const char *s)
 		char name[3];
 		unsigned bit;
 	} tab[] = {
-		{"gd", VMF_GROWSDOWN}, {"dc", VMF_DONTFORK}, {"wf", VMF_WIPEONFORK},
-		{"dd", VMF_DONTDUMP},  {"hg", VMF_HUGEPAGE}, {"nh", VMF_NOHUGEPAGE},
-		{"mg", VMF_MERGEABLE}, {"lo", VMF_LOCKED},   {"sr", VMF_SEQ_READ},
-		{"rr", VMF_RAND_READ}, {"mw", VMF_MAYWRITE}, {"nr", VMF_NORESERVE},
+		{"gd", VMF_GROWSDOWN},	 {"dc", VMF_DONTFORK}, {"wf", VMF_WIPEONFORK},
+		{"dd", VMF_DONTDUMP},	 {"hg", VMF_HUGEPAGE}, {"nh", VMF_NOHUGEPAGE},
+		{"mg", VMF_MERGEABLE},	 {"lo", VMF_LOCKED},   {"sr", VMF_SEQ_READ},
+		{"rr", VMF_RAND_READ},	 {"mw", VMF_MAYWRITE}, {"nr", VMF_NORESERVE},
+		{"lf", VMF_LOCKONFAULT},
 	};
 	unsigned flags = 0;
 
