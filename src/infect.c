@@ -123,12 +123,46 @@ int infect_attach_stopped(pid_t pid, struct infect *inf)
 	return save_state(inf);
 }
 
-/* Find `0f 05` in the tracee's vDSO: any such byte pair executes as `syscall`. */
+/* The first `0f 05` in [start, end) of the tracee: any such byte pair executes as `syscall`. */
+static int find_pair(struct infect *inf, unsigned long start, unsigned long end)
+{
+	enum { CHUNK = 64 << 10 };
+	unsigned char *buf = malloc(CHUNK);
+	int ret = -ENOENT;
+
+	if (!buf)
+		return -ENOMEM;
+	/* chunks overlap by one byte: a pair across their border is found too */
+	for (unsigned long at = start; ret == -ENOENT && at + 1 < end; at += CHUNK - 1) {
+		size_t len = end - at < CHUNK ? end - at : CHUNK;
+
+		if (infect_read(inf, at, buf, len)) {
+			ret = -ENOENT; /* unreadable (a device's mapping): try the next one */
+			break;
+		}
+		for (size_t i = 0; i + 1 < len; i++)
+			if (buf[i] == 0x0f && buf[i + 1] == 0x05) {
+				inf->syscall_ip = at + i;
+				ret = 0;
+				break;
+			}
+	}
+	free(buf);
+	return ret;
+}
+
+/*
+ * The vDSO's `syscall` if the task has one; else (it unmapped it) one in its
+ * own code, only read.  Restore maps its own later (infect_scratch_syscall).
+ */
 int infect_find_syscall(struct infect *inf)
 {
 	char path[64], line[512];
-	unsigned long start = 0, end = 0;
-	unsigned char *buf;
+	unsigned long vdso_start = 0, vdso_end = 0;
+	struct {
+		unsigned long start, end;
+	} *code = NULL;
+	size_t nr = 0, cap = 0;
 	FILE *f;
 	int ret = -ENOENT;
 
@@ -137,35 +171,74 @@ int infect_find_syscall(struct infect *inf)
 	if (!f)
 		return -errno;
 	while (fgets(line, sizeof(line), f)) {
+		unsigned long start, end;
+		char perms[8];
+
+		if (sscanf(line, "%lx-%lx %7s", &start, &end, perms) != 3)
+			continue;
 		if (strstr(line, "[vdso]")) {
-			sscanf(line, "%lx-%lx", &start, &end);
+			vdso_start = start, vdso_end = end;
 			break;
 		}
+		/* [vsyscall] is emulated: only its entry points execute */
+		if (perms[2] != 'x' || strstr(line, "[vsyscall]"))
+			continue;
+		if (nr == cap) {
+			void *c = realloc(code, (cap = cap ? 2 * cap : 16) * sizeof(*code));
+
+			if (!c) {
+				ret = -ENOMEM;
+				goto close_maps;
+			}
+			code = c;
+		}
+		code[nr].start = start, code[nr].end = end;
+		nr++;
 	}
+	if (vdso_start) {
+		ret = find_pair(inf, vdso_start, vdso_end);
+		if (ret == -ENOENT)
+			pr_err("pid %d: no syscall instruction in the vDSO", inf->pid);
+		goto close_maps;
+	}
+	for (size_t i = 0; ret == -ENOENT && i < nr; i++)
+		ret = find_pair(inf, code[i].start, code[i].end);
+	if (!ret)
+		pr_info("pid %d has no vDSO: injecting through the syscall instruction at %lx",
+			inf->pid, inf->syscall_ip);
+	else if (ret == -ENOENT)
+		pr_err("pid %d has no vDSO and no syscall instruction in its executable "
+		       "mappings: amber cannot make it run syscalls",
+		       inf->pid);
+close_maps:
 	fclose(f);
-	if (!start) {
-		pr_err("pid %d has no vDSO mapping; amber needs one to inject syscalls", inf->pid);
-		return -ENOENT;
-	}
-	buf = malloc(end - start);
-	if (!buf)
-		return -ENOMEM;
-	ret = infect_read(inf, start, buf, end - start);
-	if (ret)
-		goto free_buf;
-	ret = -ENOENT;
-	for (unsigned long i = 0; i + 1 < end - start; i++) {
-		if (buf[i] == 0x0f && buf[i + 1] == 0x05) {
-			inf->syscall_ip = start + i;
-			ret = 0;
-			break;
-		}
-	}
-	if (ret)
-		pr_err("pid %d: no syscall instruction in the vDSO", inf->pid);
-free_buf:
-	free(buf);
+	free(code);
 	return ret;
+}
+
+/*
+ * Syscalls from here on through the `syscall` of the batch executor in the
+ * scratch area: the task's own vDSO may go.  Gone with the scratch area.
+ */
+int infect_scratch_syscall(struct infect *inf)
+{
+	unsigned long code = inf->scratch + inf->scratch_size / 2;
+	size_t i;
+	int ret;
+
+	for (i = 0; i + 1 < sizeof(pie_batch); i++)
+		if (pie_batch[i] == 0x0f && pie_batch[i + 1] == 0x05)
+			break;
+	if (!inf->scratch || i + 1 >= sizeof(pie_batch))
+		return -EINVAL;
+	if (!inf->batch_loaded) {
+		ret = infect_write(inf, code, pie_batch, sizeof(pie_batch));
+		if (ret)
+			return ret;
+		inf->batch_loaded = true;
+	}
+	inf->syscall_ip = code + i;
+	return 0;
 }
 
 /*

@@ -33,6 +33,8 @@ int infect_seize(pid_t pid, struct infect *inf, int *stopsig);
 /* Take over an already-seized, stopped tracee (restore). */
 int infect_attach_stopped(pid_t pid, struct infect *inf);
 int infect_find_syscall(struct infect *inf);
+/* Use the syscall instruction of the scratch area's batch executor from now on. */
+int infect_scratch_syscall(struct infect *inf);
 /* Block every signal while syscalls are injected, and undo it. */
 int infect_block_signals(struct infect *inf);
 int infect_unblock_signals(struct infect *inf);

@@ -263,6 +263,7 @@ static int dump_mlock_future(struct dump_ctx *ctx, MmEntry *mm)
 static int mem_dump_vmas(struct dump_ctx *ctx, MmEntry *mm, int pagemap_fd)
 {
 	size_t guards = 0, max = 65530;
+	unsigned vdso_parts = 0;
 	char *buf;
 	int ret;
 
@@ -317,6 +318,16 @@ static int mem_dump_vmas(struct dump_ctx *ctx, MmEntry *mm, int pagemap_fd)
 			if (ret)
 				return ret;
 		}
+		if (is_vdso_part(v->kind))
+			vdso_parts |= 1u << v->kind;
+	}
+	/* restore brings back all of the vDSO block or none of it */
+	if ((vdso_parts & (1u << VMA_KIND__VMA_VVAR | 1u << VMA_KIND__VMA_VVAR_VCLOCK)) &&
+	    !(vdso_parts & 1u << VMA_KIND__VMA_VDSO)) {
+		pr_err("pid %d unmapped its [vdso] but kept [vvar]; amber restores the vDSO "
+		       "whole or not at all (unmap [vvar] and [vvar_vclock] too)",
+		       ctx->pid);
+		return -EOPNOTSUPP;
 	}
 	return 0;
 }
@@ -1162,7 +1173,7 @@ static int clear_address_space(struct restore_ctx *ctx, const struct vdso_block 
  * Leave the child nothing but its vDSO, moved to where the target had it:
  * the kernel's vDSO is the same code, so it is moved rather than copied.
  */
-static int replace_address_space(struct restore_ctx *ctx, bool *proxy)
+static int replace_address_space(struct restore_ctx *ctx, bool *proxy, struct range *drop)
 {
 	struct vdso_block cur = {0}, want = {0};
 	struct vma *vmas;
@@ -1196,6 +1207,11 @@ static int replace_address_space(struct restore_ctx *ctx, bool *proxy)
 	if (!cur.nr || cur.part_end[block_index(VMA_KIND__VMA_VDSO)] == 0) {
 		pr_err("amber itself runs without a vDSO; it needs one to restore");
 		return -ENOENT;
+	}
+	/* The process had unmapped its vDSO: ours goes once the scratch area is there. */
+	if (!want.nr) {
+		*drop = (struct range){cur.start, cur.end};
+		return clear_address_space(ctx, &cur, top);
 	}
 	/* AMBER_VDSO_PROXY=1 takes the other-kernel path on this one (tests). */
 	*proxy = !vdso_compatible(&cur, &want) || getenv("AMBER_VDSO_PROXY");
@@ -1836,6 +1852,7 @@ static int restore_mlock_future(struct restore_ctx *ctx)
 
 static int mem_restore_inject(struct restore_ctx *ctx)
 {
+	struct range drop = {0, 0};
 	unsigned long gap;
 	bool proxy = false;
 	int ret;
@@ -1846,7 +1863,7 @@ static int mem_restore_inject(struct restore_ctx *ctx)
 	ret = check_memlock(ctx);
 	if (ret)
 		return ret;
-	ret = replace_address_space(ctx, &proxy);
+	ret = replace_address_space(ctx, &proxy, &drop);
 	if (ret)
 		return ret;
 	gap = find_gap(ctx->mm, SCRATCH_SIZE);
@@ -1857,6 +1874,19 @@ static int mem_restore_inject(struct restore_ctx *ctx)
 	ret = infect_scratch_map(&ctx->inf, gap, SCRATCH_SIZE);
 	if (ret)
 		return ret;
+	if (drop.end) {
+		long r;
+
+		ret = infect_scratch_syscall(&ctx->inf);
+		r = ret ? ret
+			: infect_call(&ctx->inf, SYS_munmap, drop.start, drop.end - drop.start, 0,
+				      0, 0, 0);
+		if (r) {
+			pr_err("pid %d: cannot unmap amber's vDSO (the process had none): %s",
+			       ctx->pid, strerror((int)-r));
+			return (int)r;
+		}
+	}
 	ret = map_vmas(ctx, proxy);
 	if (ret)
 		return ret;

@@ -16,3 +16,8 @@ memflags_after() {
 		{ fail "amber show lists no mlock_future"; return 1; }
 }
 t_memflags() { cycle -f vmflags -P memflags_before -A memflags_after -- "$PROGS/memflags" "$T"; }
+
+# A process without a vDSO: injected through its own code's syscall at dump,
+# through amber's scratch area at restore; its maps come back without either.
+TESTS+=(memflags_novdso)
+t_memflags_novdso() { cycle -f maps -- "$PROGS/memflags-novdso" "$T"; }
