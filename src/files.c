@@ -84,7 +84,14 @@ static int dump_ghost(struct dump_ctx *ctx, const char *procpath, RegFile *f)
 
 		if (o->ghost && o->dev == f->dev && o->ino == f->ino) {
 			f->ghost = strdup(o->ghost);
-			return 0;
+			if (!o->memfd)
+				return 0;
+			fd = sys_open(procpath, O_RDONLY | O_CLOEXEC, 0);
+			if (fd < 0)
+				return fd;
+			ret = memfd_dump(ctx, fd, f);
+			close(fd);
+			return ret;
 		}
 	}
 	fd = sys_open(procpath, O_RDONLY | O_CLOEXEC, 0);
@@ -93,6 +100,9 @@ static int dump_ghost(struct dump_ctx *ctx, const char *procpath, RegFile *f)
 		       strerror(-fd));
 		return fd;
 	}
+	ret = memfd_dump(ctx, fd, f);
+	if (ret)
+		goto close_fd;
 	ret = img_create(ctx->imgs, IMG_GHOST, &img, "ghost-%d.img", *ctx->ghosts);
 	if (ret)
 		goto close_fd;
@@ -578,8 +588,16 @@ static int ghost_fd(struct tree *t, RegFile *f)
 	ret = img_open(t->img, IMG_GHOST, &img, "%s", f->ghost);
 	if (ret)
 		return ret;
-	fd = open(f->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, f->mode & 07777);
-	if (fd >= 0) {
+	if (f->memfd)
+		fd = memfd_open(f);
+	else
+		fd = open(f->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, f->mode & 07777);
+	if (f->memfd) {
+		if (fd < 0) {
+			ret = fd;
+			goto close_img;
+		}
+	} else if (fd >= 0) {
 		unlink(f->path);
 	} else {
 		snprintf(tmp, sizeof(tmp), "%s", f->path);
@@ -604,6 +622,13 @@ static int ghost_fd(struct tree *t, RegFile *f)
 		ret = (int)r;
 		close(fd);
 		goto close_img;
+	}
+	if (f->memfd) {
+		ret = memfd_finish(f, fd);
+		if (ret) {
+			close(fd);
+			goto close_img;
+		}
 	}
 	fd = up(t, fd);
 	ghosts = realloc(ghosts, (nr_ghosts + 1) * sizeof(*ghosts));

@@ -59,6 +59,18 @@ extern const struct fd_type *const fd_types[]; /* NULL-terminated */
  */
 int locks_dump_fd(struct dump_ctx *ctx, int fd, unsigned flags, RegFile *f);
 
+/*
+ * memfd.c: a memfd is a deleted regular file whose content is saved as a
+ * ghost like any other; these add what makes it a memfd again.
+ * memfd_dump: fd is open on f's file; fills f->memfd if it is a memfd
+ * (0 also when it is not), refuses what cannot be remade (hugetlb).
+ * memfd_open: a new, empty memfd for f, or -errno.
+ * memfd_finish: once filled, its mode and seals.
+ */
+int memfd_dump(struct dump_ctx *ctx, int fd, RegFile *f);
+int memfd_open(RegFile *f);
+int memfd_finish(RegFile *f, int fd);
+
 /* Find which process's fd table an (pid, fd) pair refers to: its file id, or -1. */
 int files_id_of(struct tree *t, pid_t pid, int fd);
 
