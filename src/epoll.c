@@ -11,8 +11,11 @@
  * lives while its file does, but the number no longer leads to it.
  * kcmp(KCMP_EPOLL_TFD) tells.  Another process of the tree that shares the
  * epoll may still have the file at that number (fd tables part ways after
- * fork); failing that, the epoll is refused.
+ * fork); failing that, any fd of any process of the tree that has the file
+ * (file_fd); the restore adds it under the number tfd all the same.  A file
+ * that no fd of the tree holds any more is refused.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -37,7 +40,8 @@ static bool epoll_match(const char *link, const struct stat *st)
 	return !strcmp(link, "anon_inode:[eventpoll]");
 }
 
-static int add_target(EpollEntry *e, int tfd, unsigned events, uint64_t data, pid_t pid)
+static int add_target(EpollEntry *e, int tfd, unsigned events, uint64_t data, pid_t pid,
+		      int file_fd)
 {
 	EpollTarget *tg, **nt;
 
@@ -56,15 +60,46 @@ static int add_target(EpollEntry *e, int tfd, unsigned events, uint64_t data, pi
 		tg->has_pid = 1;
 		tg->pid = (uint32_t)pid;
 	}
+	if (file_fd != tfd) {
+		tg->has_file_fd = 1;
+		tg->file_fd = (uint32_t)file_fd;
+	}
 	e->targets[e->n_targets++] = tg;
 	return 0;
 }
 
+/* Which fd of pid is the file of the epoll item slot of ctx's process: the fd, or -1. */
+static int fd_with_target(struct dump_ctx *ctx, pid_t pid, struct kcmp_epoll_slot *slot)
+{
+	char path[64];
+	struct dirent *d;
+	int found = -1;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+	dir = opendir(path);
+	if (!dir)
+		return -1;
+	while (found < 0 && (d = readdir(dir))) {
+		char *end;
+		long n = strtol(d->d_name, &end, 10);
+
+		if (d->d_name[0] < '0' || d->d_name[0] > '9' || *end || n < 0 || n > INT32_MAX)
+			continue;
+		if (sys_kcmp(pid, ctx->pid, KCMP_EPOLL_TFD, (unsigned long)n,
+			     (unsigned long)slot) == 0)
+			found = (int)n;
+	}
+	closedir(dir);
+	return found;
+}
+
 /*
  * Which process of the tree has the file of item (tfd, toff) of ctx's epoll
- * fd efd at its fd tfd, ctx's own process first: its pid, or -errno.
+ * fd efd at its fd tfd, ctx's own process first: its pid, or -errno.  Failing
+ * that, one that has it at another fd: that fd goes into *file_fd.
  */
-static pid_t target_holder(struct dump_ctx *ctx, int efd, int tfd, int toff)
+static pid_t target_holder(struct dump_ctx *ctx, int efd, int tfd, int toff, int *file_fd)
 {
 	struct kcmp_epoll_slot slot = {
 		.efd = (uint32_t)efd, .tfd = (uint32_t)tfd, .toff = (uint32_t)toff};
@@ -87,9 +122,21 @@ static pid_t target_holder(struct dump_ctx *ctx, int efd, int tfd, int toff)
 						(unsigned long)&slot) == 0)
 			return pid;
 	}
-	pr_err("pid %d: epoll fd %d watches a file that was added as fd %d, but fd %d %s; "
-	       "amber cannot restore a watch on a file the process has no fd for "
-	       "(EPOLL_CTL_DEL it before closing the fd)",
+	*file_fd = fd_with_target(ctx, ctx->pid, &slot);
+	if (*file_fd >= 0)
+		return ctx->pid;
+	for (size_t i = 0; t && i < t->nr_procs; i++) {
+		pid_t pid = t->dprocs[i]->pid;
+
+		if (pid == ctx->pid)
+			continue;
+		*file_fd = fd_with_target(ctx, pid, &slot);
+		if (*file_fd >= 0)
+			return pid;
+	}
+	pr_err("pid %d: epoll fd %d watches a file that was added as fd %d, but fd %d %s "
+	       "and no fd of the tree has that file any more; amber cannot restore a watch "
+	       "on a file no process has an fd for (EPOLL_CTL_DEL it before closing the fd)",
 	       ctx->pid, efd, tfd, tfd, r > 0 ? "is now another file" : "was closed since");
 	return -EOPNOTSUPP;
 }
@@ -109,7 +156,7 @@ static int epoll_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 	for (p = buf; p && *p && !ret; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
 		unsigned long long data;
 		unsigned events;
-		int tfd, toff = 0;
+		int tfd, toff = 0, file_fd;
 		pid_t holder;
 
 		if (strncmp(p, "tfd:", 4))
@@ -124,8 +171,9 @@ static int epoll_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 		/* Items with the same fd number (different files) are told apart by order. */
 		for (size_t i = 0; i < e->n_targets; i++)
 			toff += (int)e->targets[i]->tfd == tfd;
-		holder = target_holder(ctx, fd, tfd, toff);
-		ret = holder < 0 ? holder : add_target(e, tfd, events, data, holder);
+		file_fd = tfd;
+		holder = target_holder(ctx, fd, tfd, toff, &file_fd);
+		ret = holder < 0 ? holder : add_target(e, tfd, events, data, holder, file_fd);
 	}
 	if (!ret)
 		pr_debug("pid %d: fd %d: epoll with %zu watched fds", ctx->pid, fd, e->n_targets);
@@ -195,12 +243,13 @@ static int epoll_post_open(struct tree *t, RegFile *f, int fd)
 		EpollTarget *tg = e->targets[i];
 		struct epoll_event ev = {.events = tg->events, .data.u64 = tg->data};
 		pid_t pid = (pid_t)(tg->has_pid ? tg->pid : e->owner_pid);
-		int id = files_id_of(t, pid, (int)tg->tfd), ret;
+		unsigned int file_fd = tg->has_file_fd ? tg->file_fd : tg->tfd;
+		int id = files_id_of(t, pid, (int)file_fd), ret;
 
-		if (id < 0) {
+		if (id < 0 || tg->tfd > INT32_MAX) {
 			pr_err("files.img: epoll entry %u watches fd %u of pid %d, which that "
 			       "process does not have in its fds image; the image is corrupt",
-			       f->id, tg->tfd, pid);
+			       f->id, file_fd, pid);
 			return -EBADMSG;
 		}
 		ret = add_as(t, fd, t->desc_fd[id], (int)tg->tfd, &ev);

@@ -30,7 +30,7 @@
  * epoll fd 39 (shared) watches fd 45, an eventfd that only the child still has.
  *
  * With the argument "stale", fd 38 is also an epoll watching a file through fd 46 that
- * was then closed (the file lives on as fd 40): amber must refuse to dump that.
+ * was then closed (the file lives on as fd 40): it must come back watching it.
  */
 #include <poll.h>
 #include <signal.h>
@@ -294,6 +294,16 @@ int main(int argc, char **argv)
 		v = 1;
 		if (write(EFD_BIG, &v, sizeof(v)) != sizeof(v))
 			prog_die("sabotage");
+	}
+
+	if (stale) {
+		struct epoll_event e[4];
+
+		n = epoll_wait(EPFD_STALE, e, 4, 0);
+		CHECK(n == 1 && e[0].events == EPOLLIN && e[0].data.u64 == 1,
+		      "epoll fd 38: its item added as fd 46 (closed; the file is fd 40) reports "
+		      "the eventfd ready (%d events)",
+		      n);
 	}
 
 	/* eventfd */
