@@ -20,6 +20,7 @@ extern const struct fd_type epoll_type;	   /* epoll.c: the watched fds */
 extern const struct fd_type signalfd_type; /* signalfd.c: the signal mask */
 extern const struct fd_type timerfd_type;  /* timerfd.c: clock, remaining time, ticks */
 extern const struct fd_type inotify_type;  /* inotify.c: watches with their wd numbers */
+extern const struct fd_type pidfd_type;	   /* pidfd.c: a process of the tree */
 
 /*
  * What every kind's dump starts with: the fdinfo text of amber's dup of fd

@@ -141,6 +141,20 @@ static pid_t target_holder(struct dump_ctx *ctx, int efd, int tfd, int toff, int
 	return -EOPNOTSUPP;
 }
 
+/* pidfds are made by their processes (pidfd.c), after the epolls got their targets */
+static bool target_is_pidfd(pid_t pid, int fd)
+{
+	char path[64], link[32];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
+	n = readlink(path, link, sizeof(link) - 1);
+	if (n <= 0)
+		return false;
+	link[n] = 0;
+	return !strcmp(link, "anon_inode:[pidfd]");
+}
+
 static int epoll_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 {
 	EpollEntry *e;
@@ -173,6 +187,12 @@ static int epoll_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 			toff += (int)e->targets[i]->tfd == tfd;
 		file_fd = tfd;
 		holder = target_holder(ctx, fd, tfd, toff, &file_fd);
+		if (holder > 0 && target_is_pidfd(holder, file_fd)) {
+			pr_err("pid %d: epoll fd %d watches pidfd %d, which amber cannot restore "
+			       "in an epoll yet (pidfds are made after the epolls)",
+			       ctx->pid, fd, tfd);
+			holder = -EOPNOTSUPP;
+		}
 		ret = holder < 0 ? holder : add_target(e, tfd, events, data, holder, file_fd);
 	}
 	if (!ret)

@@ -5,6 +5,6 @@
 #include "anonfd.h"
 
 const struct fd_type *const fd_types[] = {
-	&eventfd_type, &epoll_type,   &signalfd_type, &timerfd_type,
-	&inotify_type, &unix_sk_type, &inet_sk_type,  NULL,
+	&eventfd_type, &epoll_type,   &signalfd_type, &timerfd_type, &inotify_type,
+	&unix_sk_type, &inet_sk_type, &pidfd_type,    NULL,
 };

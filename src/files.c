@@ -865,8 +865,14 @@ static int files_restore_tree(struct tree *t)
 		return ret;
 	for (size_t i = 0; i < t->nr_rfiles; i++) {
 		RegFile *f = t->rfiles[i];
-		int fd = up(t, open_desc(t, f));
+		const struct fd_type *ft = type_of(f);
+		int fd;
 
+		if (ft && ft->open_child) { /* made in the process (files_restore_child) */
+			t->desc_fd[i] = -1;
+			continue;
+		}
+		fd = up(t, open_desc(t, f));
 		if (fd < 0) /* what failed was logged where it failed */
 			return fd;
 		t->desc_fd[i] = fd;
@@ -890,6 +896,47 @@ static int files_restore_tree(struct tree *t)
 	return 0;
 }
 
+/*
+ * fds[i] of a kind made by the process itself (fd_type.open_child): the
+ * first fd on that file opens it, later ones dup it.
+ */
+static int place_child_made(struct restore_ctx *ctx, size_t i)
+{
+	FdEntry *e = ctx->fds[i];
+	RegFile *f = ctx->files[e->file_id];
+	const struct fd_type *ft;
+	int fd = -1;
+
+	if (ctx->tree->desc_fd[e->file_id] >= 0)
+		return 0;
+	for (size_t k = 0; k < i && fd < 0; k++)
+		if (ctx->fds[k]->file_id == e->file_id)
+			fd = (int)ctx->fds[k]->fd;
+	if (fd < 0) {
+		ft = type_of(f);
+		if (!ft || !ft->open_child) {
+			pr_err("pid %d: fd %u (%s) has no description to place", ctx->pid, e->fd,
+			       f->path);
+			return -EINVAL;
+		}
+		fd = ft->open_child(ctx, f);
+		if (fd < 0)
+			return fd;
+		if (fd == (int)e->fd)
+			return fcntl(fd, F_SETFD, e->cloexec ? FD_CLOEXEC : 0) ? -errno : 0;
+	}
+	if (dup3(fd, (int)e->fd, e->cloexec ? O_CLOEXEC : 0) < 0) {
+		pr_err("pid %d: cannot place fd %u (%s): %m", ctx->pid, e->fd, f->path);
+		return -errno;
+	}
+	/* a new fd of its own (not an earlier fds[k]) goes once placed */
+	for (size_t k = 0; k < i; k++)
+		if ((int)ctx->fds[k]->fd == fd)
+			return 0;
+	close(fd);
+	return 0;
+}
+
 /* In each process: its fds, from the descriptions it inherited. */
 static int files_restore_child(struct restore_ctx *ctx)
 {
@@ -904,12 +951,20 @@ static int files_restore_child(struct restore_ctx *ctx)
 	for (size_t i = 0; i < ctx->nr_fds; i++) {
 		FdEntry *e = ctx->fds[i];
 
+		if (ctx->tree->desc_fd[e->file_id] < 0)
+			continue; /* below, once the others are in place */
 		if (dup3(ctx->tree->desc_fd[e->file_id], (int)e->fd, e->cloexec ? O_CLOEXEC : 0) <
 		    0) {
 			pr_err("pid %d: cannot place fd %u (%s): %m", ctx->pid, e->fd,
 			       ctx->files[e->file_id]->path);
 			return -errno;
 		}
+	}
+	for (size_t i = 0; i < ctx->nr_fds; i++) {
+		int ret = place_child_made(ctx, i);
+
+		if (ret)
+			return ret;
 	}
 	return 0;
 }

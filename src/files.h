@@ -45,6 +45,13 @@ struct fd_type {
 	 * those bound what they do on the image's word with owner_enter().
 	 */
 	bool bounds_itself;
+	/*
+	 * Instead of open, for kinds that need the restored processes: in the
+	 * restored process that has f, once its children exist (with the
+	 * owner's rights), a new fd on it; files.c places it.  Every fd on f
+	 * in that process shares it; other processes make their own.
+	 */
+	int (*open_child)(struct restore_ctx *ctx, RegFile *f);
 	/* Optional: once every description is open (epoll adds its targets). */
 	int (*post_open)(struct tree *t, RegFile *f, int fd);
 	/* Optional, dump: the processes run on; see resource_ops.dump_undo. */
