@@ -224,6 +224,7 @@ void opts_usage(FILE *f, int cmd);
 /* Every option of the table with its commands, one per line (the man page's test). */
 void opts_list(FILE *f);
 /* -o: the log goes to that file from now on (after -D exists); 0 or -errno. */
+void opts_free(struct opts *o);
 int opts_open_log(const struct opts *o);
 
 int cmd_dump(int argc, char **argv);

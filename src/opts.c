@@ -543,6 +543,17 @@ free_args:
 	return ret;
 }
 
+/* The strings opts_parse() kept, which o's string options point into. */
+void opts_free(struct opts *o)
+{
+	if (!o->argv_store)
+		return;
+	for (char **v = o->argv_store; *v; v++)
+		free(*v);
+	free(o->argv_store);
+	o->argv_store = NULL;
+}
+
 int opts_open_log(const struct opts *o)
 {
 	const char *wd = o->work_dir ? o->work_dir : o->dir;

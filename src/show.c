@@ -574,10 +574,12 @@ int cmd_show(int argc, char **argv)
 
 	if (opts_parse(argc, argv, &o, CMD_SHOW))
 		return 2;
+	ret = 0;
 	if (o.help) {
 		opts_usage(stdout, CMD_SHOW);
-		return 0;
+		goto free_opts;
 	}
+	ret = 2;
 	s.dir = o.dir ? o.dir : a < o.nr_args ? o.args[a++] : NULL;
 	if (a < o.nr_args && show_is_view(o.args[a]))
 		view = o.args[a++];
@@ -585,37 +587,38 @@ int cmd_show(int argc, char **argv)
 		pr_err("show: '%s': more than one image directory, or not a view (ps, fds, mems); "
 		       "usage: amber show DIR [ps|fds|mems]",
 		       o.args[a]);
-		return 2;
+		goto free_opts;
 	}
 	if (!s.dir) {
 		pr_err("show: no image directory given (usage: amber show DIR)");
-		return 2;
+		goto free_opts;
 	}
+	ret = 1;
 	s.dirfd = open(s.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (s.dirfd < 0) {
 		pr_err("show: cannot open image directory %s: %s", s.dir, strerror(errno));
-		return 1;
+		goto free_opts;
 	}
-	if (img_dir_browse(s.dirfd, s.dir, &s.img)) {
-		close(s.dirfd);
-		return 1;
-	}
+	if (img_dir_browse(s.dirfd, s.dir, &s.img))
+		goto close_dir;
 	if (o.stats || view) {
 		ret = o.stats ? stats_show(s.img, s.out) : show_view(s.img, s.dir, view, s.out);
-		img_dir_close(s.img);
-		close(s.dirfd);
-		return ret;
+		goto close_img;
 	}
 	show_image(&s);
 	ret = fflush(s.out) || ferror(s.out) ? 1 : 0;
 	if (ret)
 		pr_err("show: cannot write the output: %s", strerror(errno));
-	img_dir_close(s.img);
-	close(s.dirfd);
 	if (s.nr_errors)
 		ret = 1;
 	for (size_t i = 0; i < s.nr_errors; i++)
 		free(s.errors[i]);
 	free(s.errors);
+close_img:
+	img_dir_close(s.img);
+close_dir:
+	close(s.dirfd);
+free_opts:
+	opts_free(&o);
 	return ret;
 }
