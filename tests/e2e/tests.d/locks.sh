@@ -33,7 +33,7 @@ t_locks_refused() {
 	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v
 	rc=$?
 	[ $rc != 0 ] || { fail "amber dump of a process holding locks exited 0 without --file-locks"; attach "$W/dump.log"; return 1; }
-	grep -q "holds a .*; dump with --file-locks (-l)" "$W/dump.log" ||
+	grep -q "holds an\? .*; dump with --file-locks (-l)" "$W/dump.log" ||
 		{ fail "the refusal does not name --file-locks"; attach "$W/dump.log"; return 1; }
 	[ ! -e "$W/img/inventory.img" ] || { fail "the refused dump left an inventory.img"; return 1; }
 	runs_on "the refused dump" 20 || return 1
