@@ -48,6 +48,7 @@ struct opts {
 	bool network_lock_skip; /* --network-lock skip: no nft lock (netlock.c) */
 	bool display_stats;	/* --display-stats: print stats.c's numbers at the end */
 	bool file_locks;	/* -l, --file-locks: dump and restore file locks (locks.c) */
+	uint64_t ghost_limit;	/* --ghost-limit: most data bytes of one deleted file */
 };
 
 /* One line of /proc/PID/maps plus what smaps adds. */

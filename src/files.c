@@ -54,28 +54,94 @@ static bool is_tty(const struct stat *st)
 	return (maj >= 136 && maj <= 143) || (maj == 4) || (maj == 5 && min <= 2);
 }
 
-static int copy_fd_to_img(int src, struct img *img)
+#define GHOST_MAX_EXTENTS 65536 /* image.c's LIM_EXTENTS: more are merged */
+
+/* len bytes of src from off into img, by pread: the process's offset stays. */
+static int copy_range_to_img(int src, uint64_t off, uint64_t len, struct img *img)
 {
 	static char buf[1 << 16];
-	ssize_t r;
 
-	while ((r = read(src, buf, sizeof(buf))) != 0) {
+	while (len) {
+		ssize_t r = pread(src, buf, len < sizeof(buf) ? len : sizeof(buf), (off_t)off);
 		int ret;
 
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0)
 			return -errno;
+		if (r == 0)
+			return -ENODATA; /* shrunk while frozen: another process wrote it */
 		ret = img_write(img, buf, r);
 		if (ret)
 			return ret;
+		off += r;
+		len -= r;
 	}
 	return 0;
 }
 
-/* A deleted file's content goes into ghost-N.img; one ghost per inode. */
+/*
+ * The data extents of a deleted file (SEEK_DATA/SEEK_HOLE), so that its
+ * holes stay holes; a file system without them gives one extent.
+ */
+static int ghost_extents(struct dump_ctx *ctx, int fd, RegFile *f, uint64_t *total)
+{
+	uint64_t off = 0, *ex = NULL;
+	size_t n = 0;
+
+	*total = 0;
+	while (off < f->size) {
+		off_t d = lseek(fd, (off_t)off, SEEK_DATA), h;
+		uint64_t *nex;
+
+		if (d < 0 && errno == ENXIO)
+			break;
+		if (d < 0) {
+			d = (off_t)off; /* no SEEK_DATA here: all data */
+			h = (off_t)f->size;
+		} else {
+			h = lseek(fd, d, SEEK_HOLE);
+			if (h < 0 || (uint64_t)h > f->size)
+				h = (off_t)f->size;
+		}
+		if (n / 2 == GHOST_MAX_EXTENTS - 1)
+			h = (off_t)f->size; /* the rest as one extent, holes as zeros */
+		if (h <= d)
+			break;
+		nex = realloc(ex, (n + 2) * sizeof(*ex));
+		if (!nex) {
+			free(ex);
+			return -ENOMEM;
+		}
+		ex = nex;
+		ex[n++] = (uint64_t)d;
+		ex[n++] = (uint64_t)(h - d);
+		*total += (uint64_t)(h - d);
+		off = (uint64_t)h;
+	}
+	f->ghost_extents = ex;
+	f->n_ghost_extents = n;
+	if (*total > ctx->o->ghost_limit) {
+		pr_err("pid %d: the deleted file %s holds %llu bytes of data, more than the ghost "
+		       "limit of %llu; dump with a larger --ghost-limit SIZE to save it in the "
+		       "image",
+		       ctx->pid, f->path, (unsigned long long)*total,
+		       (unsigned long long)ctx->o->ghost_limit);
+		return -EFBIG;
+	}
+	return 0;
+}
+
+/*
+ * A deleted file's data goes into ghost-N.img, with its size, holes, mode,
+ * owner and times in its files.img entry; one ghost per inode.  It is read
+ * through a new open of /proc/PID/fd/N with O_NOATIME and pread, so neither
+ * the process's offset nor the file's atime changes.
+ */
 static int dump_ghost(struct dump_ctx *ctx, const char *procpath, RegFile *f)
 {
+	uint64_t total;
+	struct stat st;
 	struct img *img;
 	int fd, ret;
 
@@ -84,6 +150,18 @@ static int dump_ghost(struct dump_ctx *ctx, const char *procpath, RegFile *f)
 
 		if (o->ghost && o->dev == f->dev && o->ino == f->ino) {
 			f->ghost = strdup(o->ghost);
+			f->n_ghost_extents = o->n_ghost_extents;
+			f->ghost_extents = malloc(o->n_ghost_extents * sizeof(uint64_t) + 1);
+			if (!f->ghost || !f->ghost_extents)
+				return -ENOMEM;
+			memcpy(f->ghost_extents, o->ghost_extents,
+			       o->n_ghost_extents * sizeof(uint64_t));
+			f->has_ghost_uid = f->has_ghost_gid = 1;
+			f->ghost_uid = o->ghost_uid;
+			f->ghost_gid = o->ghost_gid;
+			f->has_ghost_atime = f->has_ghost_mtime = 1;
+			f->ghost_atime = o->ghost_atime;
+			f->ghost_mtime = o->ghost_mtime;
 			if (!o->memfd)
 				return 0;
 			fd = sys_open(procpath, O_RDONLY | O_CLOEXEC, 0);
@@ -94,19 +172,37 @@ static int dump_ghost(struct dump_ctx *ctx, const char *procpath, RegFile *f)
 			return ret;
 		}
 	}
-	fd = sys_open(procpath, O_RDONLY | O_CLOEXEC, 0);
+	fd = sys_open(procpath, O_RDONLY | O_NOATIME | O_CLOEXEC, 0);
+	if (fd == -EPERM) /* O_NOATIME is for the file's owner and CAP_FOWNER */
+		fd = sys_open(procpath, O_RDONLY | O_CLOEXEC, 0);
 	if (fd < 0) {
 		pr_err("pid %d: cannot open deleted file %s to save it: %s", ctx->pid, f->path,
 		       strerror(-fd));
 		return fd;
 	}
-	ret = memfd_dump(ctx, fd, f);
+	if (fstat(fd, &st)) {
+		ret = -errno;
+		pr_err("pid %d: cannot stat deleted file %s: %m", ctx->pid, f->path);
+		goto close_fd;
+	}
+	f->size = (uint64_t)st.st_size;
+	f->mode = st.st_mode;
+	f->has_ghost_uid = f->has_ghost_gid = 1;
+	f->ghost_uid = st.st_uid;
+	f->ghost_gid = st.st_gid;
+	f->has_ghost_atime = f->has_ghost_mtime = 1;
+	f->ghost_atime = (uint64_t)st.st_atim.tv_sec * 1000000000ull + st.st_atim.tv_nsec;
+	f->ghost_mtime = (uint64_t)st.st_mtim.tv_sec * 1000000000ull + st.st_mtim.tv_nsec;
+	ret = ghost_extents(ctx, fd, f, &total);
+	if (!ret)
+		ret = memfd_dump(ctx, fd, f);
 	if (ret)
 		goto close_fd;
 	ret = img_create(ctx->imgs, IMG_GHOST, &img, "ghost-%d.img", *ctx->ghosts);
 	if (ret)
 		goto close_fd;
-	ret = copy_fd_to_img(fd, img);
+	for (size_t i = 0; i < f->n_ghost_extents && !ret; i += 2)
+		ret = copy_range_to_img(fd, f->ghost_extents[i], f->ghost_extents[i + 1], img);
 	if (ret) {
 		pr_err("pid %d: cannot save deleted file %s: %s", ctx->pid, f->path,
 		       strerror(-ret));
@@ -278,6 +374,28 @@ static int describe_fd(struct dump_ctx *ctx, int fd, unsigned flags, uint64_t po
 
 		if (len > 10 && !strcmp(path + len - 10, " (deleted)"))
 			path[len - 10] = 0;
+	}
+	/* unlinked, but linked elsewhere: only a name of it could keep that link */
+	if (S_ISREG(st.st_mode) && st.st_nlink > 0 && strlen(path) > 10 &&
+	    !strcmp(path + strlen(path) - 10, " (deleted)")) {
+		struct stat named;
+
+		if (lstat(path, &named) || named.st_dev != st.st_dev || named.st_ino != st.st_ino) {
+			pr_err("pid %d: fd %d is %s, unlinked but with %lu other hard link(s); "
+			       "amber cannot restore it as the same file (no --link-remap yet, "
+			       "see README, Limits)",
+			       ctx->pid, fd, path, (unsigned long)st.st_nlink);
+			return -EOPNOTSUPP;
+		}
+	}
+	/* a removed directory, device node or FIFO has no name to reopen it by */
+	if (!S_ISREG(st.st_mode) && st.st_nlink == 0 &&
+	    (S_ISDIR(st.st_mode) || S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ||
+	     (S_ISFIFO(st.st_mode) && strncmp(path, "pipe:[", 6)))) {
+		pr_err("pid %d: fd %d is %s, a directory, device node or FIFO that was removed; "
+		       "amber can only recreate deleted regular files (see README, Limits)",
+		       ctx->pid, fd, path);
+		return -EOPNOTSUPP;
 	}
 	f = new_file(path, &st, flags & ~O_CLOEXEC, pos);
 	if (!f)
@@ -481,6 +599,23 @@ static int files_dump_tree_late(struct tree *t)
 
 /* ---- restore ---- */
 
+/* The extents of a ghost: pairs, in order, apart, within its size. */
+static bool ghost_extents_ok(const RegFile *f)
+{
+	uint64_t end = 0;
+
+	if (f->n_ghost_extents % 2)
+		return false;
+	for (size_t i = 0; i < f->n_ghost_extents; i += 2) {
+		uint64_t off = f->ghost_extents[i], len = f->ghost_extents[i + 1];
+
+		if (off < end || len == 0 || len > f->size || off > f->size - len)
+			return false;
+		end = off + len;
+	}
+	return true;
+}
+
 static int read_files_img(struct restore_ctx *ctx)
 {
 	struct tree *t = ctx->tree;
@@ -490,7 +625,8 @@ static int read_files_img(struct restore_ctx *ctx)
 	for (size_t i = 0; !ret && i < t->nr_rfiles; i++) {
 		RegFile *f = t->rfiles[i];
 
-		if (f->id != i || (f->ghost && strchr(f->ghost, '/'))) {
+		if (f->id != i || (f->ghost && strchr(f->ghost, '/')) || !ghost_extents_ok(f) ||
+		    (f->n_ghost_extents && !f->ghost)) {
 			pr_err("files.img: bad entry %u; the image is corrupt", f->id);
 			return -EBADMSG;
 		}
@@ -545,6 +681,7 @@ static size_t nr_pipes;
 static struct {
 	const char *name;
 	int fd;
+	int tmpfile_id; /* fd was opened O_TMPFILE as this description, or -1 */
 } * ghosts;
 static size_t nr_ghosts;
 
@@ -561,14 +698,81 @@ static int up(struct tree *t, int fd)
 	return nfd < 0 ? -errno : nfd;
 }
 
+/* Fill a recreated ghost: its size, then each extent's bytes at its offset. */
+static int ghost_fill(int fd, RegFile *f, struct img *img)
+{
+	static char buf[1 << 16];
+	ssize_t r;
+
+	if (ftruncate(fd, (off_t)f->size)) {
+		pr_err("cannot make the deleted file %s %llu bytes long: %m", f->path,
+		       (unsigned long long)f->size);
+		return -errno;
+	}
+	for (size_t i = 0; i < f->n_ghost_extents; i += 2) {
+		uint64_t off = f->ghost_extents[i], len = f->ghost_extents[i + 1];
+
+		while (len) {
+			r = img_read(img, buf, len < sizeof(buf) ? len : sizeof(buf));
+			if (r <= 0) {
+				pr_err("%s: shorter than the extents of %s; the image is corrupt",
+				       f->ghost, f->path);
+				return r < 0 ? (int)r : -EBADMSG;
+			}
+			if (pwrite(fd, buf, r, (off_t)off) != r) {
+				pr_err("cannot refill deleted file %s: %m", f->path);
+				return -EIO;
+			}
+			off += r;
+			len -= r;
+		}
+	}
+	r = img_read(img, buf, 1);
+	if (r != 0) {
+		pr_err("%s: longer than the extents of %s; the image is corrupt", f->ghost,
+		       f->path);
+		return r < 0 ? (int)r : -EBADMSG;
+	}
+	return 0;
+}
+
+/*
+ * Its owner, mode and times, after the data.  The owner only as far as the
+ * image's owner may chown (owner.h): otherwise the file stays the image
+ * owner's (README, Limits).  chown before chmod: chown clears set-id bits.
+ */
+static int ghost_attrs(int fd, RegFile *f)
+{
+	struct timespec ts[2];
+
+	if (f->has_ghost_uid && f->has_ghost_gid && fchown(fd, f->ghost_uid, f->ghost_gid))
+		pr_warn("the deleted file %s comes back owned by uid %u, not %u:%u: %m", f->path,
+			geteuid(), f->ghost_uid, f->ghost_gid);
+	if (fchmod(fd, f->mode & 07777)) {
+		pr_err("cannot give the deleted file %s its mode %o: %m", f->path, f->mode & 07777);
+		return -errno;
+	}
+	if (!f->has_ghost_atime || !f->has_ghost_mtime)
+		return 0;
+	ts[0].tv_sec = (time_t)(f->ghost_atime / 1000000000ull);
+	ts[0].tv_nsec = (long)(f->ghost_atime % 1000000000ull);
+	ts[1].tv_sec = (time_t)(f->ghost_mtime / 1000000000ull);
+	ts[1].tv_nsec = (long)(f->ghost_mtime % 1000000000ull);
+	if (futimens(fd, ts)) {
+		pr_err("cannot set the times of the deleted file %s: %m", f->path);
+		return -errno;
+	}
+	return 0;
+}
+
+static int reopen_self(int fd, int flags, const char *what);
+
 /* Recreate a deleted file under its old name (so /proc shows "name (deleted)"). */
 static int ghost_fd(struct tree *t, RegFile *f)
 {
-	static char buf[1 << 16];
 	char tmp[PATH_MAX];
 	struct img *img;
-	int fd, ret;
-	ssize_t r;
+	int fd, wfd, ret;
 
 	for (size_t i = 0; i < nr_ghosts; i++)
 		if (!strcmp(ghosts[i].name, f->ghost))
@@ -588,38 +792,44 @@ static int ghost_fd(struct tree *t, RegFile *f)
 	ret = img_open(t->img, IMG_GHOST, &img, "%s", f->ghost);
 	if (ret)
 		return ret;
-	if (f->memfd)
-		fd = memfd_open(f);
-	else
-		fd = open(f->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, f->mode & 07777);
+	snprintf(tmp, sizeof(tmp), "%s", f->path);
+	*strrchr(tmp, '/') = 0;
 	if (f->memfd) {
+		fd = memfd_open(f);
 		if (fd < 0) {
 			ret = fd;
 			goto close_img;
 		}
-	} else if (fd >= 0) {
-		unlink(f->path);
+	} else if ((f->flags & O_TMPFILE) == O_TMPFILE && (f->flags & O_ACCMODE) != O_RDONLY) {
+		/* made by O_TMPFILE: so again, with this description's own flags */
+		fd = open(tmp[0] ? tmp : "/",
+			  (f->flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_APPEND)) | O_CLOEXEC, 0600);
 	} else {
-		snprintf(tmp, sizeof(tmp), "%s", f->path);
-		*strrchr(tmp, '/') = 0;
-		fd = open(tmp[0] ? tmp : "/", O_TMPFILE | O_RDWR | O_CLOEXEC, f->mode & 07777);
+		fd = open(f->path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd >= 0)
+			unlink(f->path);
+		else
+			fd = open(tmp[0] ? tmp : "/", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 		if (fd < 0)
-			fd = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, f->mode & 07777);
+			fd = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 	}
 	if (fd < 0) {
 		ret = -errno;
 		pr_err("cannot recreate deleted file %s: %m", f->path);
 		goto close_img;
 	}
-	while ((r = img_read(img, buf, sizeof(buf))) > 0)
-		if (sys_write_full(fd, buf, r) != r) {
-			ret = -EIO;
-			pr_err("cannot refill deleted file %s", f->path);
-			close(fd);
-			goto close_img;
-		}
-	if (r < 0) {
-		ret = (int)r;
+	/* filled through a description of its own (O_APPEND, O_RDONLY...) */
+	wfd = reopen_self(fd, O_RDWR, f->path);
+	if (wfd < 0) {
+		ret = wfd;
+		close(fd);
+		goto close_img;
+	}
+	ret = ghost_fill(wfd, f, img);
+	if (!ret)
+		ret = ghost_attrs(wfd, f);
+	close(wfd);
+	if (ret) {
 		close(fd);
 		goto close_img;
 	}
@@ -631,8 +841,18 @@ static int ghost_fd(struct tree *t, RegFile *f)
 		}
 	}
 	fd = up(t, fd);
+	if (fd < 0) {
+		ret = fd;
+		goto close_img;
+	}
 	ghosts = realloc(ghosts, (nr_ghosts + 1) * sizeof(*ghosts));
+	if (!ghosts) {
+		ret = -ENOMEM;
+		close(fd);
+		goto close_img;
+	}
 	ghosts[nr_ghosts].name = f->ghost;
+	ghosts[nr_ghosts].tmpfile_id = (f->flags & O_TMPFILE) == O_TMPFILE ? (int)f->id : -1;
 	ghosts[nr_ghosts++].fd = fd;
 	ret = fd;
 close_img:
@@ -696,6 +916,19 @@ found:
 			   f->path);
 }
 
+static int tmpfile_desc(int g, RegFile *f)
+{
+	int fd = fcntl(g, F_DUPFD_CLOEXEC, 0);
+
+	if (fd < 0 || ((f->flags & O_APPEND) && fcntl(fd, F_SETFL, O_APPEND | f->flags))) {
+		pr_err("cannot set up the O_TMPFILE file %s: %m", f->path);
+		if (fd >= 0)
+			close(fd);
+		return -errno;
+	}
+	return fd;
+}
+
 static int open_reg(struct tree *t, RegFile *f, int flags)
 {
 	struct stat st;
@@ -704,7 +937,13 @@ static int open_reg(struct tree *t, RegFile *f, int flags)
 	if (f->ghost) {
 		int g = ghost_fd(t, f);
 
-		return g < 0 ? g : reopen_self(g, flags & ~(O_CREAT | O_EXCL | O_TRUNC), f->path);
+		if (g < 0)
+			return g;
+		/* the description made by O_TMPFILE, whose flags no reopen gives */
+		for (size_t i = 0; i < nr_ghosts; i++)
+			if (ghosts[i].fd == g && ghosts[i].tmpfile_id == (int)f->id)
+				return tmpfile_desc(g, f);
+		return reopen_self(g, flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_TMPFILE), f->path);
 	}
 	fd = open(f->path, (flags & ~(O_CREAT | O_EXCL | O_TRUNC)) | O_CLOEXEC);
 	if (fd < 0) {

@@ -415,6 +415,8 @@ static const struct {
 	/* locks.c's MAX_LOCKS: dump refuses more */
 	[LIM_LOCKS] = {"amber's 65536 locks per open file", NULL, 65536},
 	[LIM_DIRENTS] = {"the number of files in the image directory", NULL, 0},
+	/* files.c's GHOST_MAX_EXTENTS pairs: dump merges the rest */
+	[LIM_EXTENTS] = {"amber's 65536 extents per deleted file", NULL, 2 * 65536},
 };
 
 static void read_limits(struct img_dir *d)
@@ -535,6 +537,7 @@ static const struct {
 	{&reg_file__descriptor, "unix_sk.rqueue", LIM_QUEUED, "queued messages"},
 	{&reg_file__descriptor, "inet_sk.dgrams", LIM_QUEUED, "queued datagrams"},
 	{&reg_file__descriptor, "locks", LIM_LOCKS, "file locks"},
+	{&reg_file__descriptor, "ghost_extents", LIM_EXTENTS, "ghost file extents"},
 };
 
 static int varint(const uint8_t *p, size_t len, size_t *off, uint64_t *v)

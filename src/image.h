@@ -126,6 +126,7 @@ enum img_lim {
 	LIM_QUEUED,	 /* messages queued on a socket */
 	LIM_LOCKS,	 /* file locks per open file description */
 	LIM_DIRENTS,	 /* files in the image directory */
+	LIM_EXTENTS,	 /* data extents of a ghost file, as offset and length */
 	LIM__COUNT,
 };
 

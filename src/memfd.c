@@ -105,12 +105,10 @@ int memfd_open(RegFile *f)
 
 int memfd_finish(RegFile *f, int fd)
 {
-	if (ftruncate(fd, (off_t)f->size)) {
-		pr_err("cannot set memfd %s to %llu bytes: %m", f->path,
-		       (unsigned long long)f->size);
-		return -errno;
-	}
-	/* before the seals: F_SEAL_EXEC forbids changing the x bits */
+	/*
+	 * Its size, data and times are the ghost's (files.c).  The mode again
+	 * before the seals: F_SEAL_EXEC forbids changing the x bits.
+	 */
 	if (fchmod(fd, f->mode & 0777)) {
 		pr_err("cannot set the mode of memfd %s to %o: %m", f->path, f->mode & 0777);
 		return -errno;

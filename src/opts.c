@@ -41,6 +41,7 @@ enum {
 	O_ACTION_SCRIPT,
 	O_JSON,
 	O_STATS,
+	O_GHOST_LIMIT,
 	O_UNIMPLEMENTED,
 	O_NEGATED = 1 << 12, /* --no-NAME of a flag: code | O_NEGATED */
 };
@@ -73,6 +74,8 @@ static const struct opt_def {
 	 "dump and restore established TCP connections (TCP repair)"},
 	{"file-locks", 'l', no_argument, FOR_DR, NULL,
 	 "dump and restore file locks (flock, POSIX, OFD, leases)"},
+	{"ghost-limit", O_GHOST_LIMIT, required_argument, FOR_DUMP, "SIZE",
+	 "largest deleted file saved with its data (default 1M; K, M, G suffixes)"},
 	{"network-lock", O_NETWORK_LOCK, required_argument, FOR_DR, "nft|skip",
 	 "how TCP connections are held between dump and restore (default nft)"},
 	{"display-stats", O_DISPLAY_STATS, no_argument, FOR_DR, NULL,
@@ -326,6 +329,37 @@ static int parse_verbosity(const char *arg)
 	return 0;
 }
 
+/* SIZE as CRIU takes it: bytes, or with a K, M or G suffix. */
+static int parse_size(const char *s, uint64_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *s == '-')
+		return -EINVAL;
+	switch (*end) {
+	case 'G':
+	case 'g':
+		v <<= 10;
+		/* fallthrough */
+	case 'M':
+	case 'm':
+		v <<= 10;
+		/* fallthrough */
+	case 'K':
+	case 'k':
+		v <<= 10;
+		end++;
+		break;
+	}
+	if (*end || v > (1ull << 50))
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
 static int set_opt(struct opts *o, int code, const char *arg, bool neg)
 {
 	switch (code) {
@@ -367,6 +401,12 @@ static int set_opt(struct opts *o, int code, const char *arg, bool neg)
 		return 0;
 	case O_DISPLAY_STATS:
 		o->display_stats = !neg;
+		return 0;
+	case O_GHOST_LIMIT:
+		if (parse_size(arg, &o->ghost_limit)) {
+			pr_err("--ghost-limit takes a size in bytes (or with K, M, G), not '%s'", arg);
+			return -EINVAL;
+		}
 		return 0;
 	case 'o':
 		o->log_file = arg;
@@ -493,6 +533,7 @@ int opts_parse(int argc, char **argv, struct opts *o, int cmd)
 					     O_UNIMPLEMENTED};
 	memset(&lopts[n], 0, sizeof(lopts[n]));
 
+	o->ghost_limit = 1 << 20; /* CRIU's default */
 	ret = cmd == CMD_DUMP || cmd == CMD_RESTORE ? with_configs(argc, argv, &a) : 0;
 	if (!ret && !a.v) {
 		for (int i = 0; !ret && i < argc; i++)
