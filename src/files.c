@@ -400,7 +400,11 @@ static int describe_fd(struct dump_ctx *ctx, int fd, unsigned flags, uint64_t po
 	f = new_file(path, &st, flags & ~O_CLOEXEC, pos);
 	if (!f)
 		return -ENOMEM;
-	if (S_ISREG(st.st_mode)) {
+	if ((flags & O_PATH) && !S_ISREG(st.st_mode) && strncmp(path, "pipe:[", 6) &&
+	    strncmp(path, "socket:[", 8) && strncmp(path, "anon_inode:", 11) && path[0] == '/') {
+		/* a path fd (a symlink with O_NOFOLLOW, a FIFO, a device): only its name */
+		f->kind = S_ISDIR(st.st_mode) ? FILE_KIND__FILE_DIR : FILE_KIND__FILE_REG;
+	} else if (S_ISREG(st.st_mode)) {
 		f->kind = FILE_KIND__FILE_REG;
 		if (st.st_nlink == 0) {
 			ret = dump_ghost(ctx, procpath, f);
@@ -959,6 +963,14 @@ static int open_reg(struct tree *t, RegFile *f, int flags)
 			       f->path, strerror(-fd));
 		return fd;
 	}
+	if ((f->flags & O_PATH) &&
+	    (fstat(fd, &st) || (st.st_mode & S_IFMT) != (f->mode & S_IFMT))) {
+		pr_err("%s: not the same kind of file as the process's O_PATH fd on it (mode %o, "
+		       "was %o)",
+		       f->path, st.st_mode & S_IFMT, f->mode & S_IFMT);
+		close(fd);
+		return -ESTALE;
+	}
 	if (S_ISREG(f->mode) && !fstat(fd, &st) && (uint64_t)st.st_size != f->size)
 		pr_warn("%s changed size since the dump (%llu -> %llu bytes)", f->path,
 			(unsigned long long)f->size, (unsigned long long)st.st_size);
@@ -984,7 +996,8 @@ static int open_as_owner(struct tree *t, RegFile *f)
 	case FILE_KIND__FILE_DIR:
 	case FILE_KIND__FILE_CHR:
 		fd = open_reg(t, f, f->flags);
-		if (fd >= 0 && f->kind == FILE_KIND__FILE_REG &&
+		/* an O_PATH fd has no offset */
+		if (fd >= 0 && f->kind == FILE_KIND__FILE_REG && !(f->flags & O_PATH) &&
 		    lseek(fd, (off_t)f->pos, SEEK_SET) < 0) {
 			pr_err("cannot seek %s to %llu: %m", f->path, (unsigned long long)f->pos);
 			close(fd);

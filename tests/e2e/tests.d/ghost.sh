@@ -97,3 +97,7 @@ open(t + "/result", "w").write("0\n")
 		{ fail "amber dump failed without naming the hard-linked file"; attach "$W/dump.log"; return 1; }
 	runs_on "the refused dump" 20 || return 1
 }
+
+# O_PATH fds on a file, a symlink (O_NOFOLLOW), a directory, a FIFO and a deleted file.
+TESTS+=(ghost_opath)
+t_ghost_opath() { cycle -f fds -- "$PROGS/ghost-opath" "$T"; }
