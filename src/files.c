@@ -235,7 +235,11 @@ static RegFile *new_file(const char *path, const struct stat *st, int flags, uin
 	return f;
 }
 
-/* The file behind a mapping or /proc/PID/exe; shared by (dev, ino, flags). */
+/*
+ * The file behind a mapping or /proc/PID/exe; shared by (dev, ino, flags).
+ * Opened O_NOATIME at restore where the kernel allows it: mmap() of it
+ * would touch its atime.
+ */
 int files_dump_path(struct dump_ctx *ctx, const char *procpath, const char *path, int flags,
 		    uint64_t pos, int *id)
 {
@@ -243,6 +247,7 @@ int files_dump_path(struct dump_ctx *ctx, const char *procpath, const char *path
 	RegFile *f;
 	int ret;
 
+	flags |= O_NOATIME;
 	if (stat(procpath, &st)) {
 		pr_err("pid %d: cannot stat %s (%s): %m", ctx->pid, path, procpath);
 		return -errno;
@@ -950,6 +955,8 @@ static int open_reg(struct tree *t, RegFile *f, int flags)
 		return reopen_self(g, flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_TMPFILE), f->path);
 	}
 	fd = open(f->path, (flags & ~(O_CREAT | O_EXCL | O_TRUNC)) | O_CLOEXEC);
+	if (fd < 0 && errno == EPERM && (flags & O_NOATIME)) /* not the file's owner */
+		fd = open(f->path, (flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOATIME)) | O_CLOEXEC);
 	if (fd < 0) {
 		fd = -errno;
 		if ((fd == -EACCES || fd == -EPERM) && t->owner.switches)

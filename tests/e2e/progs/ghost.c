@@ -9,13 +9,14 @@
  *   fd 21  an O_TMPFILE file in DIR (never had a name): "tmpfile data", mode 0640,
  *          O_RDWR, offset 3
  *   fd 22  DIR/kept, not deleted, O_RDONLY, offset 2, also mapped MAP_SHARED
- *          PROT_READ
+ *          PROT_READ; atime and mtime set far in the past (after the mmap), so any
+ *          read or mmap of it by amber would move its atime
  *   fd 23  (argument "big") DIR/big, deleted, 2 MiB of data: above the default
  *          --ghost-limit of 1 MiB
  *
  * After restore: contents, offsets, F_GETFL, holes (SEEK_DATA/SEEK_HOLE), size, mode,
  * owner, times to the nanosecond, no links, "(deleted)" in /proc/self/fd; the kept
- * file's mapping and offset.
+ * file's mapping and offset, and its atime, mtime and ctime from before the dump.
  */
 #include <sys/mman.h>
 
@@ -51,8 +52,9 @@ int main(int argc, char **argv)
 	int first = prog_init(argc, argv);
 	int big = argc > first && !strcmp(argv[first], "big");
 	struct timespec ts[2] = {{1000000000, 123456789}, {1200000000, 500000000}};
+	struct timespec old[2] = {{1000000000, 0}, {1000000000, 0}};
 	char buf[4096], want[4096], link[4200], path[64];
-	struct stat st;
+	struct stat st, kept;
 	char *map;
 	off_t d, h;
 
@@ -79,7 +81,8 @@ int main(int argc, char **argv)
 		prog_die("kept");
 	at(open(prog_path("kept"), O_RDONLY), FD_KEPT);
 	map = mmap(NULL, 4096, PROT_READ, MAP_SHARED, FD_KEPT, 0);
-	if (map == MAP_FAILED || lseek(FD_KEPT, 2, SEEK_SET) != 2)
+	if (map == MAP_FAILED || lseek(FD_KEPT, 2, SEEK_SET) != 2 || futimens(FD_KEPT, old) ||
+	    fstat(FD_KEPT, &kept))
 		prog_die("kept times");
 	if (big) {
 		char *b = malloc(2 * MIB);
@@ -145,6 +148,12 @@ int main(int argc, char **argv)
 	      "tmpfile offset 3, O_RDWR");
 
 	/* fd 22 */
+	CHECK(fstat(FD_KEPT, &st) == 0 && same_time(st.st_atim, kept.st_atim) &&
+		      same_time(st.st_mtim, kept.st_mtim) && same_time(st.st_ctim, kept.st_ctim),
+	      "kept: atime, mtime, ctime unchanged (atime %ld -> %ld, ctime %ld.%09ld -> "
+	      "%ld.%09ld)",
+	      (long)kept.st_atim.tv_sec, (long)st.st_atim.tv_sec, (long)kept.st_ctim.tv_sec,
+	      kept.st_ctim.tv_nsec, (long)st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
 	CHECK(!memcmp(map, "kept file", 9) && lseek(FD_KEPT, 0, SEEK_CUR) == 2,
 	      "kept: mapped contents, offset 2");
 
