@@ -214,6 +214,7 @@ extern const struct resource_ops threads_ops; /* threads.c: the other threads */
 extern const struct resource_ops signals_ops; /* signals.c: actions, altstack, pending */
 extern const struct resource_ops timers_ops;  /* timers.c: itimers, POSIX timers */
 extern const struct resource_ops locks_ops;   /* locks.c: file locks, O_ASYNC owners */
+extern const struct resource_ops sched_ops;   /* sched.c: policy, affinity, ioprio */
 extern const struct resource_ops regs_ops;    /* regs.c: GP/FPU registers, TLS, sigmask */
 
 /* A command's options (opts.c): 0, or -errno with the reason logged. */
@@ -224,8 +225,9 @@ int opts_cmd(const char *name);
 void opts_usage(FILE *f, int cmd);
 /* Every option of the table with its commands, one per line (the man page's test). */
 void opts_list(FILE *f);
-/* -o: the log goes to that file from now on (after -D exists); 0 or -errno. */
+/* Frees what opts_parse() kept for o. */
 void opts_free(struct opts *o);
+/* -o: the log goes to that file from now on (after -D exists); 0 or -errno. */
 int opts_open_log(const struct opts *o);
 
 int cmd_dump(int argc, char **argv);

@@ -7,12 +7,14 @@
  *  - restore_inject: the address space first (everything else points into
  *    it), then the threads (cloned by the leader), credentials late (creds),
  *    file locks and O_ASYNC owners after the mappings and credentials
- *    (locks), per-thread pointers last (registers).  restore_thread hooks run right
+ *    (locks), scheduling after the credentials too (the kernel checks it
+ *    against the thread's own uid and rlimits), per-thread pointers last
+ *    (registers).  restore_thread hooks run right
  *    after their resource's restore_inject, for every thread.
  */
 #include "amber.h"
 
 const struct resource_ops *const resources[] = {
-	&task_ops,    &files_ops,  &mem_ops,   &threads_ops, &fs_ops, &rlimits_ops,
-	&signals_ops, &timers_ops, &creds_ops, &locks_ops,   &regs_ops, NULL,
+	&task_ops,   &files_ops, &mem_ops,   &threads_ops, &fs_ops,   &rlimits_ops, &signals_ops,
+	&timers_ops, &creds_ops, &locks_ops, &sched_ops,   &regs_ops, NULL,
 };

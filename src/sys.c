@@ -25,7 +25,7 @@ static const char *const op_names[SYS__COUNT] = {
 	[SYS_PREAD] = "pread",	 [SYS_FSYNC] = "fsync",	  [SYS_RENAME] = "rename",
 	[SYS_PTRACE] = "ptrace", [SYS_WAIT] = "wait",	  [SYS_VM_READ] = "vm_read",
 	[SYS_KCMP] = "kcmp",	 [SYS_CLONE3] = "clone3", [SYS_PIDFD_GETFD] = "pidfd_getfd",
-	[SYS_MMAP] = "mmap",	 [SYS_SETID] = "setid",
+	[SYS_MMAP] = "mmap",	 [SYS_SETID] = "setid",	  [SYS_SCHED] = "sched",
 };
 
 struct fault {
@@ -324,6 +324,53 @@ int sys_kcmp(pid_t pid1, pid_t pid2, int type, unsigned long idx1, unsigned long
 		return -f;
 	r = syscall(SYS_kcmp, pid1, pid2, type, idx1, idx2);
 	return r < 0 ? -errno : (int)r;
+}
+
+static int sched_call(long nr, long a1, long a2, long a3)
+{
+	int f = injected(SYS_SCHED);
+	long r;
+
+	if (f)
+		return -f;
+	r = syscall(nr, a1, a2, a3);
+	return r < 0 ? -errno : (int)r;
+}
+
+int sys_sched_getattr(pid_t tid, void *attr, unsigned size)
+{
+	int f = injected(SYS_SCHED);
+	long r;
+
+	if (f)
+		return -f;
+	r = syscall(SYS_sched_getattr, tid, attr, size, 0);
+	return r < 0 ? -errno : 0;
+}
+
+int sys_sched_setattr(pid_t tid, const void *attr)
+{
+	return sched_call(SYS_sched_setattr, tid, (long)attr, 0);
+}
+
+int sys_sched_getaffinity(pid_t tid, void *mask, size_t len)
+{
+	return sched_call(SYS_sched_getaffinity, tid, (long)len, (long)mask);
+}
+
+int sys_sched_setaffinity(pid_t tid, const void *mask, size_t len)
+{
+	return sched_call(SYS_sched_setaffinity, tid, (long)len, (long)mask);
+}
+
+int sys_ioprio_get(pid_t tid)
+{
+	return sched_call(SYS_ioprio_get, 1 /* IOPRIO_WHO_PROCESS */, tid, 0);
+}
+
+int sys_ioprio_set(pid_t tid, int ioprio)
+{
+	return sched_call(SYS_ioprio_set, 1 /* IOPRIO_WHO_PROCESS */, tid, ioprio);
 }
 
 long sys_clone3_set_tid(pid_t tid, int exit_signal, uint64_t flags)

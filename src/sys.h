@@ -32,6 +32,7 @@ enum sys_op {
 	SYS_PIDFD_GETFD,
 	SYS_MMAP,
 	SYS_SETID,
+	SYS_SCHED,
 	SYS__COUNT,
 };
 
@@ -77,6 +78,14 @@ int sys_readlink(const char *path, char *buf, size_t size);
  */
 /* Raise RLIMIT_NOFILE (soft, and hard if needed) to at least want; 0 or -errno. */
 int sys_raise_nofile(unsigned long want);
+/* Scheduling of thread tid (sched.c); fault op "sched".  attr is a struct
+ * sched_attr of size bytes; ioprio calls use IOPRIO_WHO_PROCESS. */
+int sys_sched_getattr(pid_t tid, void *attr, unsigned size);
+int sys_sched_setattr(pid_t tid, const void *attr);
+int sys_sched_getaffinity(pid_t tid, void *mask, size_t len);
+int sys_sched_setaffinity(pid_t tid, const void *mask, size_t len);
+int sys_ioprio_get(pid_t tid);
+int sys_ioprio_set(pid_t tid, int ioprio);
 int sys_thread_setid(uid_t euid, gid_t egid, const gid_t *groups, size_t n);
 
 #endif
