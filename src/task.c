@@ -64,6 +64,15 @@ static int task_dump(struct dump_ctx *ctx)
 		c->has_coredump_filter = 1;
 		c->coredump_filter = (uint32_t)v;
 	}
+	/* audit identity: absent without CONFIG_AUDIT */
+	if (!read_proc_ulong(ctx->pid, "loginuid", &v, 10)) {
+		c->has_loginuid = 1;
+		c->loginuid = (uint32_t)v;
+	}
+	if (!read_proc_ulong(ctx->pid, "sessionid", &v, 10)) {
+		c->has_audit_sessionid = 1;
+		c->audit_sessionid = (uint32_t)v;
+	}
 	{
 		char path[64], *buf;
 
@@ -115,6 +124,52 @@ static int write_proc_self(const char *name, const char *val)
 	return ret;
 }
 
+/*
+ * The loginuid only the task itself may write, with CAP_AUDIT_CONTROL once
+ * set.  The write starts a new audit session, whose id the kernel picks.
+ */
+static int restore_loginuid(struct restore_ctx *ctx)
+{
+	TaskCore *c = ctx->core;
+	unsigned long now;
+	char buf[16];
+	int ret;
+
+	if (!c->has_loginuid)
+		return 0;
+	ret = read_proc_ulong(getpid(), "loginuid", &now, 10);
+	if (ret) {
+		pr_err("pid %d: had loginuid %u, but this kernel has none (CONFIG_AUDIT): %s",
+		       ctx->pid, c->loginuid, strerror(-ret));
+		return ret;
+	}
+	/* An unset loginuid may be set by anyone: only root's images may choose it. */
+	if (now != c->loginuid && !ctx->tree->owner.unbounded) {
+		pr_err("pid %d: cannot set loginuid %u (restore's is %lu): only root's images may "
+		       "(CAP_AUDIT_CONTROL); restore from a login of uid %u",
+		       ctx->pid, c->loginuid, now, c->loginuid);
+		return -EPERM;
+	}
+	snprintf(buf, sizeof(buf), "%u", c->loginuid);
+	ret = now == c->loginuid ? 0 : write_proc_self("loginuid", buf);
+	if (ret) {
+		pr_err("pid %d: cannot set loginuid %u (restore's is %lu): %s%s", ctx->pid,
+		       c->loginuid, now, strerror(-ret),
+		       ret == -EPERM
+			       ? " (needs CAP_AUDIT_CONTROL, which the image's owner has not,"
+				 " or the loginuid is immutable: run the restore from the same "
+				 "login)"
+			       : "");
+		return ret;
+	}
+	if (c->has_audit_sessionid && !read_proc_ulong(getpid(), "sessionid", &now, 10) &&
+	    now != c->audit_sessionid)
+		pr_warn("pid %d: audit session id %u is now %lu (restore's, or a new one with the "
+			"loginuid: it cannot be chosen)",
+			ctx->pid, c->audit_sessionid, now);
+	return 0;
+}
+
 /* In the child, before its memory is replaced. */
 static int task_restore_child(struct restore_ctx *ctx)
 {
@@ -130,6 +185,9 @@ static int task_restore_child(struct restore_ctx *ctx)
 			if (isatty(fd) && !tcsetpgrp(fd, getpid()))
 				break;
 	}
+	ret = restore_loginuid(ctx);
+	if (ret)
+		return ret;
 	if (personality(c->personality) < 0) {
 		pr_err("pid %d: cannot set personality 0x%x: %m", ctx->pid, c->personality);
 		return -errno;

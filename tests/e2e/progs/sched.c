@@ -3,7 +3,8 @@
  * Per-thread scheduling: each thread sets its own policy (SCHED_BATCH, IDLE,
  * FIFO with SCHED_RESET_ON_FORK, RR, OTHER), nice, CPU affinity and I/O
  * priority; after the restore each checks its own with sched_getattr,
- * getpriority, sched_getaffinity and ioprio_get.
+ * getpriority, sched_getaffinity and ioprio_get.  The process also takes
+ * loginuid 4242 (an audit login), which must come back.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -114,6 +115,8 @@ int main(int argc, char **argv)
 {
 	pthread_t th[NW];
 	struct timespec ts = {0, 10 * 1000 * 1000};
+	char buf[64];
+	int fd;
 
 	prog_init(argc, argv);
 	ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -126,10 +129,18 @@ int main(int argc, char **argv)
 		nanosleep(&ts, NULL);
 	/* the main thread last: the others would inherit its settings */
 	setup(&wants[0]);
+	if (prog_read_file("/proc/self/loginuid", buf, sizeof(buf)) < 0)
+		prog_die("no /proc/self/loginuid (CONFIG_AUDIT)");
+	fd = open("/proc/self/loginuid", O_WRONLY);
+	if (fd < 0 || write(fd, "4242", 4) != 4)
+		prog_die("cannot set loginuid");
+	close(fd);
 	prog_ready();
 	prog_wait_go();
 	go = 1;
 	verify(&wants[0], prog_sabotage());
+	prog_read_file("/proc/self/loginuid", buf, sizeof(buf));
+	CHECK(atoi(buf) == 4242, "loginuid %s (want 4242)", buf);
 	for (size_t i = 1; i < NW; i++)
 		pthread_join(th[i], NULL);
 	return prog_done();

@@ -1,10 +1,12 @@
 # Process state beyond the basics (tests/e2e/progs/sched.c ...).
 # sched: every thread has its own policy, priority, nice, CPU affinity and I/O
-# priority; the program checks its threads' own view, the test what /proc shows.
+# priority, and the process a loginuid; the program checks its threads' own
+# view, the test what /proc shows.
 TESTS+=(sched sched_owner_refused)
 
 sched_state() { # PID: per thread nice, rt_priority, policy, allowed CPUs
 	local p=$1 d
+	echo "loginuid $(cat /proc/$p/loginuid)"
 	for d in /proc/$p/task/*; do
 		echo "${d##*/} $(sed 's/.*) //' "$d/stat" | awk '{print "nice", $17, "rt", $38, "policy", $39}')" \
 			"$(grep Cpus_allowed_list "$d/status" | tr -s '\t' ' ')"
@@ -12,7 +14,7 @@ sched_state() { # PID: per thread nice, rt_priority, policy, allowed CPUs
 }
 sched_before() {
 	sched_state "$PID" >"$W/sched.before"
-	[ "$(wc -l <"$W/sched.before")" = 5 ] || { fail "expected 5 threads: $(cat "$W/sched.before")"; return 1; }
+	[ "$(wc -l <"$W/sched.before")" = 6 ] || { fail "expected 5 threads: $(cat "$W/sched.before")"; return 1; }
 	grep -q 'policy 1' "$W/sched.before" || { fail "no SCHED_FIFO thread: $(cat "$W/sched.before")"; return 1; }
 }
 sched_after() {
@@ -25,7 +27,8 @@ sched_after() {
 t_sched() { cycle -P sched_before -A sched_after -- "$PROGS/sched" "$T"; }
 
 # nobody's image (security-owner.sh's owner_dump) edited to ask for what nobody
-# may not have: an RT policy, a nice below its own, the realtime I/O class.
+# may not have: an RT policy, a nice below its own, the realtime I/O class, a
+# loginuid (CAP_AUDIT_CONTROL).
 t_sched_owner_refused() {
 	[ $SELFTEST = 1 ] && return 77
 	local ok=0
@@ -33,5 +36,6 @@ t_sched_owner_refused() {
 	refused sched_fifo "may not" "core-$PID.img" "sched_policy=1" "sched_priority=10" || ok=1
 	refused sched_nice "may not" "core-$PID.img" "sched_nice=-5" || ok=1
 	refused sched_ioprio_rt "I/O priority class 1" "core-$PID.img" "ioprio=8194" || ok=1
+	refused loginuid "cannot set loginuid 4242" "core-$PID.img" "loginuid=4242" || ok=1
 	return $ok
 }
