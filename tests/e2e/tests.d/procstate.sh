@@ -39,3 +39,24 @@ t_sched_owner_refused() {
 	refused loginuid "cannot set loginuid 4242" "core-$PID.img" "loginuid=4242" || ok=1
 	return $ok
 }
+
+# sigsync: pending SIGTRAP/SIGSEGV/SIGBUS with the kernel's si_codes (TRAP_BRKPT,
+# SEGV_MAPERR, BUS_MCEERR_AO) in a thread's and the process's queue; the kernel's
+# per-task view of the queues must be the same after restore.
+TESTS+=(sigsync)
+sigsync_state() {
+	local d
+	for d in /proc/$1/task/*; do echo "${d##*/} $(grep -E '^(SigPnd|ShdPnd|SigBlk):' "$d/status" | tr -s '\t\n' '  ')"; done
+}
+sigsync_before() {
+	sigsync_state "$PID" >"$W/sigsync.before"
+	grep -q 'SigPnd: 0000000000000010' "$W/sigsync.before" || { fail "no thread with SIGTRAP pending: $(cat "$W/sigsync.before")"; return 1; }
+}
+sigsync_after() {
+	sigsync_state "$PID" >"$W/sigsync.after"
+	diff -u "$W/sigsync.before" "$W/sigsync.after" >"$W/sigsync.diff" && return 0
+	fail "pending signals differ after restore (- before, + after):"
+	sed 's/^/    /' "$W/sigsync.diff" >>"$W/log"
+	return 1
+}
+t_sigsync() { cycle -P sigsync_before -A sigsync_after -- "$PROGS/sigsync" "$T"; }
