@@ -23,9 +23,42 @@
 #define PTRACE_SETSIGMASK 0x420b
 #endif
 
+#ifndef PTRACE_GET_SYSCALL_INFO
+#define PTRACE_GET_SYSCALL_INFO	 0x420e
+#define PTRACE_SYSCALL_INFO_EXIT 2
+#endif
+
 static bool is_job_stop_sig(int sig)
 {
 	return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
+}
+
+/*
+ * Whether a trap of amber's would take a queued signal: a SIGTRAP in tid's
+ * queue or its process's, or any synchronous signal in tid's own queue (the
+ * kernel's dequeue_synchronous_signal() hands out the first one queued, even
+ * a blocked one, as soon as one such signal, the trap, is unblocked).
+ */
+static int trap_queued(pid_t tid, bool *queued)
+{
+	unsigned long long mask, own = 0, shared = 0;
+	char path[64], line[128];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", tid);
+	f = fopen(path, "re");
+	if (!f) {
+		pr_err("tid %d: cannot read %s: %m", tid, path);
+		return -errno;
+	}
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "SigPnd: %llx", &mask) == 1)
+			own = mask;
+		else if (sscanf(line, "ShdPnd: %llx", &mask) == 1)
+			shared = mask;
+	fclose(f);
+	*queued = (own & INFECT_SYNC_SIGNALS) || ((own | shared) & (1ULL << (SIGTRAP - 1)));
+	return 0;
 }
 
 static int save_state(struct infect *inf)
@@ -41,7 +74,7 @@ static int save_state(struct infect *inf)
 		pr_err("pid %d: cannot read the signal mask: %s", inf->pid, strerror((int)-r));
 		return (int)r;
 	}
-	return 0;
+	return trap_queued(inf->pid, &inf->trap_pending);
 }
 
 int infect_seize(pid_t pid, struct infect *inf, int *stopsig)
@@ -248,7 +281,7 @@ int infect_scratch_syscall(struct infect *inf)
  */
 int infect_block_signals(struct infect *inf)
 {
-	uint64_t all = ~(1ULL << (SIGTRAP - 1));
+	uint64_t all = inf->trap_pending ? ~0ULL : ~(1ULL << (SIGTRAP - 1));
 	long r = sys_ptrace(PTRACE_SETSIGMASK, inf->pid, (void *)sizeof(all), &all);
 
 	if (r) {
@@ -256,6 +289,25 @@ int infect_block_signals(struct infect *inf)
 		return (int)r;
 	}
 	inf->mask_blocked = true;
+	return 0;
+}
+
+int infect_trap_mode(struct infect *inf)
+{
+	uint64_t mask;
+	long r;
+
+	if (inf->trap_pending)
+		return 0;
+	r = sys_ptrace(PTRACE_GETSIGMASK, inf->pid, (void *)sizeof(mask), &mask);
+	mask |= 1ULL << (SIGTRAP - 1);
+	if (!r)
+		r = sys_ptrace(PTRACE_SETSIGMASK, inf->pid, (void *)sizeof(mask), &mask);
+	if (r) {
+		pr_err("pid %d: cannot block SIGTRAP: %s", inf->pid, strerror((int)-r));
+		return (int)r;
+	}
+	inf->trap_pending = true;
 	return 0;
 }
 
@@ -272,6 +324,44 @@ int infect_unblock_signals(struct infect *inf)
 	}
 	inf->mask_blocked = false;
 	return 0;
+}
+
+/*
+ * With a SIGTRAP of the task's queued and blocked: run to the syscall's exit
+ * stop.  These stops are no signals, so nothing is dequeued or forced.  The
+ * kernel tells them apart only under PTRACE_O_TRACESYSGOOD, which dump and
+ * restore both set.
+ */
+static long run_to_exit(struct infect *inf, long nr)
+{
+	struct {
+		uint8_t op;
+		uint8_t rest[87];
+	} info;
+	int status;
+	long r;
+
+	for (;;) {
+		r = sys_ptrace(PTRACE_SYSCALL, inf->pid, NULL, NULL);
+		if (r)
+			return r;
+		r = sys_waitpid(inf->pid, &status, __WALL);
+		if (r < 0)
+			return r;
+		if (!WIFSTOPPED(status)) {
+			pr_err("pid %d died while running injected syscall %ld (status 0x%x)",
+			       inf->pid, nr, status);
+			return -ESRCH;
+		}
+		memset(&info, 0, sizeof(info));
+		r = sys_ptrace(PTRACE_GET_SYSCALL_INFO, inf->pid, (void *)sizeof(info), &info);
+		if (r < 0)
+			return r;
+		if (info.op == PTRACE_SYSCALL_INFO_EXIT)
+			return 0;
+		/* its entry stop, or a ptrace event inside it: on to the exit */
+		pr_debug("pid %d: stop 0x%x (op %u) during injection", inf->pid, status, info.op);
+	}
 }
 
 int infect_syscall(struct infect *inf, long *ret, long nr, long a1, long a2, long a3, long a4,
@@ -294,6 +384,12 @@ int infect_syscall(struct infect *inf, long *ret, long nr, long a1, long a2, lon
 	r = sys_ptrace(PTRACE_SETREGS, inf->pid, NULL, &regs);
 	if (r)
 		goto fail;
+	if (inf->trap_pending) {
+		r = run_to_exit(inf, nr);
+		if (r)
+			goto fail;
+		goto done;
+	}
 	r = sys_ptrace(PTRACE_SINGLESTEP, inf->pid, NULL, NULL);
 	if (r)
 		goto fail;
@@ -315,6 +411,7 @@ int infect_syscall(struct infect *inf, long *ret, long nr, long a1, long a2, lon
 		if (r)
 			goto fail;
 	}
+done:
 	r = sys_ptrace(PTRACE_GETREGS, inf->pid, NULL, &regs);
 	if (r)
 		goto fail;
@@ -421,6 +518,12 @@ int infect_batch(struct infect *inf, struct infect_sc *sc, size_t n)
 	int64_t *buf;
 	int ret = 0;
 
+	if (inf->trap_pending) { /* one by one: the executor ends in a trap */
+		for (size_t i = 0; i < n && !ret; i++)
+			ret = infect_syscall(inf, &sc[i].ret, sc[i].nr, sc[i].a[0], sc[i].a[1],
+					     sc[i].a[2], sc[i].a[3], sc[i].a[4], sc[i].a[5]);
+		return ret;
+	}
 	if (!inf->scratch || cap < 3)
 		return -EINVAL;
 	cap -= 2; /* the executor's own entry, and the end marker */

@@ -9,6 +9,7 @@
 #ifndef AMBER_INFECT_H
 #define AMBER_INFECT_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -20,6 +21,7 @@ struct infect {
 	unsigned long syscall_ip;     /* address of a `syscall` instruction */
 	uint64_t sigmask;	      /* blocked mask when stopped */
 	bool mask_blocked;	      /* all signals blocked by us */
+	bool trap_pending;	      /* a trap would take a queued signal: syscall stops */
 	unsigned long scratch;	      /* scratch mapping made by infect_scratch_map() */
 	size_t scratch_size;	      /* upper half: the batch executor and its table */
 	bool batch_loaded;
@@ -38,6 +40,18 @@ int infect_scratch_syscall(struct infect *inf);
 /* Block every signal while syscalls are injected, and undo it. */
 int infect_block_signals(struct infect *inf);
 int infect_unblock_signals(struct infect *inf);
+/* The kernel's synchronous signals (SYNCHRONOUS_MASK in kernel/signal.c). */
+#define INFECT_SYNC_SIGNALS                                                                        \
+	((1ULL << (SIGSEGV - 1)) | (1ULL << (SIGBUS - 1)) | (1ULL << (SIGILL - 1)) |               \
+	 (1ULL << (SIGTRAP - 1)) | (1ULL << (SIGFPE - 1)) | (1ULL << (SIGSYS - 1)))
+
+/*
+ * A signal amber's traps would take is queued (found at seize, or queued
+ * at restore: a SIGTRAP, or a synchronous signal in the thread's own
+ * queue): from now on block SIGTRAP too and inject through syscall stops,
+ * never through traps, so it stays queued as it is.
+ */
+int infect_trap_mode(struct infect *inf);
 /* Run one syscall; returns 0 and the raw return value in *ret, or -errno of ptrace. */
 int infect_syscall(struct infect *inf, long *ret, long nr, long a1, long a2, long a3, long a4,
 		   long a5, long a6);

@@ -510,7 +510,8 @@ static int make_syncs(struct tree *t)
 static int seize_and_go(struct tree *t, size_t idx)
 {
 	pid_t pid = t->pstree[idx]->pid;
-	long r = sys_ptrace(PTRACE_SEIZE, pid, NULL, (void *)(long)PTRACE_O_EXITKILL);
+	long r = sys_ptrace(PTRACE_SEIZE, pid, NULL,
+			    (void *)(long)(PTRACE_O_EXITKILL | PTRACE_O_TRACESYSGOOD));
 
 	if (r) {
 		pr_err("cannot trace the restored process %d: %s", pid, strerror((int)-r));

@@ -257,6 +257,13 @@ static int queue_pending(struct restore_ctx *ctx, struct thread *t, SiginfoEntry
 
 	if (ret)
 		return ret;
+	/* amber's traps would take it (infect.h): no more traps in its threads */
+	if (!e->shared && (INFECT_SYNC_SIGNALS & (1ULL << (e->signo - 1))))
+		ret = infect_trap_mode(t->inf);
+	for (size_t i = 0; e->shared && e->signo == SIGTRAP && i < ctx->nr_threads && !ret; i++)
+		ret = infect_trap_mode(ctx->threads[i].inf);
+	if (ret)
+		return ret;
 	if (e->shared)
 		r = infect_call(&ctx->inf, SYS_rt_sigqueueinfo, ctx->pid, e->signo,
 				ctx->inf.scratch, 0, 0, 0);

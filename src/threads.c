@@ -157,8 +157,9 @@ static int threads_restore_inject(struct restore_ctx *ctx)
 
 	if (ctx->nr_threads == 1)
 		return 0;
-	r = sys_ptrace(PTRACE_SETOPTIONS, ctx->pid, NULL,
-		       (void *)(long)(PTRACE_O_EXITKILL | PTRACE_O_TRACECLONE));
+	r = sys_ptrace(
+		PTRACE_SETOPTIONS, ctx->pid, NULL,
+		(void *)(long)(PTRACE_O_EXITKILL | PTRACE_O_TRACECLONE | PTRACE_O_TRACESYSGOOD));
 	if (r) {
 		pr_err("pid %d: cannot trace its new threads: %s", ctx->pid, strerror((int)-r));
 		return (int)r;
@@ -172,7 +173,8 @@ static int threads_restore_inject(struct restore_ctx *ctx)
 	}
 	if (ret)
 		return ret;
-	r = sys_ptrace(PTRACE_SETOPTIONS, ctx->pid, NULL, (void *)(long)PTRACE_O_EXITKILL);
+	r = sys_ptrace(PTRACE_SETOPTIONS, ctx->pid, NULL,
+		       (void *)(long)(PTRACE_O_EXITKILL | PTRACE_O_TRACESYSGOOD));
 	return r ? (int)r : 0;
 }
 
