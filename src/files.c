@@ -360,6 +360,14 @@ static bool pipe_seen(struct dump_ctx *ctx, uint64_t ino)
 	return false;
 }
 
+struct fdslot {
+	struct dump_ctx *ctx;
+	int fd;
+	unsigned flags;
+	uint64_t pos;
+	int id;
+};
+
 static int describe_fd(struct dump_ctx *ctx, int fd, unsigned flags, uint64_t pos, int *id)
 {
 	char procpath[64], path[PATH_MAX];
@@ -454,14 +462,6 @@ static int describe_fd(struct dump_ctx *ctx, int fd, unsigned flags, uint64_t po
 	return 0;
 }
 
-struct fdslot {
-	struct dump_ctx *ctx;
-	int fd;
-	unsigned flags;
-	uint64_t pos;
-	int id;
-};
-
 static int kcmp_err;
 
 /*
@@ -551,6 +551,119 @@ static int write_fds(struct dump_ctx *ctx, struct fdslot *s, size_t n)
 	return img_finish(img);
 }
 
+/*
+ * Files in flight: descriptors queued in unix sockets (SCM_RIGHTS), which a
+ * peek handed to amber itself.  One open in the tree is that fd's file;
+ * else it is described from amber's own fd, which stays open until the end
+ * of the dump so that later copies of it are recognised (kcmp).
+ */
+static struct fdslot *dump_slots;
+static size_t nr_dump_slots;
+static struct {
+	int fd, id;
+} * inflight;
+static size_t nr_inflight;
+
+/* Describe slot j and those sharing its description, if not done yet. */
+static int describe_group(size_t j)
+{
+	struct fdslot *s = dump_slots;
+	size_t a = j, b = j;
+	int ret, id;
+
+	if (s[j].id >= 0)
+		return s[j].id;
+	while (a > 0 &&
+	       !sys_kcmp(s[a - 1].ctx->pid, s[j].ctx->pid, KCMP_FILE, s[a - 1].fd, s[j].fd))
+		a--;
+	while (b + 1 < nr_dump_slots &&
+	       !sys_kcmp(s[b + 1].ctx->pid, s[j].ctx->pid, KCMP_FILE, s[b + 1].fd, s[j].fd))
+		b++;
+	if (s[a].id >= 0)
+		return s[a].id;
+	if (s[a].id == -2)
+		goto loop;
+	s[a].id = -2;
+	ret = describe_fd(s[a].ctx, s[a].fd, s[a].flags, s[a].pos, &id);
+	if (ret)
+		return ret;
+	for (size_t k = a; k <= b; k++)
+		s[k].id = id;
+	return id;
+loop:
+	pr_err("pid %d: fd %d is a unix socket whose queue carries itself (SCM_RIGHTS, directly "
+	       "or through other sockets in flight), which amber cannot dump; let the receiver "
+	       "read it first",
+	       s[a].ctx->pid, s[a].fd);
+	return -ELOOP;
+}
+
+int files_dump_inflight(struct dump_ctx *ctx, int fd, int *id)
+{
+	pid_t self = getpid();
+	struct dump_ctx me = *ctx;
+	unsigned flags;
+	uint64_t pos;
+	void *ni;
+	int ret;
+
+	for (size_t j = 0; j < nr_dump_slots; j++)
+		if (!sys_kcmp(self, dump_slots[j].ctx->pid, KCMP_FILE, fd, dump_slots[j].fd)) {
+			close(fd);
+			ret = describe_group(j);
+			*id = ret;
+			return ret < 0 ? ret : 0;
+		}
+	for (size_t j = 0; j < nr_inflight; j++)
+		if (!sys_kcmp(self, self, KCMP_FILE, fd, inflight[j].fd)) {
+			close(fd);
+			*id = inflight[j].id;
+			if (*id >= 0)
+				return 0;
+			pr_err("a unix socket in flight carries itself in its queue (SCM_RIGHTS), "
+			       "which amber cannot dump; let the receiver read it first");
+			return -ELOOP;
+		}
+	ni = realloc(inflight, (nr_inflight + 1) * sizeof(*inflight));
+
+	if (!ni) {
+		close(fd);
+		return -ENOMEM;
+	}
+	inflight = ni;
+	inflight[nr_inflight].fd = fd;
+	inflight[nr_inflight].id = -1;
+	nr_inflight++;
+	ret = proc_parse_fdinfo(self, fd, &pos, &flags);
+	if (ret) {
+		pr_err("cannot read the fdinfo of a file in flight (amber's fd %d): %s", fd,
+		       strerror(-ret));
+		return ret;
+	}
+	/* describe_fd looks at /proc/PID/fd and pidfd_getfd()s: amber's own, here */
+	me.pid = self;
+	me.pidfd = sys_pidfd_open(self);
+	if (me.pidfd < 0)
+		return me.pidfd;
+	ret = describe_fd(&me, fd, flags, pos, id);
+	close(me.pidfd);
+	for (size_t j = 0; j < nr_inflight && !ret; j++)
+		if (inflight[j].fd == fd)
+			inflight[j].id = *id;
+	return ret;
+}
+
+static void inflight_close(void)
+{
+	for (size_t j = 0; j < nr_inflight; j++)
+		close(inflight[j].fd);
+	free(inflight);
+	inflight = NULL;
+	nr_inflight = 0;
+	dump_slots = NULL;
+	nr_dump_slots = 0;
+}
+
 static int files_dump_tree(struct tree *t)
 {
 	struct fdslot *s = NULL;
@@ -570,9 +683,17 @@ static int files_dump_tree(struct tree *t)
 		ret = kcmp_err;
 		goto free_slots;
 	}
+	dump_slots = s;
+	nr_dump_slots = n;
 	for (i = 0; i < n; i++) {
+		/* a file in flight may have described it (and its group) already */
+		if (s[i].id >= 0) {
+			id = s[i].id;
+			continue;
+		}
 		if (i == 0 || sys_kcmp(s[i - 1].ctx->pid, s[i].ctx->pid, KCMP_FILE, s[i - 1].fd,
 				       s[i].fd) != 0) {
+			s[i].id = -2; /* being described: a queue carrying it is a loop */
 			ret = describe_fd(s[i].ctx, s[i].fd, s[i].flags, s[i].pos, &id);
 			if (ret)
 				goto free_slots;
@@ -582,9 +703,13 @@ static int files_dump_tree(struct tree *t)
 		if (ret)
 			goto free_slots;
 	}
+	for (const struct fd_type *const *ft = fd_types; *ft && !ret; ft++)
+		if ((*ft)->dump_done)
+			ret = (*ft)->dump_done(t);
 	for (size_t p = 0; p < t->nr_procs && !ret; p++)
 		ret = write_fds(t->dprocs[p], s, n);
 free_slots:
+	inflight_close();
 	free(s);
 	return ret;
 }

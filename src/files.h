@@ -54,6 +54,8 @@ struct fd_type {
 	int (*open_child)(struct restore_ctx *ctx, RegFile *f);
 	/* Optional: once every description is open (epoll adds its targets). */
 	int (*post_open)(struct tree *t, RegFile *f, int fd);
+	/* Optional, dump: once every open file (and file in flight) is described. */
+	int (*dump_done)(struct tree *t);
 	/* Optional, dump: the processes run on; see resource_ops.dump_undo. */
 	void (*dump_undo)(void);
 };
@@ -77,6 +79,12 @@ int locks_dump_fd(struct dump_ctx *ctx, int fd, unsigned flags, RegFile *f);
 int memfd_dump(struct dump_ctx *ctx, int fd, RegFile *f);
 int memfd_open(RegFile *f);
 int memfd_finish(RegFile *f, int fd);
+
+/*
+ * Dump: fd is amber's own, on a file in flight (received by peeking at a
+ * unix socket's queue; files.c takes it over and closes it): its file id.
+ */
+int files_dump_inflight(struct dump_ctx *ctx, int fd, int *id);
 
 /* Find which process's fd table an (pid, fd) pair refers to: its file id, or -1. */
 int files_id_of(struct tree *t, pid_t pid, int fd);

@@ -410,8 +410,8 @@ static const struct {
 	[LIM_ITIMERS] = {"the 3 interval timers", NULL, 3},
 	/* the kernel saves fewer (AT_VECTOR_SIZE); mem.c's MAX_AUXV */
 	[LIM_AUXV] = {"amber's 128 auxv words", NULL, 128},
-	/* sk-unix.c's MAX_QUEUED: dump refuses more */
-	[LIM_QUEUED] = {"amber's 65536 messages queued per socket", NULL, 65536},
+	/* sk-unix.c's MAX_QUEUED: dump refuses more (64 MiB decoded at most) */
+	[LIM_QUEUED] = {"amber's 1048576 messages queued per socket", NULL, 1 << 20},
 	/* locks.c's MAX_LOCKS: dump refuses more */
 	[LIM_LOCKS] = {"amber's 65536 locks per open file", NULL, 65536},
 	[LIM_DIRENTS] = {"the number of files in the image directory", NULL, 0},
@@ -535,6 +535,7 @@ static const struct {
 	{&reg_file__descriptor, "epoll.targets", LIM_NR_OPEN, "epoll watches"},
 	{&reg_file__descriptor, "inotify.watches", LIM_INOTIFY, "inotify watches"},
 	{&reg_file__descriptor, "unix_sk.rqueue", LIM_QUEUED, "queued messages"},
+	{&reg_file__descriptor, "unix_sk.rqueue.fds", LIM_NR_OPEN, "descriptors in flight"},
 	{&reg_file__descriptor, "inet_sk.dgrams", LIM_QUEUED, "queued datagrams"},
 	{&reg_file__descriptor, "locks", LIM_LOCKS, "file locks"},
 	{&reg_file__descriptor, "ghost_extents", LIM_EXTENTS, "ghost file extents"},

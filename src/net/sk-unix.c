@@ -40,13 +40,13 @@
 
 #include "amber.h"
 #include "log.h"
+#include "owner.h"
 #include "sk.h"
 
 #ifndef SO_PEEK_OFF
 #define SO_PEEK_OFF 42
 #endif
 #define PEEK_BUF   (4 << 20)
-#define MAX_QUEUED 65536 /* entries per socket: a sanity bound */
 #define TMP_SNDBUF (8 << 20)
 
 /* sk_shutdown bits as unix_diag reports them */
@@ -84,16 +84,22 @@ bool sk_open_in_tree(struct tree *t, uint64_t ino)
 	return false;
 }
 
+#define MAX_QUEUED (1 << 20) /* entries per socket: image.c's LIM_QUEUED */
+
 static int add_queued(SkQueued ***q, size_t *n, const void *data, size_t len)
 {
-	SkQueued *e, **nq;
+	SkQueued *e;
 
 	if (*n >= MAX_QUEUED)
 		return -E2BIG;
-	nq = realloc(*q, (*n + 1) * sizeof(*nq));
-	if (!nq)
-		return -ENOMEM;
-	*q = nq;
+	/* doubling: a long queue of small messages costs n log n, not n^2 */
+	if (!(*n & (*n - 1)) || !*n) {
+		SkQueued **nq = realloc(*q, (*n ? 2 * *n : 1) * sizeof(*nq));
+
+		if (!nq)
+			return -ENOMEM;
+		*q = nq;
+	}
 	e = malloc(sizeof(*e));
 	if (!e)
 		return -ENOMEM;
@@ -109,53 +115,86 @@ static int add_queued(SkQueued ***q, size_t *n, const void *data, size_t len)
 	return 0;
 }
 
-/* Drop (close) descriptors a peek of an SCM_RIGHTS message gave us; true if any. */
-static bool drop_passed_fds(struct msghdr *mh)
+/* The descriptors a peek of an SCM_RIGHTS message gave us (nfds of them). */
+static int *passed_fds(struct msghdr *mh, size_t *nfds)
 {
-	bool any = false;
-
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
-		int *fds = (int *)CMSG_DATA(c);
-		size_t nfds = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		for (size_t i = 0; i < nfds; i++)
-			close(fds[i]);
-		any = true;
-	}
-	return any;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+			*nfds = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			return (int *)CMSG_DATA(c);
+		}
+	*nfds = 0;
+	return NULL;
 }
 
-int sk_peek_queue(int fd, bool stream, const char *what, SkQueued ***q, size_t *n)
+static void close_fds(int *fds, size_t n)
 {
+	for (size_t i = 0; i < n; i++)
+		close(fds[i]);
+}
+
+struct peek {
+	int fd;
+	char *buf;
 	char cbuf[CMSG_SPACE(sizeof(int) * 253)];
+	struct sockaddr_un from;
+	struct msghdr mh;
+	struct iovec iov;
+};
+
+/* One peek of up to len bytes at the socket's peek offset. */
+static ssize_t peek_one(struct peek *p, size_t len)
+{
+	ssize_t r;
+
+	do {
+		p->iov = (struct iovec){p->buf, len};
+		p->mh = (struct msghdr){.msg_name = &p->from,
+					.msg_namelen = sizeof(p->from),
+					.msg_iov = &p->iov,
+					.msg_iovlen = 1,
+					.msg_control = p->cbuf,
+					.msg_controllen = sizeof(p->cbuf)};
+		r = recvmsg(p->fd, &p->mh, MSG_PEEK | MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	} while (r < 0 && errno == EINTR);
+	return r;
+}
+
+/* ctx NULL: descriptors in the queue are refused (sockets other than unix) */
+static int peek_queue(struct dump_ctx *ctx, int fd, bool stream, const char *what, SkQueued ***q,
+		      size_t *n)
+{
+	struct peek *p = calloc(1, sizeof(*p));
 	int old = -1, zero = 0, ret = 0;
 	socklen_t len = sizeof(old);
-	char *buf;
 
+	if (!p)
+		return -ENOMEM;
+	p->fd = fd;
 	if (getsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &old, &len) ||
 	    setsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &zero, sizeof(zero))) {
 		pr_err("%s: cannot use SO_PEEK_OFF to read its queue without consuming it: %m "
 		       "(kernel too old?)",
 		       what);
+		free(p);
 		return -errno;
 	}
-	buf = malloc(PEEK_BUF);
-	if (!buf) {
+	p->buf = malloc(PEEK_BUF);
+	if (!p->buf) {
 		ret = -ENOMEM;
 		goto put_peek_off;
 	}
 	for (;;) {
-		struct iovec iov = {buf, PEEK_BUF};
-		struct msghdr mh = {.msg_iov = &iov,
-				    .msg_iovlen = 1,
-				    .msg_control = cbuf,
-				    .msg_controllen = sizeof(cbuf)};
-		ssize_t r = recvmsg(fd, &mh, MSG_PEEK | MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		/*
+		 * A stream's peek runs up to the next write carrying descriptors,
+		 * which come with its first byte (the kernel peeks them with the
+		 * data before, which a read would not: see README, Limits).
+		 */
+		ssize_t r = peek_one(p, PEEK_BUF);
+		size_t nfds;
+		int *fds;
+		SkQueued *e;
 
-		if (r < 0 && errno == EINTR)
-			continue;
 		if (r < 0 && errno == EAGAIN)
 			break;
 		if (r < 0) {
@@ -163,34 +202,80 @@ int sk_peek_queue(int fd, bool stream, const char *what, SkQueued ***q, size_t *
 			pr_err("%s: cannot peek at its queued data: %m", what);
 			break;
 		}
-		if (drop_passed_fds(&mh)) {
+		fds = passed_fds(&p->mh, &nfds);
+		if (nfds && !ctx) {
+			close_fds(fds, nfds);
 			pr_err("%s: a queued message carries file descriptors (SCM_RIGHTS), which "
-			       "amber cannot dump; let the receiver read it first",
+			       "amber cannot dump on this socket; let the receiver read it first",
 			       what);
 			ret = -EOPNOTSUPP;
 			break;
 		}
 		if (stream && r == 0)
 			break; /* end of stream (shut down) */
-		if (mh.msg_flags & MSG_TRUNC) {
-			pr_err("%s: a queued datagram is larger than %d bytes", what, PEEK_BUF);
+		if (p->mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+			close_fds(fds, nfds);
+			pr_err("%s: a queued %s is larger than %d bytes", what,
+			       p->mh.msg_flags & MSG_TRUNC ? "datagram" : "set of descriptors",
+			       PEEK_BUF);
 			ret = -EMSGSIZE;
 			break;
 		}
-		ret = add_queued(q, n, buf, r);
+		ret = add_queued(q, n, p->buf, r);
 		if (ret) {
+			close_fds(fds, nfds);
 			if (ret == -E2BIG)
 				pr_err("%s: more than %d messages queued", what, MAX_QUEUED);
 			break;
 		}
+		e = (*q)[*n - 1];
+		if (!stream && p->mh.msg_namelen > offsetof(struct sockaddr_un, sun_path)) {
+			e->has_addr = 1;
+			e->addr.len = p->mh.msg_namelen - offsetof(struct sockaddr_un, sun_path);
+			e->addr.data = malloc(e->addr.len);
+			if (!e->addr.data) {
+				close_fds(fds, nfds);
+				ret = -ENOMEM;
+				break;
+			}
+			memcpy(e->addr.data, p->from.sun_path, e->addr.len);
+		}
+		if (nfds) {
+			e->fds = calloc(nfds, sizeof(*e->fds));
+			if (!e->fds) {
+				close_fds(fds, nfds);
+				ret = -ENOMEM;
+				break;
+			}
+			/* files.c takes each fd over, even when it fails */
+			for (size_t i = 0; i < nfds; i++) {
+				int id = -1;
+
+				if (!ret)
+					ret = files_dump_inflight(ctx, fds[i], &id);
+				else
+					close(fds[i]);
+				e->fds[e->n_fds++] = (uint32_t)id;
+			}
+			if (ret) {
+				pr_err("%s: cannot dump a file in flight in its queue", what);
+				break;
+			}
+		}
 	}
-	free(buf);
+	free(p->buf);
 put_peek_off:
 	if (setsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &old, sizeof(old)) && !ret) {
 		pr_err("%s: cannot put SO_PEEK_OFF back to %d: %m", what, old);
 		ret = -errno;
 	}
+	free(p);
 	return ret;
+}
+
+int sk_peek_queue(int fd, bool stream, const char *what, SkQueued ***q, size_t *n)
+{
+	return peek_queue(NULL, fd, stream, what, q, n);
 }
 
 int sk_set_flags(int fd, const RegFile *f)
@@ -364,6 +449,73 @@ static int find_bind_dir(struct dump_ctx *ctx, int fd, const struct unix_info *u
 	return -EOPNOTSUPP;
 }
 
+/* Sockets whose peer is not open in the tree: the peer must be in flight. */
+static struct outside {
+	UnixSkEntry *e;
+	char *what;
+} * outside;
+static size_t nr_outside;
+
+static int add_outside(UnixSkEntry *e, const char *what)
+{
+	struct outside *no = realloc(outside, (nr_outside + 1) * sizeof(*no));
+
+	if (!no)
+		return -ENOMEM;
+	outside = no;
+	outside[nr_outside].e = e;
+	outside[nr_outside].what = strdup(what);
+	if (!outside[nr_outside].what)
+		return -ENOMEM;
+	nr_outside++;
+	return 0;
+}
+
+static bool in_image(struct tree *t, uint64_t ino)
+{
+	for (size_t i = 0; i < t->files.n; i++)
+		if (t->files.f[i]->unix_sk && t->files.f[i]->unix_sk->ino == ino)
+			return true;
+	return false;
+}
+
+static int check_outside(const struct outside *o, bool inside)
+{
+	const UnixSkEntry *e = o->e;
+
+	if (!inside && e->type != SOCK_DGRAM) {
+		pr_err("%s: external unix socket: its %s peer socket:[%llu] (%s) is not open in "
+		       "the dumped tree nor in flight in a queue (a process outside it, or a "
+		       "connection not accept()ed yet); dump the tree that holds both ends",
+		       o->what, type_name(e->type), (unsigned long long)e->peer_ino,
+		       show_name(e->peer_name.data, e->peer_name.len));
+		return -EOPNOTSUPP;
+	}
+	if (!inside && (!e->has_peer_name || e->peer_name.data[0] != '/')) {
+		pr_err("%s: external unix socket: it is connected to socket:[%llu] (%s) outside "
+		       "the dumped tree, which has no path to connect to again",
+		       o->what, (unsigned long long)e->peer_ino,
+		       show_name(e->peer_name.data, e->peer_name.len));
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
+static int unix_dump_done(struct tree *t)
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < nr_outside; i++) {
+		if (!ret)
+			ret = check_outside(&outside[i], in_image(t, outside[i].e->peer_ino));
+		free(outside[i].what);
+	}
+	free(outside);
+	outside = NULL;
+	nr_outside = 0;
+	return ret;
+}
+
 static int unix_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 {
 	UnixSkEntry *e = malloc(sizeof(*e));
@@ -419,8 +571,6 @@ static int unix_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 		}
 	}
 	if (ui.has_peer && ui.peer) {
-		bool inside = sk_open_in_tree(ctx->tree, ui.peer);
-
 		e->has_peer_ino = 1;
 		e->peer_ino = ui.peer;
 		if (!unix_diag(ui.peer, &pi) && pi.name_len) {
@@ -431,21 +581,11 @@ static int unix_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 				return -ENOMEM;
 			memcpy(e->peer_name.data, pi.name, pi.name_len);
 		}
-		if (!inside && ui.type != SOCK_DGRAM) {
-			pr_err("%s: external unix socket: its %s peer socket:[%llu] (%s) is not "
-			       "open "
-			       "in the dumped tree (a process outside it, or a connection not "
-			       "accept()ed yet); dump the tree that holds both ends",
-			       what, type_name(ui.type), (unsigned long long)ui.peer,
-			       show_name(e->peer_name.data, e->peer_name.len));
-			return -EOPNOTSUPP;
-		}
-		if (!inside && (!e->has_peer_name || e->peer_name.data[0] != '/')) {
-			pr_err("%s: external unix socket: it is connected to socket:[%llu] (%s) "
-			       "outside the dumped tree, which has no path to connect to again",
-			       what, (unsigned long long)ui.peer,
-			       show_name(e->peer_name.data, e->peer_name.len));
-			return -EOPNOTSUPP;
+		/* the peer may be in flight in a queue not peeked yet: checked at the end */
+		if (!sk_open_in_tree(ctx->tree, ui.peer)) {
+			ret = add_outside(e, what);
+			if (ret)
+				return ret;
 		}
 	}
 	if (!getsockopt(dup, SOL_SOCKET, SO_SNDBUF, &val, &len)) {
@@ -460,7 +600,7 @@ static int unix_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 	/* Only datagram sockets and connected ones have a queue to read. */
 	if (ui.type != SOCK_DGRAM && ui.state != TCP_ESTABLISHED)
 		return 0;
-	return sk_peek_queue(dup, ui.type == SOCK_STREAM, what, &e->rqueue, &e->n_rqueue);
+	return peek_queue(ctx, dup, ui.type == SOCK_STREAM, what, &e->rqueue, &e->n_rqueue);
 }
 
 /* ---- restore ---- */
@@ -684,18 +824,55 @@ static int make_pair(struct usk *a, struct usk *b)
 	return b->e->has_name ? bind_name(b->fd, b->e) : 0;
 }
 
-static int send_all(int fd, const SkQueued *q, bool stream)
+static struct tree *rtree; /* the restore's, for the files in flight */
+
+/* q to fd's peer (to: to that address); its descriptors go with the first byte. */
+static int send_all(int fd, const SkQueued *q, bool stream, const struct sockaddr_un *to,
+		    socklen_t tolen)
 {
-	size_t off = 0;
+	char cbuf[CMSG_SPACE(sizeof(int) * 253)];
+	size_t off = 0, nfds = q->n_fds;
 
+	if (nfds > 253) {
+		pr_err("a queued message carries %zu descriptors, more than SCM_MAX_FD; the image "
+		       "is corrupt",
+		       nfds);
+		return -EBADMSG;
+	}
 	do {
-		ssize_t r = send(fd, q->data.data + off, q->data.len - off,
-				 MSG_DONTWAIT | MSG_NOSIGNAL);
+		struct iovec iov = {q->data.data + off, q->data.len - off};
+		struct msghdr mh = {.msg_name = (void *)to,
+				    .msg_namelen = to ? tolen : 0,
+				    .msg_iov = &iov,
+				    .msg_iovlen = 1};
+		ssize_t r;
 
+		if (nfds) {
+			struct cmsghdr *c;
+
+			mh.msg_control = cbuf;
+			mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+			c = CMSG_FIRSTHDR(&mh);
+			c->cmsg_level = SOL_SOCKET;
+			c->cmsg_type = SCM_RIGHTS;
+			c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+			for (size_t i = 0; i < nfds; i++) {
+				if (q->fds[i] >= rtree->nr_rfiles) {
+					pr_err("a queued message carries file id %u, which "
+					       "files.img "
+					       "does not have; the image is corrupt",
+					       q->fds[i]);
+					return -EBADMSG;
+				}
+				((int *)CMSG_DATA(c))[i] = rtree->desc_fd[q->fds[i]];
+			}
+		}
+		r = sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0)
 			return -errno;
+		nfds = 0;
 		off += r;
 	} while (stream && off < q->data.len);
 	return 0;
@@ -723,6 +900,80 @@ static int set_buf(int fd, int force, int plain, int val, bool final)
 		return -EPERM;
 	}
 	return 0;
+}
+
+/*
+ * A datagram from a named sender, sent again from that name: the image's
+ * socket bound to it, else (the sender is gone) a temporary socket bound
+ * to it for this send.
+ */
+static int send_from(struct usk *u, const SkQueued *q)
+{
+	ProtobufCBinaryData from = q->addr;
+	UnixSkEntry tmp_e = UNIX_SK_ENTRY__INIT;
+	struct sockaddr_un to;
+	socklen_t tolen = make_addr(&to, &u->e->name);
+	struct usk *s = NULL;
+	int fd, cwd, ret;
+
+	for (size_t i = 0; i < nr_usks && !s; i++)
+		if (usks[i].e->type == SOCK_DGRAM && usks[i].e->has_name &&
+		    usks[i].e->name.len == from.len &&
+		    !memcmp(usks[i].e->name.data, from.data, from.len))
+			s = &usks[i];
+	if (s) {
+		fd = s->fd;
+	} else {
+		fd = new_sock(SOCK_DGRAM);
+		if (fd < 0)
+			return fd;
+		set_buf(fd, SO_SNDBUFFORCE, SO_SNDBUF, TMP_SNDBUF, false);
+		/* a relative name is bound where the receiver was (the best guess we have) */
+		tmp_e.has_name = 1;
+		tmp_e.name = from;
+		tmp_e.bind_dir = u->e->bind_dir;
+		ret = enter_bind_dir(&tmp_e, &cwd);
+		if (!ret) {
+			struct sockaddr_un sa;
+			socklen_t len = make_addr(&sa, &from);
+
+			/* a file there (another socket's) is left alone: bind fails */
+			if (bind(fd, (struct sockaddr *)&sa, len))
+				ret = -errno;
+			leave_bind_dir(cwd);
+		}
+		if (ret) {
+			pr_err("cannot send a datagram queued on unix socket:[%llu] from its "
+			       "sender's "
+			       "address %s again",
+			       (unsigned long long)u->e->ino, show_name(from.data, from.len));
+			close(fd);
+			return ret;
+		}
+	}
+	ret = enter_bind_dir(u->e, &cwd);
+	if (!ret) {
+		ret = send_all(fd, q, false, &to, tolen);
+		leave_bind_dir(cwd);
+	}
+	if (!s) {
+		close(fd);
+		if (from.data[0] && !enter_bind_dir(&tmp_e, &cwd)) {
+			struct sockaddr_un sa;
+
+			make_addr(&sa, &from);
+			sa.sun_path[sizeof(sa.sun_path) - 1] = 0;
+			if (unlink(sa.sun_path))
+				pr_warn("cannot remove the temporary socket file %s: %m",
+					show_name(from.data, from.len));
+			leave_bind_dir(cwd);
+		}
+	}
+	if (ret)
+		pr_err("cannot send a datagram from %s to unix socket %s again: %s",
+		       show_name(from.data, from.len), show_name(u->e->name.data, u->e->name.len),
+		       strerror(-ret));
+	return ret;
 }
 
 /* Put u's queued data into its receive queue: sent by its peer, or to its name. */
@@ -761,8 +1012,14 @@ static int refill(struct usk *u)
 		       type_name(u->e->type), (unsigned long long)u->e->ino, shown, u->e->n_rqueue);
 		return -EOPNOTSUPP;
 	}
-	for (size_t i = 0; i < u->e->n_rqueue && !ret; i++)
-		ret = send_all(sender, u->e->rqueue[i], u->e->type == SOCK_STREAM);
+	for (size_t i = 0; i < u->e->n_rqueue && !ret; i++) {
+		const SkQueued *q = u->e->rqueue[i];
+
+		if (u->e->type == SOCK_DGRAM && q->has_addr && u->e->has_name)
+			ret = send_from(u, q);
+		else
+			ret = send_all(sender, q, u->e->type == SOCK_STREAM, NULL, 0);
+	}
 	if (ret)
 		pr_err("cannot refill the receive queue of unix socket:[%llu] (%s): %s%s",
 		       (unsigned long long)u->e->ino, shown, strerror(-ret),
@@ -842,6 +1099,8 @@ static int shut(struct usk *u)
 	return 0;
 }
 
+static int fill_queues(void);
+
 static int collect(RegFile **files, size_t n)
 {
 	usks = calloc(n, sizeof(*usks));
@@ -909,6 +1168,40 @@ static int unix_prepare(struct tree *t, RegFile **files, size_t n, int *fds)
 			       show_name(u->e->name.data, u->e->name.len));
 		}
 	}
+	for (size_t i = 0; i < nr_usks && !ret; i++)
+		fds[i] = usks[i].fd;
+	rtree = t;
+	return ret;
+}
+
+/*
+ * Once every description is open (queued messages carry some of them,
+ * SCM_RIGHTS), on the first call: the queues, then what limits who may
+ * send (datagram connects, shutdowns), with the owner's rights.
+ */
+static int unix_post_open(struct tree *t, RegFile *f, int fd)
+{
+	static bool done;
+	int ret;
+
+	if (done)
+		return 0;
+	done = true;
+	/* files.c moved the fds prepare gave it */
+	for (size_t i = 0; i < nr_usks; i++)
+		usks[i].fd = t->desc_fd[usks[i].f->id];
+	ret = owner_enter(t);
+	if (ret)
+		return ret;
+	ret = fill_queues();
+	owner_leave(t);
+	return ret;
+}
+
+static int fill_queues(void)
+{
+	int ret = 0;
+
 	/* 3: queued data, before datagram sockets connect (which limits who may send) */
 	for (size_t i = 0; i < nr_usks && !ret; i++)
 		ret = set_bufs(&usks[i], false);
@@ -930,7 +1223,6 @@ static int unix_prepare(struct tree *t, RegFile **files, size_t n, int *fds)
 			close(u->spare);
 			u->spare = -1;
 		}
-		fds[i] = u->fd;
 	}
 	return ret;
 }
@@ -940,5 +1232,7 @@ const struct fd_type unix_sk_type = {
 	.kind = FILE_KIND__FILE_UNIX_SK,
 	.match = unix_match,
 	.dump = unix_dump,
+	.dump_done = unix_dump_done,
 	.prepare = unix_prepare,
+	.post_open = unix_post_open,
 };
