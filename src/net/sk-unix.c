@@ -5,19 +5,24 @@
  * sockets, and the data queued on each.
  *
  * Dump: type, state, name, peer and backlog come from NETLINK_SOCK_DIAG
- * (unix_diag); queued data is peeked on amber's dup (sk_peek_queue).  A
- * connected stream or seqpacket socket whose peer is not open in the tree is
- * refused (external socket, or a connection nobody accept()ed yet); a
- * datagram socket may be connected to a named socket outside the tree (it
- * is connected to that name again on restore).
+ * (unix_diag); queued data is peeked on amber's dup (peek_queue), with each
+ * datagram's sender address and the descriptors a message carries
+ * (SCM_RIGHTS: the peek gives amber new fds on them, which files.c
+ * describes as files in flight).  A connected stream or seqpacket socket
+ * whose peer is neither open in the tree nor in flight is refused (external
+ * socket, or a connection nobody accept()ed yet); a datagram socket may be
+ * connected to a named socket outside the tree (it is connected to that
+ * name again on restore).
  *
- * Restore: every unix socket of the image is built at once, on the first
- * open: connected pairs (socketpair; with a name, through a temporary
- * listener bound to it so that the accepted end carries the listener's
- * name), then the other sockets (bind, listen), then the queued data, sent
- * by each socket's peer (or a temporary socket sending to its name) so that
- * it lands in the right receive queue, then datagram connects, buffer sizes
- * and shutdowns.  Each open() then hands out its socket.
+ * Restore: every unix socket of the image is built at once, before any
+ * other description: connected pairs (socketpair; with a name, through a
+ * temporary listener bound to it so that the accepted end carries the
+ * listener's name), then the other sockets (bind, listen).  Once every
+ * description is open (post_open), the queued data, sent by each socket's
+ * peer, by the socket bound to the datagram's sender address (or a
+ * temporary one bound to it) or by a temporary socket sending to its name,
+ * with the descriptors it carried, so that it lands in the right receive
+ * queue; then datagram connects, buffer sizes and shutdowns.
  */
 #include <dirent.h>
 #include <errno.h>

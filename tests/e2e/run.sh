@@ -303,7 +303,7 @@ cycle() {
 		"$hook_p" || return 1
 	fi
 	# shellcheck disable=SC2086
-	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v $dopts
+	amber_to "$W/dump.log" "${DUMP_TIMEOUT:-60}" dump -t "$PID" -D "$W/img" -v $dopts
 	rc=$?
 	if [ $rc != 0 ]; then
 		fail "amber dump exited with $rc"
