@@ -50,8 +50,11 @@ static void check_mm(const MmEntry *mm, size_t nr_files)
 		fuzz_check(s < en && s % PAGE_SIZE == 0 && en % PAGE_SIZE == 0 && en <= TASK_TOP,
 			   "VMA %llx-%llx", s, en);
 		fuzz_check(s >= prev_end, "VMA %llx-%llx overlaps the one before", s, en);
-		fuzz_check((unsigned)e->kind <= VMA_KIND__VMA_VVAR_VCLOCK, "VMA %llx of kind %d", s,
-			   (int)e->kind);
+		fuzz_check((unsigned)e->kind <= VMA_KIND__VMA_VVAR_VCLOCK ||
+				   e->kind == VMA_KIND__VMA_SYSV_SHM,
+			   "VMA %llx of kind %d", s, (int)e->kind);
+		fuzz_check(e->kind != VMA_KIND__VMA_SYSV_SHM || e->has_sysv_shmid,
+			   "System V VMA %llx without its segment", s);
 		fuzz_check(e->pgoff % PAGE_SIZE == 0 && (u128)e->pgoff + (en - s) <= UINT64_MAX,
 			   "VMA %llx at file offset %llx", s, (unsigned long long)e->pgoff);
 		fuzz_check(!file_kind(e->kind) || e->has_file_id, "file VMA %llx without file", s);

@@ -180,9 +180,15 @@ struct resource_ops {
 	/* The dumped processes run on (the dump failed, or -R): undo, before
 	 * they do, what must not outlive the freeze (sockets in repair mode). */
 	void (*dump_undo)(struct tree *t);
+	/* The image is complete and the processes were killed: objects that
+	 * outlive them (System V IPC) go with them, the image has them now. */
+	void (*dump_killed)(struct tree *t);
 	/* Once per restore, in amber before any process exists: tree-wide objects
 	 * (file descriptions, pipes) that every restored process inherits. */
 	int (*restore_tree)(struct tree *t);
+	/* The restore failed: remove what restore_tree made that outlives
+	 * amber's processes (System V objects, message queues). */
+	void (*restore_undo)(struct tree *t);
 	/* Task frozen, signals blocked, injection usable (inf, scratch page). */
 	int (*dump)(struct dump_ctx *ctx);
 	/* Task frozen with its own registers and mask back: bulk work (pages). */
@@ -216,6 +222,7 @@ extern const struct resource_ops timers_ops;  /* timers.c: itimers, POSIX timers
 extern const struct resource_ops locks_ops;   /* locks.c: file locks, O_ASYNC owners */
 extern const struct resource_ops sched_ops;   /* sched.c: policy, affinity, ioprio */
 extern const struct resource_ops regs_ops;    /* regs.c: GP/FPU registers, TLS, sigmask */
+extern const struct resource_ops ipc_ops;     /* ipc/sysv.c: System V IPC, message queues */
 
 /* A command's options (opts.c): 0, or -errno with the reason logged. */
 int opts_parse(int argc, char **argv, struct opts *o, int cmd);

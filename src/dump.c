@@ -816,6 +816,9 @@ static int do_dump(struct opts *o)
 		release_processes(&t, o->leave_stopped);
 	else
 		kill_tree(&t);
+	for (const struct resource_ops *const *r = resources; *r; r++)
+		if (!o->leave_running && !o->leave_stopped && (*r)->dump_killed)
+			(*r)->dump_killed(&t);
 	stats_stop(ST_FROZEN);
 	stats_stop(ST_TOTAL);
 	if (o->display_stats)

@@ -32,6 +32,8 @@ static const char *const kind_names[IMG__COUNT] = {
 	[IMG_GHOST] = "ghost",
 	[IMG_PSTREE] = "pstree",
 	[IMG_STATS] = "stats",
+	[IMG_IPC] = "ipc",
+	[IMG_SHM] = "shm",
 };
 
 uint32_t img_magic(enum img_kind kind)
@@ -417,7 +419,36 @@ static const struct {
 	[LIM_DIRENTS] = {"the number of files in the image directory", NULL, 0},
 	/* files.c's GHOST_MAX_EXTENTS pairs: dump merges the rest */
 	[LIM_EXTENTS] = {"amber's 65536 extents per deleted file", NULL, 2 * 65536},
+	/* src/ipc/'s MAX_IPC_ITEMS: dump refuses more */
+	[LIM_IPC] = {"amber's 65536 semaphores or messages per IPC object", NULL, 65536},
+	/* kernel.shmmni + semmni + msgmni: read_limits() */
+	[LIM_IPC_OBJECTS] = {"kernel.shmmni, kernel.sem (semmni) and kernel.msgmni", NULL, 0},
 };
+
+/* Identifiers the kernel hands out for System V objects (IPCMNI, or 2^24 extended). */
+static uint64_t ipc_objects_max(void)
+{
+	static const char *const mni[] = {"/proc/sys/kernel/shmmni", "/proc/sys/kernel/sem",
+					  "/proc/sys/kernel/msgmni"};
+	uint64_t n = 0;
+
+	for (size_t i = 0; i < sizeof(mni) / sizeof(mni[0]); i++) {
+		unsigned long long v = 32768;
+		char *buf, *p;
+
+		if (!sys_read_file(mni[i], &buf, NULL)) {
+			p = buf;
+			/* kernel.sem is "SEMMSL SEMMNS SEMOPM SEMMNI" */
+			for (int f = 0; i == 1 && f < 3 && p; f++)
+				p = strpbrk(p + strspn(p, " \t"), " \t");
+			if (p)
+				v = strtoull(p, NULL, 10);
+			free(buf);
+		}
+		n += v < (1u << 24) ? v : (1u << 24);
+	}
+	return n;
+}
 
 static void read_limits(struct img_dir *d)
 {
@@ -426,7 +457,7 @@ static void read_limits(struct img_dir *d)
 	for (int i = 0; i < LIM__COUNT; i++) {
 		char *buf;
 
-		if (i == LIM_DIRENTS)
+		if (i == LIM_DIRENTS || i == LIM_IPC_OBJECTS)
 			continue;
 		d->lim[i] = lims[i].value;
 		if (lims[i].sysctl && !sys_read_file(lims[i].sysctl, &buf, NULL)) {
@@ -437,6 +468,7 @@ static void read_limits(struct img_dir *d)
 			free(buf);
 		}
 	}
+	d->lim[LIM_IPC_OBJECTS] = ipc_objects_max();
 	/* a restored process gets no higher limit than amber's own */
 	d->lim[LIM_SIGPENDING] = d->lim[LIM_THREADS_MAX];
 	if (!getrlimit(RLIMIT_SIGPENDING, &rl) && rl.rlim_max != RLIM_INFINITY)
@@ -445,7 +477,7 @@ static void read_limits(struct img_dir *d)
 
 static bool has_records(enum img_kind kind)
 {
-	return kind != IMG_PAGES && kind != IMG_GHOST;
+	return kind != IMG_PAGES && kind != IMG_GHOST && kind != IMG_SHM;
 }
 
 /*
@@ -484,6 +516,7 @@ static uint64_t max_record(const struct img_dir *d, enum img_kind kind, const ch
 		*why = "the statistics";
 		return 256;
 	case IMG_FILES: /* what is large in it (data, watches) is bounded by wire_rules */
+	case IMG_IPC:	/* semaphores and messages: bounded by wire_rules */
 		*why = "amber's image format";
 		return IMG_MAX_RECORD;
 	default:
@@ -539,6 +572,9 @@ static const struct {
 	{&reg_file__descriptor, "inet_sk.dgrams", LIM_QUEUED, "queued datagrams"},
 	{&reg_file__descriptor, "locks", LIM_LOCKS, "file locks"},
 	{&reg_file__descriptor, "ghost_extents", LIM_EXTENTS, "ghost file extents"},
+	{&ipc_entry__descriptor, "sem.values", LIM_IPC, "semaphores"},
+	{&ipc_entry__descriptor, "msq.msgs", LIM_IPC, "queued messages"},
+	{&ipc_entry__descriptor, "mqueue.msgs", LIM_IPC, "queued messages"},
 };
 
 static int varint(const uint8_t *p, size_t len, size_t *off, uint64_t *v)
@@ -658,11 +694,15 @@ static int kind_of_name(const char *name, enum img_kind *kind)
 	} numbered[] = {
 		{"core-", IMG_CORE},   {"mm-", IMG_MM},	  {"pagemap-", IMG_PAGEMAP},
 		{"pages-", IMG_PAGES}, {"fds-", IMG_FDS}, {"fs-", IMG_FS},
-		{"ghost-", IMG_GHOST},
+		{"ghost-", IMG_GHOST}, {"shm-", IMG_SHM},
 	};
 
 	if (!strcmp(name, "files.img") || !strcmp(name, "pstree.img")) {
 		*kind = name[0] == 'f' ? IMG_FILES : IMG_PSTREE;
+		return 0;
+	}
+	if (!strcmp(name, "ipc.img")) {
+		*kind = IMG_IPC;
 		return 0;
 	}
 	if (!strcmp(name, "stats-dump.img") || !strcmp(name, "stats-restore.img")) {
@@ -935,6 +975,9 @@ static int check_counts(struct img_dir *d)
 		} else if (f->kind == IMG_PAGEMAP) {
 			f->max_records = pages;
 			why = "one per page saved in pages-*.img at most";
+		} else if (f->kind == IMG_IPC) {
+			f->max_records = fds + d->lim[LIM_IPC_OBJECTS];
+			why = "one per System V object (kernel.shmmni, semmni, msgmni) and per fd";
 		} else {
 			f->max_records = max_count(d, f->kind, &why);
 		}

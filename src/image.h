@@ -17,10 +17,10 @@
 
 #include "amber.pb-c.h"
 
-#define IMG_VERSION  2
+#define IMG_VERSION 2
 /* pages-PID.img: the pages start page-aligned (userfaultfd copies need that) */
 #define PAGES_DATA_OFF 4096
-#define IMG_HDR_SIZE 8
+#define IMG_HDR_SIZE   8
 
 enum img_kind {
 	IMG_INVENTORY,
@@ -34,6 +34,8 @@ enum img_kind {
 	IMG_GHOST,
 	IMG_PSTREE,
 	IMG_STATS, /* stats-dump.img, stats-restore.img (stats.c) */
+	IMG_IPC,   /* ipc.img: System V objects, POSIX message queues (src/ipc/) */
+	IMG_SHM,   /* shm-ID.img: the bytes of System V segment ID (raw) */
 	IMG__COUNT,
 };
 
@@ -127,6 +129,8 @@ enum img_lim {
 	LIM_LOCKS,	 /* file locks per open file description */
 	LIM_DIRENTS,	 /* files in the image directory */
 	LIM_EXTENTS,	 /* data extents of a ghost file, as offset and length */
+	LIM_IPC,	 /* semaphores of a set, messages of a queue */
+	LIM_IPC_OBJECTS, /* System V objects */
 	LIM__COUNT,
 };
 

@@ -21,6 +21,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/shm.h>
 #include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -100,10 +101,7 @@ static int classify(struct dump_ctx *ctx, struct vma *v)
 		}
 		v->kind = v->shared ? VMA_KIND__VMA_ANON_SHARED : VMA_KIND__VMA_ANON_PRIVATE;
 	} else if (!strncmp(p, "/SYSV", 5)) {
-		pr_err("pid %d: mapping %lx-%lx is System V shared memory, which amber cannot "
-		       "dump yet",
-		       ctx->pid, v->start, v->end);
-		return -EOPNOTSUPP;
+		v->kind = VMA_KIND__VMA_SYSV_SHM; /* an attach: the segment is ipc/sysv.c's */
 	} else {
 		v->kind = v->shared ? VMA_KIND__VMA_FILE_SHARED : VMA_KIND__VMA_FILE_PRIVATE;
 	}
@@ -311,6 +309,11 @@ static int mem_dump_vmas(struct dump_ctx *ctx, MmEntry *mm, int pagemap_fd)
 		if (v->kind == VMA_KIND__VMA_ANON_SHARED) {
 			e->has_shmem_id = 1;
 			e->shmem_id = v->ino;
+		}
+		if (v->kind == VMA_KIND__VMA_SYSV_SHM) { /* the inode is the segment's id */
+			e->has_sysv_shmid = e->has_sysv_rdonly = 1;
+			e->sysv_shmid = (int32_t)v->ino;
+			e->sysv_rdonly = !(v->vmflags & VMF_MAYWRITE);
 		}
 		mm->vmas[mm->n_vmas++] = e;
 		if (!is_vdso_part(v->kind)) {
@@ -825,7 +828,8 @@ int mem_check_mm(pid_t pid, const MmEntry *mm, size_t nr_files)
 		if (e->start < prev_end || e->end <= e->start || (e->start | e->end) % PAGE_SIZE ||
 		    e->end > TASK_SIZE_MAX || e->pgoff % PAGE_SIZE ||
 		    e->pgoff > UINT64_MAX - (e->end - e->start) ||
-		    e->kind > VMA_KIND__VMA_VVAR_VCLOCK ||
+		    (e->kind > VMA_KIND__VMA_VVAR_VCLOCK && e->kind != VMA_KIND__VMA_SYSV_SHM) ||
+		    (e->kind == VMA_KIND__VMA_SYSV_SHM && !e->has_sysv_shmid) ||
 		    (e->has_file_id && e->file_id >= nr_files) ||
 		    ((e->kind == VMA_KIND__VMA_FILE_PRIVATE ||
 		      e->kind == VMA_KIND__VMA_FILE_SHARED) &&
@@ -1389,6 +1393,7 @@ enum step_kind {
 	STEP_MADVISE,
 	STEP_GUARD,
 	STEP_MLOCK,
+	STEP_SHMAT,
 };
 
 #define IOV_GROUP 1024 /* IOV_MAX: runs per preadv */
@@ -1507,6 +1512,24 @@ static int plan_moved(struct restore_ctx *ctx, struct plan *p, const VmaEntry *e
 	return ret ? ret : plan_advice(p, e);
 }
 
+/*
+ * A System V attach: shmat of the whole segment at its first VMA (the
+ * segment exists again with its id, ipc/sysv.c), then each VMA's protection.
+ */
+static int plan_shmat(struct plan *p, const VmaEntry *e)
+{
+	long prot = PROT_READ | (e->sysv_rdonly ? 0 : PROT_WRITE);
+	int ret = 0;
+
+	if (!e->pgoff)
+		ret = plan_add(p, STEP_SHMAT, e, NULL, SYS_shmat, e->sysv_shmid, e->start,
+			       e->sysv_rdonly ? SHM_RDONLY : 0, 0, 0, 0);
+	if (!ret && prot != (long)e->prot)
+		ret = plan_add(p, STEP_MPROTECT, e, NULL, SYS_mprotect, e->start,
+			       (long)(e->end - e->start), e->prot, 0, 0, 0);
+	return ret ? ret : plan_advice(p, e);
+}
+
 /* no_runs: the pages come later, by userfaultfd (mem-uffd.c) */
 static int plan_vma(struct restore_ctx *ctx, struct plan *p, size_t i, size_t *pm, bool no_runs)
 {
@@ -1579,6 +1602,12 @@ static int check_step(struct restore_ctx *ctx, const struct step *st, long r)
 		pr_err("pid %d: cannot move its premapped memory to %llx-%llx: %s", ctx->pid,
 		       (unsigned long long)e->start, (unsigned long long)e->end,
 		       strerror(err ? err : EFAULT));
+		return err ? -err : -EFAULT;
+	case STEP_SHMAT:
+		if (r == (long)e->start)
+			return 0;
+		pr_err("pid %d: cannot attach System V segment %d at %llx: %s", ctx->pid,
+		       e->sysv_shmid, (unsigned long long)e->start, strerror(err ? err : EFAULT));
 		return err ? -err : -EFAULT;
 	case STEP_MMAP:
 		if (r == (long)e->start)
@@ -1735,8 +1764,11 @@ static int map_vmas(struct restore_ctx *ctx, bool proxy)
 			pm++;
 		if (is_vdso_part(e->kind) && !(proxy && e->kind == VMA_KIND__VMA_VDSO))
 			continue;
-		ret = cow_slot(ctx, i) ? plan_moved(ctx, &p, e, cow_slot(ctx, i), &pm)
-				       : plan_vma(ctx, &p, i, &pm, sel[i]);
+		if (e->kind == VMA_KIND__VMA_SYSV_SHM)
+			ret = plan_shmat(&p, e);
+		else
+			ret = cow_slot(ctx, i) ? plan_moved(ctx, &p, e, cow_slot(ctx, i), &pm)
+					       : plan_vma(ctx, &p, i, &pm, sel[i]);
 	}
 	if (!ret && p.nr_iov)
 		ret = infect_write(&ctx->inf, p.iov_area, p.iov, p.nr_iov * sizeof(*p.iov));

@@ -9,12 +9,17 @@
  *    file locks and O_ASYNC owners after the mappings and credentials
  *    (locks), scheduling after the credentials too (the kernel checks it
  *    against the thread's own uid and rlimits), per-thread pointers last
- *    (registers).  restore_thread hooks run right
+ *    (registers); System V objects (ipc) after the mappings (a segment
+ *    removed while attached is removed again once the last process
+ *    attached it) and before the credentials (the root process, still
+ *    root, sets semaphores and sends messages);
+ *  - restore_tree: ipc after files (message queues are made by files'
+ *    fd type, ipc then unlinks the deleted ones).  restore_thread hooks run right
  *    after their resource's restore_inject, for every thread.
  */
 #include "amber.h"
 
 const struct resource_ops *const resources[] = {
-	&task_ops,   &files_ops, &mem_ops,   &threads_ops, &fs_ops,   &rlimits_ops, &signals_ops,
-	&timers_ops, &creds_ops, &locks_ops, &sched_ops,   &regs_ops, NULL,
+	&task_ops,   &files_ops, &mem_ops,   &threads_ops, &fs_ops,    &rlimits_ops, &signals_ops,
+	&timers_ops, &ipc_ops,	 &creds_ops, &locks_ops,   &sched_ops, &regs_ops,    NULL,
 };

@@ -755,6 +755,10 @@ kill_tree:
 	if (!ret)
 		ret = -EIO;
 close_dir:
+	/* a failure (the wait's status is positive) */
+	for (const struct resource_ops *const *r = resources; ret < 0 && *r; r++)
+		if ((*r)->restore_undo)
+			(*r)->restore_undo(&t);
 	/* after an early failure this still joins the hashing (and says if it failed) */
 	img_dir_close(t.img);
 	if (o->shell_job && !o->detached)
