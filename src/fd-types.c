@@ -3,8 +3,9 @@
 #include "files.h"
 #include "net/sk.h"
 #include "anonfd.h"
+#include "ipc/ipc.h"
 
 const struct fd_type *const fd_types[] = {
 	&eventfd_type, &epoll_type,   &signalfd_type, &timerfd_type, &inotify_type,
-	&unix_sk_type, &inet_sk_type, &pidfd_type,    NULL,
+	&unix_sk_type, &inet_sk_type, &pidfd_type,    &mqueue_type,  NULL,
 };

@@ -327,6 +327,15 @@ close_src:
 	return ret;
 }
 
+/* A regular file that is a kind of fd_types[] (a POSIX message queue). */
+static bool claimed(const char *link, const struct stat *st)
+{
+	for (const struct fd_type *const *t = fd_types; *t; t++)
+		if ((*t)->match(link, st))
+			return true;
+	return false;
+}
+
 /* A kind from fd_types[]: it gets amber's own dup of the description. */
 static int dump_other(struct dump_ctx *ctx, int fd, const char *link, const struct stat *st,
 		      RegFile *f)
@@ -417,7 +426,7 @@ static int describe_fd(struct dump_ctx *ctx, int fd, unsigned flags, uint64_t po
 	    strncmp(path, "socket:[", 8) && strncmp(path, "anon_inode:", 11) && path[0] == '/') {
 		/* a path fd (a symlink with O_NOFOLLOW, a FIFO, a device): only its name */
 		f->kind = S_ISDIR(st.st_mode) ? FILE_KIND__FILE_DIR : FILE_KIND__FILE_REG;
-	} else if (S_ISREG(st.st_mode)) {
+	} else if (S_ISREG(st.st_mode) && !claimed(path, &st)) {
 		f->kind = FILE_KIND__FILE_REG;
 		if (st.st_nlink == 0) {
 			ret = dump_ghost(ctx, procpath, f);

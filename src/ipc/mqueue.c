@@ -357,7 +357,6 @@ static int make_queue(const IpcMqueue *q)
 static int mqueue_open(struct tree *t, RegFile *f)
 {
 	const IpcMqueue *q = find_queue(t, f);
-	char path[64];
 	int src = -1, fd;
 
 	if (!q) {
@@ -373,9 +372,12 @@ static int mqueue_open(struct tree *t, RegFile *f)
 		src = make_queue(q);
 	if (src < 0)
 		return src;
-	/* its own description, with its access mode and O_NONBLOCK (mq_flags) */
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", src);
-	fd = open(path, (int)(f->flags & (O_ACCMODE | O_NONBLOCK)) | O_CLOEXEC);
+	/*
+	 * its own description, with its access mode and O_NONBLOCK (mq_flags);
+	 * by name (an unlinked queue is unlinked again only later): open() of
+	 * /proc/self/fd would add O_LARGEFILE
+	 */
+	fd = mq_open(q->name, (int)(f->flags & (O_ACCMODE | O_NONBLOCK)) | O_CLOEXEC);
 	if (fd < 0) {
 		fd = -errno;
 		pr_err("cannot open message queue %s (%s): %s", q->name,

@@ -94,3 +94,68 @@ t_sysv_undo_refused() {
 	[ "$(lines "$W/sysv.still")" = 5 ] || { fail "the refused dump changed the objects: $(cat "$W/sysv.still")"; sysv_rm_all; return 1; }
 	runs_on "the refused dump" 20 || { sysv_rm_all; return 1; }
 }
+
+# POSIX message queues (tests/e2e/progs/mqueue.c): the queue fds' links and fdinfo flags
+# must be the same after the restore; the dump takes the named queue with it.
+TESTS+=(mqueue mqueue_notify_refused)
+mq_exists() { # NAME: a queue of that name exists
+	"$PY" -c 'import ctypes, sys
+rt = ctypes.CDLL("librt.so.1", use_errno=True)
+fd = rt.mq_open(sys.argv[1].encode(), 0)
+sys.exit(0 if fd >= 0 or ctypes.get_errno() == 13 else 1)' "$1"
+}
+mq_rm_all() {
+	local n
+	[ -f "$T/mq-names" ] || return 0
+	for n in $(cat "$T/mq-names"); do
+		"$PY" -c 'import ctypes, sys; ctypes.CDLL("librt.so.1").mq_unlink(sys.argv[1].encode())' "$n"
+	done
+	return 0
+}
+mq_fds() { # PID: the queue fds of it and its child
+	local p fd
+	for p in $1 $(cat "/proc/$1/task/$1/children"); do
+		for fd in $(ls "/proc/$p/fd" | sort -n); do
+			case $(readlink "/proc/$p/fd/$fd") in
+			/amber-mq-*) echo "$p fd $fd -> $(readlink "/proc/$p/fd/$fd") $(grep -E '^(pos|flags):' "/proc/$p/fdinfo/$fd" | tr -s '\t\n' '  ')" ;;
+			esac
+		done
+	done
+}
+mq_before() {
+	mq_fds "$PID" >"$W/mq.before"
+	[ "$(lines "$W/mq.before")" = 7 ] || { fail "expected 7 queue fds (3 inherited by the child): $(cat "$W/mq.before")"; return 1; }
+}
+mq_after() {
+	mq_fds "$PID" >"$W/mq.after"
+	diff -u "$W/mq.before" "$W/mq.after" >"$W/mq.diff" && return 0
+	fail "the queue fds differ after restore (- before, + after):"
+	sed 's/^/    /' "$W/mq.diff" >>"$W/log"
+	return 1
+}
+mq_gone() {
+	local a
+	a=$(awk '{print $1}' "$T/mq-names")
+	! mq_exists "$a" || { fail "the dump left message queue $a in place"; return 1; }
+}
+t_mqueue() {
+	cycle -P mq_before -B mq_gone -A mq_after -- "$PROGS/mqueue" "$T"
+	local rc=$?
+	mq_rm_all
+	return $rc
+}
+
+# mq_notify names a process and a sigevent nobody can read back: refused at dump.
+t_mqueue_notify_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	local rc
+	PENV=(MQ_NOTIFY=1)
+	start_prog "$PROGS/mqueue" "$T" || return
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v
+	rc=$?
+	[ $rc != 0 ] || { fail "amber dump of a queue with mq_notify exited 0"; mq_rm_all; return 1; }
+	grep -q "has a notification (mq_notify) registered by pid $PID" "$W/dump.log" ||
+		{ fail "the refusal does not name mq_notify and pid $PID"; attach "$W/dump.log"; mq_rm_all; return 1; }
+	runs_on "the refused dump" 20 || { mq_rm_all; return 1; }
+	mq_rm_all
+}
