@@ -696,6 +696,51 @@ static int scan_vma(struct page_writer *w, int pagemap_fd, const VmaEntry *v)
 	}
 }
 
+/*
+ * MAP_SHARED|MAP_ANONYMOUS memory: the pages of the shmem object, not of the
+ * process's page table, which lacks those only others touched (a process
+ * that exited since, like a PostgreSQL backend reading into shared buffers).
+ */
+static int scan_shmem(struct page_writer *w, const VmaEntry *v)
+{
+	uint64_t off = v->pgoff, end = v->pgoff + (v->end - v->start);
+	char path[96];
+	int fd, ret = 0;
+
+	cow_dump_vma(&w->cow, v); /* (not a private VMA: nothing from the parent) */
+	snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", w->ctx->pid,
+		 (unsigned long long)v->start, (unsigned long long)v->end);
+	fd = sys_open(path, O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0) {
+		pr_err("pid %d: cannot open %s to find its shared memory's pages: %s", w->ctx->pid,
+		       path, strerror(-fd));
+		return fd;
+	}
+	while (!ret && off < end) {
+		off_t d = lseek(fd, (off_t)off, SEEK_DATA), h;
+
+		if (d < 0 && errno == ENXIO)
+			break;
+		h = d < 0 ? -1 : lseek(fd, d, SEEK_HOLE);
+		if (h < 0) {
+			ret = -errno;
+			pr_err("pid %d: cannot find the pages of %s: %m", w->ctx->pid, path);
+			break;
+		}
+		d &= ~(off_t)(PAGE_SIZE - 1);
+		h = (h + (off_t)PAGE_SIZE - 1) & ~(off_t)(PAGE_SIZE - 1);
+		if ((uint64_t)d >= end)
+			break;
+		if ((uint64_t)h > end)
+			h = (off_t)end;
+		ret = emit_run(w, v->start + ((uint64_t)d - v->pgoff),
+			       v->start + ((uint64_t)h - v->pgoff));
+		off = (uint64_t)h;
+	}
+	close(fd);
+	return ret;
+}
+
 static int mem_dump_pages(struct dump_ctx *ctx)
 {
 	static const char zero_pad[PAGES_DATA_OFF - IMG_HDR_SIZE];
@@ -735,7 +780,8 @@ static int mem_dump_pages(struct dump_ctx *ctx)
 
 		if (has_pages(e->kind)) {
 			stats_add(SC_PAGES_SCANNED, (e->end - e->start) / PAGE_SIZE);
-			ret = scan_vma(&w, pagemap_fd, e);
+			ret = e->kind == VMA_KIND__VMA_ANON_SHARED ? scan_shmem(&w, e)
+								   : scan_vma(&w, pagemap_fd, e);
 		} else if (e->kind == VMA_KIND__VMA_VDSO) { /* for a kernel with another vDSO */
 			ret = copy_run(&w, e->start, e->end);
 		}
