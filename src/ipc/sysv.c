@@ -15,8 +15,9 @@
  * the objects with the tree (removes them once it killed it, dump_killed)
  * and the restore makes them again, each with its old id (the kernel's
  * shm/sem/msg_next_id, CONFIG_CHECKPOINT_RESTORE) and key.  Semaphore undo
- * lists (SEM_UNDO) are not readable: a process that has one (kcmp
- * KCMP_SYSVSEM against amber, which has none) is refused.
+ * lists (SEM_UNDO) are not readable: with semaphore sets in the image, a
+ * process that has one (kcmp KCMP_SYSVSEM against amber, which has none) is
+ * refused.
  *
  * Reading changes nothing: segments are read through /proc/PID/map_files of
  * an attaching process (an attach by amber would set shm_lpid and the
@@ -160,9 +161,22 @@ static bool own_vmas(const struct dump_ctx *ctx)
 	return !ctx->shares_vm;
 }
 
+/*
+ * A process's undo list exists once it did a semop with SEM_UNDO, or
+ * created a thread (CLONE_SYSVSEM makes one, empty): which entries it holds
+ * nobody can read.  With semaphore sets in the image, refused; adjustments
+ * to sets not the tree's are applied when the dump kills it, as at an exit.
+ */
 static int undo_check(struct tree *t)
 {
 	pid_t me = getpid();
+	int set = -1;
+
+	for (size_t i = 0; i < nr_entries && set < 0; i++)
+		if (entries[i]->sem)
+			set = entries[i]->sem->perm->id;
+	if (set < 0)
+		return 0;
 
 	for (size_t p = 0; p < t->nr_procs; p++) {
 		struct dump_ctx *ctx = t->dprocs[p];
@@ -179,9 +193,11 @@ static int undo_check(struct tree *t)
 			}
 			if (r) {
 				pr_err("pid %d (of pid %d) has a System V semaphore undo list "
-				       "(semop with SEM_UNDO), which the kernel does not show: "
-				       "amber cannot dump it; refusing",
-				       tid, ctx->pid);
+				       "(a semop with SEM_UNDO, or a thread made with "
+				       "CLONE_SYSVSEM), which the kernel does not show, and the "
+				       "tree uses semaphore set %d: amber cannot tell which "
+				       "adjustments it holds; refusing",
+				       tid, ctx->pid, set);
 				return -EOPNOTSUPP;
 			}
 		}
@@ -548,12 +564,12 @@ static int dump_msqs(struct tree *t)
 
 static int ipc_dump_tree(struct tree *t)
 {
-	int ret = undo_check(t);
+	int ret = dump_shms(t);
 
 	if (!ret)
-		ret = dump_shms(t);
-	if (!ret)
 		ret = dump_sems(t);
+	if (!ret)
+		ret = undo_check(t);
 	return ret ? ret : dump_msqs(t);
 }
 

@@ -88,7 +88,7 @@ t_sysv_undo_refused() {
 	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v
 	rc=$?
 	[ $rc != 0 ] || { fail "amber dump of a process with a SEM_UNDO list exited 0"; sysv_rm_all; return 1; }
-	grep -q "pid $PID.*semaphore undo list (semop with SEM_UNDO)" "$W/dump.log" ||
+	grep -q "pid $PID.*semaphore undo list (a semop with SEM_UNDO" "$W/dump.log" ||
 		{ fail "the refusal does not name pid $PID and SEM_UNDO"; attach "$W/dump.log"; sysv_rm_all; return 1; }
 	sysv_state >"$W/sysv.still"
 	[ "$(lines "$W/sysv.still")" = 5 ] || { fail "the refused dump changed the objects: $(cat "$W/sysv.still")"; sysv_rm_all; return 1; }
