@@ -25,6 +25,7 @@ owner_dump() {
 	chown -R "$NOBODY:$NOBODY" "$W/img"
 }
 
+uids_are() { [ "$(status_field "$1" Uid)" = "$2	$2	$2	$2" ]; }
 file_id() { "$AMBER" show "$W/img" | jq -r --arg p "$1" '.files[] | select(.path == $p) | .id'; }
 sock_id() { "$AMBER" show "$W/img" | jq -r '.files[] | select(.kind == "FILE_UNIX_SK") | .id'; }
 
@@ -61,7 +62,9 @@ t_owner_image_restores() {
 	RPID=$!
 	wait_for 10 is_alive "$PID" ||
 		{ fail "nobody's own image did not restore"; attach "$W/restore.log"; return 1; }
-	[ "$(status_field "$PID" Uid)" = "$NOBODY	$NOBODY	$NOBODY	$NOBODY" ] ||
+	# The pid exists from the restore's first clone on, as root, until the
+	# credentials are set near the end: wait for them rather than race it.
+	wait_for 10 uids_are "$PID" "$NOBODY" ||
 		{ fail "restored with uids $(status_field "$PID" Uid)"; return 1; }
 	[ "$(stat -c %U "$T/sock")" = nobody ] || { fail "the socket file is not nobody's"; return 1; }
 	touch "$T/go"
