@@ -223,6 +223,7 @@ extern const struct resource_ops locks_ops;   /* locks.c: file locks, O_ASYNC ow
 extern const struct resource_ops sched_ops;   /* sched.c: policy, affinity, ioprio */
 extern const struct resource_ops regs_ops;    /* regs.c: GP/FPU registers, TLS, sigmask */
 extern const struct resource_ops ipc_ops;     /* ipc/sysv.c: System V IPC, message queues */
+extern const struct resource_ops seccomp_ops; /* seccomp.c: strict mode, filters */
 
 /* A command's options (opts.c): 0, or -errno with the reason logged. */
 int opts_parse(int argc, char **argv, struct opts *o, int cmd);

@@ -150,11 +150,6 @@ static int check_supported(pid_t pid)
 		       proc_parse_stat(st.tracer_pid, &tr) ? "gone meanwhile" : tr.comm);
 		return -EBUSY;
 	}
-	if (st.seccomp) {
-		pr_err("pid %d runs under seccomp mode %d, which amber cannot restore yet", pid,
-		       st.seccomp);
-		return -EOPNOTSUPP;
-	}
 	return check_namespaces(pid);
 }
 

@@ -39,7 +39,7 @@ static bool is_job_stop_sig(int sig)
  * kernel's dequeue_synchronous_signal() hands out the first one queued, even
  * a blocked one, as soon as one such signal, the trap, is unblocked).
  */
-static int trap_queued(pid_t tid, bool *queued)
+static int trap_queued(pid_t tid, bool *queued, int *seccomp)
 {
 	unsigned long long mask, own = 0, shared = 0;
 	char path[64], line[128];
@@ -56,6 +56,8 @@ static int trap_queued(pid_t tid, bool *queued)
 			own = mask;
 		else if (sscanf(line, "ShdPnd: %llx", &mask) == 1)
 			shared = mask;
+		else
+			sscanf(line, "Seccomp: %d", seccomp);
 	fclose(f);
 	*queued = (own & INFECT_SYNC_SIGNALS) || ((own | shared) & (1ULL << (SIGTRAP - 1)));
 	return 0;
@@ -74,7 +76,27 @@ static int save_state(struct infect *inf)
 		pr_err("pid %d: cannot read the signal mask: %s", inf->pid, strerror((int)-r));
 		return (int)r;
 	}
-	return trap_queued(inf->pid, &inf->trap_pending);
+	return trap_queued(inf->pid, &inf->trap_pending, &inf->seccomp);
+}
+
+/*
+ * A thread under seccomp would be killed, or see errors, for the syscalls
+ * amber injects: its filters are suspended while amber traces it (needs
+ * CAP_SYS_ADMIN, and amber itself not under seccomp).
+ */
+static int suspend_seccomp(struct infect *inf)
+{
+	long r = sys_ptrace(PTRACE_SETOPTIONS, inf->pid, NULL,
+			    (void *)(long)(PTRACE_O_TRACESYSGOOD | PTRACE_O_SUSPEND_SECCOMP));
+
+	if (r)
+		pr_err("tid %d runs under seccomp (mode %d) and amber cannot suspend it to "
+		       "dump it: %s%s",
+		       inf->pid, inf->seccomp, strerror((int)-r),
+		       r == -EPERM ? " (it needs CAP_SYS_ADMIN and amber not under seccomp "
+				     "itself: run amber as root, outside any seccomp sandbox)"
+				   : "");
+	return (int)r;
 }
 
 int infect_seize(pid_t pid, struct infect *inf, int *stopsig)
@@ -139,6 +161,8 @@ int infect_seize(pid_t pid, struct infect *inf, int *stopsig)
 		}
 	}
 	ret = save_state(inf);
+	if (!ret && inf->seccomp)
+		ret = suspend_seccomp(inf);
 	if (ret) {
 		r = ret;
 		goto detach;

@@ -22,6 +22,7 @@ struct infect {
 	uint64_t sigmask;	      /* blocked mask when stopped */
 	bool mask_blocked;	      /* all signals blocked by us */
 	bool trap_pending;	      /* a trap would take a queued signal: syscall stops */
+	int seccomp;		      /* its seccomp mode at seize (filters suspended) */
 	unsigned long scratch;	      /* scratch mapping made by infect_scratch_map() */
 	size_t scratch_size;	      /* upper half: the batch executor and its table */
 	bool batch_loaded;

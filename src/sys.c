@@ -373,6 +373,13 @@ int sys_ioprio_set(pid_t tid, int ioprio)
 	return sched_call(SYS_ioprio_set, 1 /* IOPRIO_WHO_PROCESS */, tid, ioprio);
 }
 
+int sys_seccomp(unsigned op, unsigned flags, const void *args)
+{
+	long r = syscall(SYS_seccomp, op, flags, args);
+
+	return r < 0 ? -errno : (int)r;
+}
+
 long sys_clone3_set_tid(pid_t tid, int exit_signal, uint64_t flags)
 {
 	pid_t set_tid = tid;

@@ -10,10 +10,10 @@
  *   imgedit DIR --drop NAME | --add NAME     remove / add an inventory entry
  *
  * FIELD is a dotted path through submessages; a number in it indexes a
- * repeated message field ("vmas.3.start").  Repeated scalars take a comma
- * list ("creds.groups=0,6,27"; "" empties them), bytes take hex, enums a
- * number or their name; VALUE @FILE reads the value from FILE (lists longer
- * than an argument may be).  Files are rewritten in place: owner and mode stay.
+ * repeated message field ("vmas.3.start"; one past the last adds an element).  Repeated scalars
+ * take a comma list ("creds.groups=0,6,27"; "" empties them), bytes take hex, enums a number or
+ * their name; VALUE @FILE reads the value from FILE (lists longer than an argument may be).  Files
+ * are rewritten in place: owner and mode stay.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -252,8 +252,16 @@ static void set_path(ProtobufCMessage *m, char *path, const char *value)
 		if (f->label == PROTOBUF_C_LABEL_REPEATED) {
 			size_t idx = strtoul(rest, &rest, 10), *n = count_ptr(m, f);
 
-			if (*rest != '.' || idx >= *n)
+			if (*rest != '.' || idx > *n)
 				die("index out of range in %s", dot + 1);
+			if (idx == *n) { /* one past the end: a new element */
+				ProtobufCMessage ***arr = field_ptr(m, f);
+
+				*arr = realloc(*arr, (*n + 1) * sizeof(**arr));
+				if (!*arr)
+					die("%s", "out of memory");
+				(*arr)[(*n)++] = NULL;
+			}
 			sub = &(*(ProtobufCMessage ***)field_ptr(m, f))[idx];
 			rest++;
 		} else {

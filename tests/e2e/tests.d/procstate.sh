@@ -60,3 +60,68 @@ sigsync_after() {
 	return 1
 }
 t_sigsync() { cycle -P sigsync_before -A sigsync_after -- "$PROGS/sigsync" "$T"; }
+
+# seccomp (progs/seccomp.c): threads with filter chains of their own (two
+# filters, one, another two), a child in strict mode, a child whose threads
+# share one filter (TSYNC after the restore must work); the program checks
+# what each filter answers, the test what /proc says of every task.
+TESTS+=(seccomp seccomp_image_refused seccomp_owner_refused)
+seccomp_state() {
+	local p d
+	for p in $1 $(cat /proc/$1/task/*/children); do
+		for d in /proc/$p/task/*; do
+			echo "${d##*/} $(grep -E '^(Seccomp|Seccomp_filters|NoNewPrivs|Speculation_Store_Bypass):' "$d/status" | tr -s '\t\n' '  ')"
+		done
+	done
+}
+seccomp_before() {
+	seccomp_state "$PID" >"$W/seccomp.before"
+	grep -q 'Seccomp: 1 ' "$W/seccomp.before" && grep -q 'Seccomp_filters: 2 ' "$W/seccomp.before" ||
+		{ fail "no strict child or no two-filter thread: $(cat "$W/seccomp.before")"; return 1; }
+}
+seccomp_after() {
+	seccomp_state "$PID" >"$W/seccomp.after"
+	diff -u "$W/seccomp.before" "$W/seccomp.after" >"$W/seccomp.diff" && return 0
+	fail "seccomp state differs after restore (- before, + after):"
+	sed 's/^/    /' "$W/seccomp.diff" >>"$W/log"
+	return 1
+}
+t_seccomp() { cycle -P seccomp_before -A seccomp_after -- "$PROGS/seccomp" "$T"; }
+
+# Classic BPF instructions (struct sock_filter, little endian), as hex for imgedit.
+SC_ALLOW=060000000000ff7f     # ret SECCOMP_RET_ALLOW
+SC_NOTIF=060000000000c07f     # ret SECCOMP_RET_USER_NOTIF
+SC_JA_OUT=0500000005000000    # ja +5: past the end
+SC_LD_MEM=6000000003000000    # ld M[3], never stored
+
+# Crafted filters in a root image are refused before any process exists.
+t_seccomp_image_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	local ok=0
+	start_prog "$PROGS/seccomp" "$T" || return 1
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v ||
+		{ fail "amber dump failed"; attach "$W/dump.log"; return 1; }
+	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
+	refused sc_mode "seccomp mode 7" "core-$PID.img" "seccomp_mode=7" || ok=1
+	refused sc_jump "a jump out of the program" "core-$PID.img" \
+		"seccomp_filters.0.prog=$SC_JA_OUT$SC_ALLOW" || ok=1
+	refused sc_mem "read before it is written" "core-$PID.img" \
+		"seccomp_filters.0.prog=$SC_LD_MEM$SC_ALLOW" || ok=1
+	refused sc_notif "USER_NOTIF" "core-$PID.img" "seccomp_filters.1.prog=$SC_NOTIF" || ok=1
+	refused sc_flags "unknown flags" "core-$PID.img" "seccomp_filters.0.flags=8" || ok=1
+	refused sc_odd "whole number of instructions" "core-$PID.img" \
+		"seccomp_filters.0.prog=${SC_ALLOW}00" || ok=1
+	return $ok
+}
+
+# nobody's image given a filter without no_new_privs: a filter could fool a
+# set-user-ID program the process executes, so the kernel lets only a
+# privileged process install one; a restore must not do it on nobody's word.
+t_seccomp_owner_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	local ok=0
+	owner_dump || return 1
+	refused sc_no_nnp "without no_new_privs" "core-$PID.img" "seccomp_mode=2" \
+		"seccomp_filters.0.prog=$SC_ALLOW" || ok=1
+	return $ok
+}
