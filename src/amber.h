@@ -215,6 +215,7 @@ extern const struct resource_ops rlimits_ops; /* rlimits.c: resource limits */
 extern const struct resource_ops creds_ops;   /* creds.c: uids, gids, capabilities */
 extern const struct resource_ops fs_ops;      /* fs.c: cwd, root, umask */
 extern const struct resource_ops files_ops;   /* files.c: fds and open files */
+extern const struct resource_ops tty_ops;     /* tty.c: terminals */
 extern const struct resource_ops mem_ops;     /* mem.c: VMAs, pages, mm fields, vDSO */
 extern const struct resource_ops threads_ops; /* threads.c: the other threads */
 extern const struct resource_ops signals_ops; /* signals.c: actions, altstack, pending */

@@ -22,6 +22,7 @@
 #include "log.h"
 #include "proc.h"
 #include "sys.h"
+#include "tty.h"
 
 #ifndef KCMP_FILE
 #define KCMP_FILE 0
@@ -443,6 +444,9 @@ static int describe_fd(struct dump_ctx *ctx, int fd, unsigned flags, uint64_t po
 			return -EOPNOTSUPP;
 		}
 		f->kind = FILE_KIND__FILE_TTY;
+		ret = tty_dump_job(ctx, fd, f);
+		if (ret)
+			return ret;
 	} else if (S_ISCHR(st.st_mode)) {
 		f->kind = FILE_KIND__FILE_CHR;
 		f->has_rdev = 1;

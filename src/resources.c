@@ -16,13 +16,15 @@
  *    just before the credentials (the thread, still root, may install a
  *    filter without no_new_privs; amber's syscalls after it pass, the
  *    filters being suspended while it is traced);
- *  - restore_tree: ipc after files (message queues are made by files'
+ *  - restore_tree: tty after files (it sets the terminals files opened),
+ *    ipc after files (message queues are made by files'
  *    fd type, ipc then unlinks the deleted ones).  restore_thread hooks run right
  *    after their resource's restore_inject, for every thread.
  */
 #include "amber.h"
 
 const struct resource_ops *const resources[] = {
-	&task_ops,   &files_ops, &mem_ops,   &threads_ops, &fs_ops,    &rlimits_ops, &signals_ops,
-	&timers_ops, &ipc_ops,	 &seccomp_ops, &creds_ops, &locks_ops,   &sched_ops, &regs_ops,    NULL,
+	&task_ops,    &files_ops,   &tty_ops,	 &mem_ops, &threads_ops, &fs_ops,
+	&rlimits_ops, &signals_ops, &timers_ops, &ipc_ops, &seccomp_ops, &creds_ops,
+	&locks_ops,   &sched_ops,   &regs_ops,	 NULL,
 };
