@@ -4,8 +4,10 @@
 #include "net/sk.h"
 #include "anonfd.h"
 #include "ipc/ipc.h"
+#include "tty.h"
 
 const struct fd_type *const fd_types[] = {
-	&eventfd_type, &epoll_type,   &signalfd_type, &timerfd_type, &inotify_type,
-	&unix_sk_type, &inet_sk_type, &pidfd_type,    &mqueue_type,  NULL,
+	&eventfd_type, &epoll_type,	 &signalfd_type,  &timerfd_type,
+	&inotify_type, &unix_sk_type,	 &inet_sk_type,	  &pidfd_type,
+	&mqueue_type,  &pty_master_type, &pty_slave_type, NULL,
 };

@@ -436,6 +436,10 @@ static int describe_fd(struct dump_ctx *ctx, int fd, unsigned flags, uint64_t po
 		}
 	} else if (S_ISDIR(st.st_mode)) {
 		f->kind = FILE_KIND__FILE_DIR;
+	} else if (S_ISCHR(st.st_mode) && claimed(path, &st)) {
+		ret = dump_other(ctx, fd, path, &st, f); /* pseudo-terminals (tty.c) */
+		if (ret)
+			return ret;
 	} else if (S_ISCHR(st.st_mode) && is_tty(&st)) {
 		if (!ctx->o->shell_job) {
 			pr_err("pid %d: fd %d is the terminal %s; dump it with --shell-job (-j) "

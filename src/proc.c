@@ -56,6 +56,8 @@ int proc_parse_stat(pid_t pid, struct proc_stat *st)
 	st->ppid = (int)F(4);
 	st->pgrp = (int)F(5);
 	st->session = (int)F(6);
+	st->tty_nr = (unsigned)F(7);
+	st->tpgid = (int)F(8);
 	st->nice = (long)F(19);
 	st->num_threads = (long)F(20);
 	st->start_code = F(26);

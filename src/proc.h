@@ -12,6 +12,8 @@ struct proc_stat {
 	char comm[64];
 	char state;
 	int ppid, pgrp, session;
+	unsigned tty_nr; /* the controlling terminal, encoded as new_encode_dev() (0: none) */
+	int tpgid;	 /* its foreground process group (-1: none) */
 	long nice;
 	long num_threads;
 	unsigned long start_code, end_code, start_stack;

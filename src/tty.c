@@ -6,23 +6,39 @@
  * restore runs in before the job runs again, so that a raw-mode program (an
  * editor, top) does not come back in cooked mode.  A failed restore gives
  * the terminal its own settings back.
+ *
+ * Pseudo-terminals whose master (/dev/ptmx) is in the tree, with their
+ * slaves (/dev/pts/N), paired by the pts number (TIOCGPTN of the master, the
+ * minor of the slave): the pair's termios and window size, packet mode and
+ * lock state of the master, exclusive mode of each end, and the number.
+ * Restore opens /dev/ptmx until the kernel hands out that number (it gives
+ * the lowest free one: a higher one means the number is taken), then the
+ * slaves through the master (TIOCGPTPEER, no path lookup).  A slave whose
+ * master is elsewhere is refused, but for the job's terminal with -j.
  */
 #include <asm/termbits.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "amber.h"
 #include "files.h"
 #include "log.h"
+#include "proc.h"
 #include "sys.h"
 #include "tty.h"
 
-#define NR_LDISCS 30 /* the kernel's N_* line disciplines: 0..29 */
+#define NR_LDISCS 30  /* the kernel's N_* line disciplines: 0..29 */
+#define PTS_MAJOR 136 /* UNIX98_PTY_SLAVE_MAJOR, 8 majors of 256 minors */
+#define PTS_MAX	  (8 * 256)
 
 /* The termios and window size of the terminal fd is on, into a new entry. */
 static int state_dump(int fd, TtyEntry **out)
@@ -90,6 +106,236 @@ int tty_dump_job(struct dump_ctx *ctx, int fd, RegFile *f)
 	return ret;
 }
 
+/* The pts number of a slave (its device), or -1. */
+static int pts_index(const struct stat *st)
+{
+	unsigned maj = major(st->st_rdev);
+
+	if (!S_ISCHR(st->st_mode) || maj < PTS_MAJOR || maj >= PTS_MAJOR + 8)
+		return -1;
+	return (int)((maj - PTS_MAJOR) * 256 + minor(st->st_rdev));
+}
+
+static bool is_ptmx(const char *link, const struct stat *st)
+{
+	return S_ISCHR(st->st_mode) && st->st_rdev == makedev(5, 2) &&
+	       (!strcmp(link, "/dev/ptmx") || !strcmp(link, "/dev/pts/ptmx"));
+}
+
+static bool pty_master_match(const char *link, const struct stat *st)
+{
+	return is_ptmx(link, st);
+}
+
+static bool pty_slave_match(const char *link, const struct stat *st)
+{
+	return pts_index(st) >= 0;
+}
+
+/* The pts numbers of every master the tree holds, found once per dump. */
+static struct {
+	bool scanned;
+	int *index;
+	size_t n;
+	int job; /* the root's controlling terminal: its pts number, or -1 */
+} masters = {.job = -1};
+
+static void masters_forget(void)
+{
+	free(masters.index);
+	masters.index = NULL;
+	masters.n = 0;
+	masters.scanned = false;
+	masters.job = -1;
+}
+
+static int masters_add(int fd)
+{
+	int n, *ni;
+
+	if (ioctl(fd, TIOCGPTN, &n))
+		return -errno;
+	ni = realloc(masters.index, (masters.n + 1) * sizeof(*ni));
+	if (!ni)
+		return -ENOMEM;
+	masters.index = ni;
+	masters.index[masters.n++] = n;
+	return 0;
+}
+
+static int masters_scan_proc(struct dump_ctx *ctx)
+{
+	char path[320], link[64];
+	struct dirent *de;
+	struct stat st;
+	int ret = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", ctx->pid);
+	d = opendir(path);
+	if (!d)
+		return -errno;
+	while (!ret && (de = readdir(d))) {
+		int dup;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/fd/%s", ctx->pid, de->d_name);
+		if (sys_readlink(path, link, sizeof(link)) < 0 || stat(path, &st) ||
+		    !is_ptmx(link, &st))
+			continue;
+		dup = sys_pidfd_getfd(ctx->pidfd, atoi(de->d_name));
+		if (dup < 0) {
+			ret = dup;
+			break;
+		}
+		ret = masters_add(dup);
+		close(dup);
+	}
+	closedir(d);
+	return ret;
+}
+
+/* Once: which pts numbers have their master in the tree, and the job's terminal. */
+static int masters_scan(struct tree *t)
+{
+	struct proc_stat ps;
+	int ret = 0;
+
+	if (masters.scanned)
+		return 0;
+	masters.scanned = true;
+	if (!proc_parse_stat(t->dprocs[0]->pid, &ps) && major(ps.tty_nr) >= PTS_MAJOR &&
+	    major(ps.tty_nr) < PTS_MAJOR + 8)
+		masters.job = (int)((major(ps.tty_nr) - PTS_MAJOR) * 256 + minor(ps.tty_nr));
+	for (size_t p = 0; p < t->nr_procs && !ret; p++)
+		ret = masters_scan_proc(t->dprocs[p]);
+	if (ret)
+		pr_err("cannot find the pseudo-terminal masters of the tree: %s", strerror(-ret));
+	return ret;
+}
+
+static bool master_in_tree(int index)
+{
+	for (size_t i = 0; i < masters.n; i++)
+		if (masters.index[i] == index)
+			return true;
+	return false;
+}
+
+/* Bytes queued in a pty end, which amber cannot save without reading them. */
+static int refuse_queued(struct dump_ctx *ctx, int fd, int dup, RegFile *f, int index)
+{
+	int in = 0, out = 0;
+
+	if (ioctl(dup, TIOCINQ, &in) || ioctl(dup, TIOCOUTQ, &out)) {
+		pr_err("pid %d: fd %d (%s): cannot see what is queued in it: %m", ctx->pid, fd,
+		       f->path);
+		return -errno;
+	}
+	if (!in && !out)
+		return 0;
+	pr_err("pid %d: fd %d is the %s of /dev/pts/%d and %d byte(s) are queued in it "
+	       "(%d unread, %d unsent); amber cannot save a terminal's queued data without "
+	       "taking it from the process: let the program read (or flush) it and dump again",
+	       ctx->pid, fd, f->kind == FILE_KIND__FILE_PTY_MASTER ? "master" : "slave", index,
+	       in + out, in, out);
+	return -EBUSY;
+}
+
+static int get_flag(struct dump_ctx *ctx, int fd, int dup, unsigned long req, const char *what,
+		    RegFile *f, protobuf_c_boolean *v)
+{
+	int n = 0;
+
+	if (ioctl(dup, req, &n)) {
+		pr_err("pid %d: fd %d (%s): cannot read its %s: %m", ctx->pid, fd, f->path, what);
+		return -errno;
+	}
+	*v = n != 0;
+	return 0;
+}
+
+static int pty_master_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
+{
+	int index, ret;
+
+	if (ioctl(dup, TIOCGPTN, &index)) {
+		pr_err("pid %d: fd %d (%s): cannot read its pts number: %m", ctx->pid, fd, f->path);
+		return -errno;
+	}
+	ret = refuse_queued(ctx, fd, dup, f, index);
+	if (ret)
+		return ret;
+	ret = state_dump(dup, &f->tty);
+	if (ret) {
+		pr_err("pid %d: fd %d (master of /dev/pts/%d): cannot read its termios: %s",
+		       ctx->pid, fd, index, strerror(-ret));
+		return ret;
+	}
+	f->tty->has_index = f->tty->has_packet = f->tty->has_locked = f->tty->has_exclusive = 1;
+	f->tty->index = (uint32_t)index;
+	ret = get_flag(ctx, fd, dup, TIOCGPKT, "packet mode", f, &f->tty->packet);
+	if (!ret)
+		ret = get_flag(ctx, fd, dup, TIOCGPTLCK, "lock state", f, &f->tty->locked);
+	if (!ret)
+		ret = get_flag(ctx, fd, dup, TIOCGEXCL, "exclusive mode", f, &f->tty->exclusive);
+	pr_debug("pid %d: fd %d: master of /dev/pts/%d%s%s%s", ctx->pid, fd, index,
+		 f->tty->packet ? ", packet mode" : "", f->tty->locked ? ", locked" : "",
+		 f->tty->exclusive ? ", exclusive" : "");
+	return ret;
+}
+
+static int pty_slave_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
+{
+	struct stat st;
+	int index, ret;
+
+	if (fstat(dup, &st)) {
+		pr_err("pid %d: fd %d (%s): cannot stat it: %m", ctx->pid, fd, f->path);
+		return -errno;
+	}
+	index = pts_index(&st);
+	ret = masters_scan(ctx->tree);
+	if (ret)
+		return ret;
+	if (!master_in_tree(index)) {
+		/* the job's terminal (the root's, or any without one) is amber's at restore */
+		if (ctx->o->shell_job && (masters.job < 0 || masters.job == index)) {
+			f->kind = FILE_KIND__FILE_TTY;
+			return tty_dump_job(ctx, fd, f);
+		}
+		if (ctx->o->shell_job)
+			pr_err("pid %d: fd %d is /dev/pts/%d, a pseudo-terminal whose master is "
+			       "outside the dumped tree and which is not the job's terminal "
+			       "(/dev/pts/%d); amber cannot restore it (not supported)",
+			       ctx->pid, fd, index, masters.job);
+		else
+			pr_err("pid %d: fd %d is /dev/pts/%d, a pseudo-terminal whose master is "
+			       "outside the dumped tree; if it is the terminal of a shell job, "
+			       "dump it with --shell-job (-j) and restore it with -j in a "
+			       "terminal; otherwise amber cannot restore it (not supported)",
+			       ctx->pid, fd, index);
+		return -EOPNOTSUPP;
+	}
+	ret = refuse_queued(ctx, fd, dup, f, index);
+	if (ret)
+		return ret;
+	f->tty = calloc(1, sizeof(*f->tty));
+	if (!f->tty)
+		return -ENOMEM;
+	tty_entry__init(f->tty);
+	f->tty->has_index = f->tty->has_exclusive = 1;
+	f->tty->index = (uint32_t)index;
+	return get_flag(ctx, fd, dup, TIOCGEXCL, "exclusive mode", f, &f->tty->exclusive);
+}
+
+static int pty_dump_done(struct tree *t)
+{
+	masters_forget();
+	return 0;
+}
+
 /* ---- restore ---- */
 
 /* Nothing the kernel would take in another sense than the dump's. */
@@ -137,12 +383,72 @@ static int state_restore(int fd, const TtyEntry *e, const char *what)
 	return 0;
 }
 
+static const RegFile *master_of(const struct tree *t, uint32_t index)
+{
+	for (size_t i = 0; i < t->nr_rfiles; i++) {
+		const RegFile *m = t->rfiles[i];
+
+		if (m->kind == FILE_KIND__FILE_PTY_MASTER && m->tty && m->tty->index == index)
+			return m;
+	}
+	return NULL;
+}
+
+/* The most ptys this kernel hands out (kernel.pty.max). */
+static uint32_t pty_max(void)
+{
+	unsigned long v = PTS_MAX;
+	char *buf;
+
+	if (!sys_read_file("/proc/sys/kernel/pty/max", &buf, NULL)) {
+		v = strtoul(buf, NULL, 10);
+		free(buf);
+	}
+	return v < PTS_MAX ? (uint32_t)v : PTS_MAX;
+}
+
+/* A pty end of the image: a number, a master for it, one master per number. */
+static int pty_check(const struct tree *t, const RegFile *f, uint32_t max)
+{
+	const RegFile *m;
+
+	if (!f->tty || !f->tty->has_index) {
+		pr_err("files.img: entry %u (%s) is a pseudo-terminal without its pts number; the "
+		       "image is corrupt",
+		       f->id, f->path);
+		return -EBADMSG;
+	}
+	if (f->tty->index >= max) {
+		pr_err("files.img: entry %u (%s) is /dev/pts/%u, beyond the %u this kernel "
+		       "allows (kernel.pty.max); the image is corrupt",
+		       f->id, f->path, f->tty->index, max);
+		return -EBADMSG;
+	}
+	m = master_of(t, f->tty->index);
+	if (f->kind == FILE_KIND__FILE_PTY_SLAVE && !m) {
+		pr_err("files.img: entry %u (%s) is the slave /dev/pts/%u, but no master of the "
+		       "image has that number; the image is corrupt",
+		       f->id, f->path, f->tty->index);
+		return -EBADMSG;
+	}
+	if (f->kind == FILE_KIND__FILE_PTY_MASTER &&
+	    (m != f || (strcmp(f->path, "/dev/ptmx") && strcmp(f->path, "/dev/pts/ptmx")))) {
+		pr_err("files.img: entry %u (%s) is a second master of /dev/pts/%u, or not "
+		       "/dev/ptmx; the image is corrupt",
+		       f->id, f->path, f->tty->index);
+		return -EBADMSG;
+	}
+	return 0;
+}
+
 static int tty_restore_read(struct restore_ctx *ctx)
 {
 	struct tree *t = ctx->tree;
+	uint32_t max = pty_max();
 
 	for (size_t i = 0; i < t->nr_rfiles; i++) {
 		RegFile *f = t->rfiles[i];
+		int ret;
 
 		if (f->tty && !state_ok(f->tty)) {
 			pr_err("files.img: entry %u (%s) has a terminal state no terminal can have "
@@ -151,6 +457,147 @@ static int tty_restore_read(struct restore_ctx *ctx)
 			       f->id, f->path);
 			return -EBADMSG;
 		}
+		if (f->kind != FILE_KIND__FILE_PTY_MASTER && f->kind != FILE_KIND__FILE_PTY_SLAVE)
+			continue;
+		ret = pty_check(t, f, max);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static int cmp_index(const void *a, const void *b)
+{
+	const RegFile *x = *(RegFile *const *)a, *y = *(RegFile *const *)b;
+
+	return x->tty->index < y->tty->index ? -1 : x->tty->index > y->tty->index;
+}
+
+/*
+ * Every master, with its number: the kernel gives the lowest free number,
+ * so in increasing order each open gets either a lower one (kept open
+ * meanwhile, so that the next open goes past it), the one wanted, or a
+ * higher one (the number is taken by someone else).  Unlocked until the
+ * slaves are open (pty_post_open locks again).
+ */
+static int pty_master_prepare(struct tree *t, RegFile **files, size_t n, int *fds)
+{
+	int *extra = NULL, ret = 0;
+	size_t nr_extra = 0;
+
+	qsort(files, n, sizeof(*files), cmp_index);
+	for (size_t k = 0; k < n && !ret; k++) {
+		RegFile *f = files[k];
+		int flags = (int)(f->flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_CLOEXEC));
+		int fd, got, zero = 0;
+
+		for (;;) {
+			int *ne;
+
+			fd = open(f->path, flags | O_NOCTTY | O_CLOEXEC);
+			if (fd < 0) {
+				ret = -errno;
+				pr_err("cannot open %s for /dev/pts/%u: %m", f->path,
+				       f->tty->index);
+				break;
+			}
+			if (ioctl(fd, TIOCGPTN, &got)) {
+				ret = -errno;
+				pr_err("%s: cannot read the pts number of a new pty: %m", f->path);
+				close(fd);
+				break;
+			}
+			if ((uint32_t)got >= f->tty->index)
+				break;
+			ne = realloc(extra, (nr_extra + 1) * sizeof(*ne));
+			if (!ne) {
+				ret = -ENOMEM;
+				close(fd);
+				break;
+			}
+			extra = ne;
+			extra[nr_extra++] = fd;
+		}
+		if (ret)
+			break;
+		if ((uint32_t)got != f->tty->index) {
+			pr_err("/dev/pts/%u, a pseudo-terminal of the image, is taken by another "
+			       "process (the restored one must keep its number): close what holds "
+			       "it (fuser /dev/pts/%u) and restore again",
+			       f->tty->index, f->tty->index);
+			close(fd);
+			ret = -EBUSY;
+			break;
+		}
+		fds[k] = fd;
+		if (ioctl(fd, TIOCSPTLCK, &zero)) {
+			ret = -errno;
+			pr_err("cannot unlock /dev/pts/%u: %m", f->tty->index);
+			break;
+		}
+		/* termios first: a change of IXON in packet mode would queue a status */
+		ret = state_restore(fd, f->tty, f->path);
+		if (!ret && f->tty->packet && ioctl(fd, TIOCPKT, &(int){1})) {
+			ret = -errno;
+			pr_err("cannot put the master of /dev/pts/%u in packet mode: %m",
+			       f->tty->index);
+		}
+		pr_debug("%s: /dev/pts/%u", f->path, f->tty->index);
+	}
+	for (size_t i = 0; i < nr_extra; i++)
+		close(extra[i]);
+	free(extra);
+	for (size_t k = 0; k < n && ret; k++)
+		if (fds[k] >= 0) {
+			close(fds[k]);
+			fds[k] = -1;
+		}
+	return ret;
+}
+
+/* Each slave through its master (made before: fd_types lists it first). */
+static int pty_slave_prepare(struct tree *t, RegFile **files, size_t n, int *fds)
+{
+	int ret = 0;
+
+	for (size_t k = 0; k < n && !ret; k++) {
+		RegFile *f = files[k];
+		const RegFile *m = master_of(t, f->tty->index);
+		int flags = (int)(f->flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_CLOEXEC));
+
+		/* O_CLOEXEC would stay in the description's flags: set on the fd after */
+		fds[k] = ioctl(t->desc_fd[m->id], TIOCGPTPEER, flags | O_NOCTTY);
+		if (fds[k] >= 0 && fcntl(fds[k], F_SETFD, FD_CLOEXEC)) {
+			close(fds[k]);
+			fds[k] = -1;
+		}
+		if (fds[k] < 0) {
+			ret = -errno;
+			pr_err("cannot open /dev/pts/%u through its master: %m", f->tty->index);
+		}
+	}
+	for (size_t k = 0; k < n && ret; k++)
+		if (fds[k] >= 0) {
+			close(fds[k]);
+			fds[k] = -1;
+		}
+	return ret;
+}
+
+/* Once every slave is open: what would have stopped opening them. */
+static int pty_post_open(struct tree *t, RegFile *f, int fd)
+{
+	int one = 1;
+
+	if (f->kind == FILE_KIND__FILE_PTY_MASTER && f->tty->locked &&
+	    ioctl(fd, TIOCSPTLCK, &one)) {
+		pr_err("cannot lock /dev/pts/%u again: %m", f->tty->index);
+		return -errno;
+	}
+	if (f->tty->exclusive && ioctl(fd, TIOCEXCL)) {
+		pr_err("cannot make the %s of /dev/pts/%u exclusive: %m",
+		       f->kind == FILE_KIND__FILE_PTY_MASTER ? "master" : "slave", f->tty->index);
+		return -errno;
 	}
 	return 0;
 }
@@ -223,4 +670,24 @@ const struct resource_ops tty_ops = {
 	.restore_read = tty_restore_read,
 	.restore_tree = tty_restore_tree,
 	.restore_undo = tty_restore_undo,
+};
+
+const struct fd_type pty_master_type = {
+	.name = "pty master",
+	.kind = FILE_KIND__FILE_PTY_MASTER,
+	.match = pty_master_match,
+	.dump = pty_master_dump,
+	.prepare = pty_master_prepare,
+	.post_open = pty_post_open,
+	.dump_done = pty_dump_done,
+	.dump_undo = masters_forget,
+};
+
+const struct fd_type pty_slave_type = {
+	.name = "pty slave",
+	.kind = FILE_KIND__FILE_PTY_SLAVE,
+	.match = pty_slave_match,
+	.dump = pty_slave_dump,
+	.prepare = pty_slave_prepare,
+	.post_open = pty_post_open,
 };

@@ -4,11 +4,15 @@
 #define AMBER_TTY_H
 
 #include "amber.h"
+#include "files.h"
 
 /*
  * Dump, fd of ctx's process is the job's terminal (FILE_TTY): its termios
  * and window size into f->tty.
  */
 int tty_dump_job(struct dump_ctx *ctx, int fd, RegFile *f);
+
+/* fd_types[] (fd-types.c): the master before the slave (whose restore needs it). */
+extern const struct fd_type pty_master_type, pty_slave_type;
 
 #endif

@@ -58,3 +58,112 @@ t_shell_job_termios() {
 	tm kill-server 2>/dev/null
 	return $rc
 }
+
+# A pseudo-terminal with both ends in the tree (progs/ptypair.c), without -j: the
+# program checks the pair's termios, window size, packet mode, lock, exclusive mode,
+# O_NONBLOCK and data both ways itself; /proc must show the same fds (the slave's
+# /dev/pts/N among them).
+pty_slave_link() { readlink "/proc/$PID/fd/$(cut -d' ' -f3 "$T/pts")"; }
+pty_before() {
+	pty_slave_link >"$W/pts.before"
+	[ "$(cat "$W/pts.before")" = "$(cut -d' ' -f1 "$T/pts")" ] ||
+		{ fail "the slave fd is $(cat "$W/pts.before"), the program says $(cat "$T/pts")"; return 1; }
+}
+pty_after() {
+	local now
+	now=$(pty_slave_link)
+	[ "$now" = "$(cat "$W/pts.before")" ] || { fail "the slave fd is $now after the restore, was $(cat "$W/pts.before")"; return 1; }
+	note "slave fd on $now before and after"
+}
+TESTS+=(tty_pty)
+t_tty_pty() { cycle -f fds -P pty_before -A pty_after -- "$PROGS/ptypair" "$T"; }
+
+# The pts number is kept though a lower one is free (the program's spare pty, closed):
+# restore must go past it.
+TESTS+=(tty_pty_number_kept)
+pty_gap_before() {
+	pty_before || return
+	[ "$(cut -d' ' -f1 "$T/pts")" != /dev/pts/0 ] || { fail "the pair got /dev/pts/0: no lower number left free"; return 1; }
+}
+t_tty_pty_number_kept() { cycle -f fds -P pty_gap_before -A pty_after -- "$PROGS/ptypair" "$T" gap; }
+
+# The image's pts number held by another process at restore: refused naming it, nothing
+# left running, the holder untouched; once it is gone the same image restores.
+TESTS+=(tty_pty_number_taken)
+t_tty_pty_number_taken() {
+	[ $SELFTEST = 1 ] && { cycle -- "$PROGS/ptypair" "$T"; return; }
+	local pts exe holder rc
+	start_prog "$PROGS/ptypair" "$T" || return
+	pts=$(cut -d' ' -f1 "$T/pts")
+	exe=$(readlink "/proc/$PID/exe")
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v ||
+		{ fail "amber dump failed"; attach "$W/dump.log"; return 1; }
+	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
+	# takes ptys until it has $pts, keeps only that one
+	"$PY" -c '
+import os, sys, time
+want, keep = sys.argv[1], []
+while True:
+    m, s = os.openpty()
+    if os.ttyname(s) == want:
+        break
+    keep.append((m, s))
+for m2, s2 in keep:
+    os.close(m2); os.close(s2)
+open(sys.argv[2], "w").write("held\n")
+time.sleep(120)
+' "$pts" "$W/held" "$W" &
+	holder=$!
+	echo "$holder" >>"$W/pids"
+	wait_for 10 test -e "$W/held" || { fail "the holder did not get $pts"; return 1; }
+	amber_to "$W/restore.log" 60 restore -D "$W/img"
+	rc=$?
+	[ $rc != 0 ] || { fail "restore succeeded while $pts was held by pid $holder"; return 1; }
+	grep -q "$pts.*taken" "$W/restore.log" || { fail "the refusal does not name $pts as taken"; attach "$W/restore.log"; return 1; }
+	is_gone "$PID" || { fail "pid $PID exists after the refused restore"; return 1; }
+	is_alive "$holder" || { fail "the holder of $pts died"; return 1; }
+	kill "$holder"
+	wait "$holder" 2>/dev/null
+	(exec timeout -k 5 120 "$AMBER" restore -D "$W/img" >>"$W/restore.log" 2>&1) &
+	RPID=$!
+	echo "$RPID" >>"$W/pids"
+	wait_for 20 is_restored "$PID" "$exe" || { fail "pid $PID not restored once $pts was free"; attach_all; return 1; }
+	touch "$T/go"
+	wait "$RPID"
+	rc=$?
+	[ $rc = 0 ] || { fail "restore once $pts was free: exit $rc"; attach_all; return 1; }
+}
+
+# Bytes queued in the pty: the dump is refused naming the fd and the pts, and the
+# program runs on unharmed (its queued bytes still there).
+TESTS+=(tty_pty_queued)
+t_tty_pty_queued() {
+	[ $SELFTEST = 1 ] && { cycle -- "$PROGS/ptypair" "$T" queued; return; }
+	local pts sfd
+	start_prog "$PROGS/ptypair" "$T" queued || return
+	pts=$(cut -d' ' -f1 "$T/pts")
+	sfd=$(cut -d' ' -f3 "$T/pts")
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v &&
+		{ fail "amber dump succeeded with bytes queued in $pts"; return 1; }
+	grep -q "fd $sfd is the slave of $pts.*queued" "$W/dump.log" ||
+		{ fail "the refusal does not name fd $sfd and $pts"; attach "$W/dump.log"; return 1; }
+	runs_on "the refused dump"
+}
+
+# A slave whose master is outside the dumped tree (the child of ptypair outside holds
+# it, its parent the master): refused naming the fd, the pts and -j; both run on.
+TESTS+=(tty_slave_outside)
+t_tty_slave_outside() {
+	[ $SELFTEST = 1 ] && { cycle -- "$PROGS/ptypair" "$T" outside; return; }
+	local pts sfd kid
+	start_prog "$PROGS/ptypair" "$T" outside || return
+	pts=$(cut -d' ' -f1 "$T/pts")
+	sfd=$(cut -d' ' -f3 "$T/pts")
+	kid=$(cat "$T/child")
+	amber_to "$W/dump.log" 60 dump -t "$kid" -D "$W/img" -v &&
+		{ fail "amber dump of pid $kid succeeded though the master of $pts is outside"; return 1; }
+	grep -q "pid $kid: fd $sfd is $pts, a pseudo-terminal whose master is outside the dumped tree.*--shell-job (-j)" "$W/dump.log" ||
+		{ fail "the refusal does not name fd $sfd, $pts and -j"; attach "$W/dump.log"; return 1; }
+	wait_for 5 is_free_running "$kid" || { fail "pid $kid is not running freely after the refused dump"; return 1; }
+	runs_on "the refused dump"
+}
