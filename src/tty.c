@@ -36,9 +36,9 @@
 #include "sys.h"
 #include "tty.h"
 
-#define NR_LDISCS 30  /* the kernel's N_* line disciplines: 0..29 */
-#define PTS_MAJOR 136 /* UNIX98_PTY_SLAVE_MAJOR, 8 majors of 256 minors */
-#define PTS_MAX	  (8 * 256)
+#define NR_LDISCS 30	    /* the kernel's N_* line disciplines: 0..29 */
+#define PTS_MAJOR 136	    /* UNIX98_PTY_SLAVE_MAJOR: /dev/pts/N is (136, N) */
+#define PTS_MAX	  (1 << 20) /* NR_UNIX98_PTY_MAX */
 
 /* The termios and window size of the terminal fd is on, into a new entry. */
 static int state_dump(int fd, TtyEntry **out)
@@ -109,11 +109,9 @@ int tty_dump_job(struct dump_ctx *ctx, int fd, RegFile *f)
 /* The pts number of a slave (its device), or -1. */
 static int pts_index(const struct stat *st)
 {
-	unsigned maj = major(st->st_rdev);
-
-	if (!S_ISCHR(st->st_mode) || maj < PTS_MAJOR || maj >= PTS_MAJOR + 8)
+	if (!S_ISCHR(st->st_mode) || major(st->st_rdev) != PTS_MAJOR)
 		return -1;
-	return (int)((maj - PTS_MAJOR) * 256 + minor(st->st_rdev));
+	return (int)minor(st->st_rdev);
 }
 
 static bool is_ptmx(const char *link, const struct stat *st)
@@ -205,9 +203,8 @@ static int masters_scan(struct tree *t)
 	if (masters.scanned)
 		return 0;
 	masters.scanned = true;
-	if (!proc_parse_stat(t->dprocs[0]->pid, &ps) && major(ps.tty_nr) >= PTS_MAJOR &&
-	    major(ps.tty_nr) < PTS_MAJOR + 8)
-		masters.job = (int)((major(ps.tty_nr) - PTS_MAJOR) * 256 + minor(ps.tty_nr));
+	if (!proc_parse_stat(t->dprocs[0]->pid, &ps) && major(ps.tty_nr) == PTS_MAJOR)
+		masters.job = (int)minor(ps.tty_nr);
 	for (size_t p = 0; p < t->nr_procs && !ret; p++)
 		ret = masters_scan_proc(t->dprocs[p]);
 	if (ret)

@@ -167,3 +167,46 @@ t_tty_slave_outside() {
 	wait_for 5 is_free_running "$kid" || { fail "pid $kid is not running freely after the refused dump"; return 1; }
 	runs_on "the refused dump"
 }
+
+# A crafted files.img (build/tools/imgedit, valid checksums) about a pty is refused
+# before anything is made: no process, no /dev/pts/N.  refused() is security-owner.sh's.
+TESTS+=(tty_pty_image_refused)
+pty_rec() { # KIND: files.img record index of the first file of that kind
+	"$AMBER" show "$W/img" | "$PY" -c '
+import json, sys
+for f in json.load(sys.stdin)["files"]:
+    if f["kind"] == sys.argv[1]:
+        print(f["id"]); break' "$1"
+}
+pty_refused() { # NAME PATTERN EDITS...
+	refused "$@" || return
+	[ ! -e "$pts" ] || { fail "$1: $pts exists after the refused restore"; return 1; }
+}
+t_tty_pty_image_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	local m s pts rc=0
+	start_prog "$PROGS/ptypair" "$T" || return
+	pts=$(cut -d' ' -f1 "$T/pts")
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v ||
+		{ fail "amber dump failed"; attach "$W/dump.log"; return 1; }
+	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
+	m=$(pty_rec FILE_PTY_MASTER)
+	s=$(pty_rec FILE_PTY_SLAVE)
+	[ -n "$m" ] && [ -n "$s" ] || { fail "no pty master ($m) or slave ($s) in files.img"; return 1; }
+	[ ! -e "$pts" ] || { fail "$pts is in use by someone else: cannot see whether a restore makes it"; return 1; }
+	pty_refused orphan_slave "no master of the image has that number" files.img "$s.tty.index=77" || rc=1
+	pty_refused beyond_max "beyond the" files.img "$m.tty.index=1000000" "$s.tty.index=1000000" || rc=1
+	pty_refused two_masters "a second master" files.img "$s.kind=FILE_PTY_MASTER" "$s.path=/dev/ptmx" || rc=1
+	pty_refused master_path "or not /dev/ptmx" files.img "$m.path=/etc/shadow" || rc=1
+	pty_refused short_cc "terminal state no terminal can have" files.img "$m.tty.termios.cc=0102" || rc=1
+	pty_refused bad_line "terminal state no terminal can have" files.img "$m.tty.termios.line=200" || rc=1
+	pty_refused big_winsize "terminal state no terminal can have" files.img "$m.tty.winsize.row=70000" || rc=1
+	# the unedited image restores
+	(exec timeout -k 5 120 "$AMBER" restore -D "$W/img" >>"$W/restore.log" 2>&1) &
+	RPID=$!
+	echo "$RPID" >>"$W/pids"
+	wait_for 20 is_alive "$PID" || { fail "the unedited image did not restore"; attach_all; return 1; }
+	touch "$T/go"
+	wait "$RPID" || { fail "the unedited image: restore exit $?"; attach_all; return 1; }
+	return $rc
+}
