@@ -327,10 +327,83 @@ static int pty_slave_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 	return get_flag(ctx, fd, dup, TIOCGEXCL, "exclusive mode", f, &f->tty->exclusive);
 }
 
-static int pty_dump_done(struct tree *t)
+/* A group of the tree (one of its processes is in it). */
+static bool tree_has_pgrp(const struct tree *t, int pgrp)
+{
+	for (size_t i = 0; i < t->nr_pstree; i++)
+		if (t->pstree[i]->pgid == (uint32_t)pgrp)
+			return true;
+	return false;
+}
+
+/*
+ * The controlling terminal: a pty of the tree is its session leader's to
+ * take again, with the foreground group; the job's terminal with -j stays
+ * the shell's session's; any other is refused.
+ */
+static int tty_dump(struct dump_ctx *ctx)
+{
+	struct proc_stat ps;
+	int ret, index;
+
+	ret = proc_parse_stat(ctx->pid, &ps);
+	if (ret) {
+		pr_err("pid %d: cannot read its stat for its terminal: %s", ctx->pid,
+		       strerror(-ret));
+		return ret;
+	}
+	if (!ps.tty_nr)
+		return 0;
+	ret = masters_scan(ctx->tree);
+	if (ret)
+		return ret;
+	index = major(ps.tty_nr) == PTS_MAJOR ? (int)minor(ps.tty_nr) : -1;
+	if (index >= 0 && master_in_tree(index)) {
+		if (ps.session != ctx->pid)
+			return 0; /* its session leader's (of the tree: task.c) */
+		if (ps.tpgid > 0 && !tree_has_pgrp(ctx->tree, ps.tpgid)) {
+			pr_err("pid %d: the foreground process group of its terminal /dev/pts/%d "
+			       "is %d, a group outside the dumped tree; dump from a process "
+			       "that holds it",
+			       ctx->pid, index, ps.tpgid);
+			return -EOPNOTSUPP;
+		}
+		ctx->core->has_tty_index = 1;
+		ctx->core->tty_index = (uint32_t)index;
+		if (ps.tpgid > 0) {
+			ctx->core->has_tty_fg_pgrp = 1;
+			ctx->core->tty_fg_pgrp = (uint32_t)ps.tpgid;
+		}
+		pr_debug("pid %d: session leader with /dev/pts/%d, foreground group %d", ctx->pid,
+			 index, ps.tpgid);
+		return 0;
+	}
+	if (ctx->o->shell_job && ps.session != ctx->pid)
+		return 0; /* the job's terminal: its session is the shell's */
+	if (ctx->o->shell_job)
+		pr_err("pid %d leads a session whose controlling terminal (device %u:%u) is "
+		       "outside the dumped tree; amber cannot give a restored session a terminal "
+		       "it does not restore (not supported)",
+		       ctx->pid, major(ps.tty_nr), minor(ps.tty_nr));
+	else
+		pr_err("pid %d: its controlling terminal (%s%u, device %u:%u) is outside the "
+		       "dumped tree; if it is the terminal of a shell job, dump it with "
+		       "--shell-job (-j) and restore it with -j in a terminal",
+		       ctx->pid, index >= 0 ? "/dev/pts/" : "tty number ",
+		       index >= 0 ? (unsigned)index : ps.tty_nr, major(ps.tty_nr),
+		       minor(ps.tty_nr));
+	return -EOPNOTSUPP;
+}
+
+static int tty_dump_tree_late(struct tree *t)
 {
 	masters_forget();
 	return 0;
+}
+
+static void tty_dump_undo(struct tree *t)
+{
+	masters_forget();
 }
 
 /* ---- restore ---- */
@@ -438,14 +511,40 @@ static int pty_check(const struct tree *t, const RegFile *f, uint32_t max)
 	return 0;
 }
 
+/* A session leader's terminal: a master of the image, a group of its session. */
+static int ctty_check(const struct restore_ctx *ctx)
+{
+	const TaskCore *c = ctx->core;
+	const PstreeEntry *fg;
+
+	if (!c->has_tty_index) {
+		if (!c->has_tty_fg_pgrp)
+			return 0;
+	} else if (c->sid == (uint32_t)ctx->pid && master_of(ctx->tree, c->tty_index)) {
+		if (!c->has_tty_fg_pgrp)
+			return 0;
+		fg = tree_entry(ctx->tree, c->tty_fg_pgrp);
+		if (fg && fg->pgid == fg->pid && fg->sid == c->sid)
+			return 0;
+	}
+	pr_err("core-%d.img: a controlling terminal /dev/pts/%u with foreground group %u, but "
+	       "no session it leads, no master of the image with that number or no group "
+	       "of its session leading it; the image is corrupt",
+	       ctx->pid, c->tty_index, c->tty_fg_pgrp);
+	return -EBADMSG;
+}
+
 static int tty_restore_read(struct restore_ctx *ctx)
 {
 	struct tree *t = ctx->tree;
 	uint32_t max = pty_max();
+	int ret = ctty_check(ctx);
+
+	if (ret)
+		return ret;
 
 	for (size_t i = 0; i < t->nr_rfiles; i++) {
 		RegFile *f = t->rfiles[i];
-		int ret;
 
 		if (f->tty && !state_ok(f->tty)) {
 			pr_err("files.img: entry %u (%s) has a terminal state no terminal can have "
@@ -599,6 +698,57 @@ static int pty_post_open(struct tree *t, RegFile *f, int fd)
 	return 0;
 }
 
+/* amber's fd on the master of /dev/pts/index, inherited by every process. */
+static int master_fd(const struct tree *t, uint32_t index)
+{
+	const RegFile *m = master_of(t, index);
+
+	return m ? t->desc_fd[m->id] : -1;
+}
+
+/*
+ * A session leader takes its terminal again (setsid is done: restore.c),
+ * before it creates its children, which inherit it.  Through the master:
+ * the kernel takes job control ioctls on it for its slave, and no slave
+ * has to be open (or opened past TIOCEXCL) for it.
+ */
+static int tty_restore_prefork(struct restore_ctx *ctx)
+{
+	const TaskCore *c = ctx->core;
+
+	if (!c->has_tty_index)
+		return 0;
+	if (ioctl(master_fd(ctx->tree, c->tty_index), TIOCSCTTY, 0)) {
+		pr_err("pid %d: cannot make /dev/pts/%u its controlling terminal again: %m",
+		       ctx->pid, c->tty_index);
+		return -errno;
+	}
+	return 0;
+}
+
+/*
+ * The leader of the foreground group, in its own group by now: it sets
+ * itself as the foreground (SIGTTOU is blocked in a restored process).
+ */
+static int tty_restore_child(struct restore_ctx *ctx)
+{
+	const PstreeEntry *e = tree_entry(ctx->tree, (uint32_t)ctx->pid);
+	const struct restore_ctx *leader;
+
+	if (!e || e->pgid != e->pid || e->sid == e->pid)
+		return 0; /* a session leader's own group: TIOCSCTTY made it the foreground */
+	leader = tree_rproc(ctx->tree, e->sid);
+	if (!leader || !leader->core->has_tty_index || !leader->core->has_tty_fg_pgrp ||
+	    leader->core->tty_fg_pgrp != e->pid)
+		return 0;
+	if (ioctl(master_fd(ctx->tree, leader->core->tty_index), TIOCSPGRP, &(pid_t){ctx->pid})) {
+		pr_err("pid %d: cannot make its group the foreground of /dev/pts/%u again: %m",
+		       ctx->pid, leader->core->tty_index);
+		return -errno;
+	}
+	return 0;
+}
+
 /* The job's terminal (amber's own), as it was before the restore changed it. */
 static struct {
 	int fd;
@@ -664,7 +814,12 @@ static void tty_restore_undo(struct tree *t)
 
 const struct resource_ops tty_ops = {
 	.name = "tty",
+	.dump = tty_dump,
+	.dump_tree_late = tty_dump_tree_late,
+	.dump_undo = tty_dump_undo,
 	.restore_read = tty_restore_read,
+	.restore_prefork = tty_restore_prefork,
+	.restore_child = tty_restore_child,
 	.restore_tree = tty_restore_tree,
 	.restore_undo = tty_restore_undo,
 };
@@ -676,8 +831,6 @@ const struct fd_type pty_master_type = {
 	.dump = pty_master_dump,
 	.prepare = pty_master_prepare,
 	.post_open = pty_post_open,
-	.dump_done = pty_dump_done,
-	.dump_undo = masters_forget,
 };
 
 const struct fd_type pty_slave_type = {

@@ -178,6 +178,7 @@ for f in json.load(sys.stdin)["files"]:
     if f["kind"] == sys.argv[1]:
         print(f["id"]); break' "$1"
 }
+pty_index() { echo "${pts#/dev/pts/}"; }
 pty_refused() { # NAME PATTERN EDITS...
 	refused "$@" || return
 	[ ! -e "$pts" ] || { fail "$1: $pts exists after the refused restore"; return 1; }
@@ -201,6 +202,9 @@ t_tty_pty_image_refused() {
 	pty_refused short_cc "terminal state no terminal can have" files.img "$m.tty.termios.cc=0102" || rc=1
 	pty_refused bad_line "terminal state no terminal can have" files.img "$m.tty.termios.line=200" || rc=1
 	pty_refused big_winsize "terminal state no terminal can have" files.img "$m.tty.winsize.row=70000" || rc=1
+	pty_refused ctty_no_master "a controlling terminal /dev/pts/77" "core-$PID.img" tty_index=77 || rc=1
+	pty_refused ctty_fg_stray "no group" "core-$PID.img" "tty_index=$(pty_index)" tty_fg_pgrp=1 || rc=1
+	pty_refused fg_without_ctty "the image is corrupt" "core-$PID.img" tty_fg_pgrp="$PID" || rc=1
 	# the unedited image restores
 	(exec timeout -k 5 120 "$AMBER" restore -D "$W/img" >>"$W/restore.log" 2>&1) &
 	RPID=$!
@@ -209,4 +213,48 @@ t_tty_pty_image_refused() {
 	touch "$T/go"
 	wait "$RPID" || { fail "the unedited image: restore exit $?"; attach_all; return 1; }
 	return $rc
+}
+
+# A session on a pty of the tree (progs/ptysession.c): the session leader S has the
+# slave as its controlling terminal, its child J's group is the foreground.  After the
+# restore /proc must show the same session, group, tty_nr and tpgid for both, and the
+# programs check TIOCGSID, the foreground group and /dev/tty themselves.
+ctty_facts() { # session, pgrp, tty_nr, tpgid of S and J
+	local p
+	for p in $(cut -d' ' -f1,2 "$T/info"); do
+		echo "$p: $(sed 's/.*) //' "/proc/$p/stat" | cut -d' ' -f3-6)"
+	done
+}
+ctty_before() {
+	ctty_facts >"$W/ctty.before"
+	note "S J: $(cat "$T/info"); $(tr '\n' ' ' <"$W/ctty.before")"
+	[ "$(awk 'NR == 1 {print $4}' "$W/ctty.before")" != 0 ] || { fail "S has no controlling terminal"; return 1; }
+}
+ctty_after() {
+	ctty_facts >"$W/ctty.after"
+	diff -u "$W/ctty.before" "$W/ctty.after" >"$W/ctty.diff" && return 0
+	fail "session, group, tty_nr or tpgid differ after the restore (- before, + after):"
+	sed 's/^/    /' "$W/ctty.diff" >>"$W/log"
+	return 1
+}
+TESTS+=(tty_pty_session tty_pty_session_closed)
+t_tty_pty_session() { cycle -f fds -P ctty_before -A ctty_after -- "$PROGS/ptysession" "$T"; }
+# the same, with no fd of S or J on the slave: only the master gives it back
+t_tty_pty_session_closed() { cycle -P ctty_before -A ctty_after -- "$PROGS/ptysession" "$T" closed; }
+
+# A controlling terminal outside the dumped tree, no fd on it (S of ptysession closed,
+# dumped without its parent, which holds the master): refused naming -j; S runs on.
+TESTS+=(tty_ctty_outside)
+t_tty_ctty_outside() {
+	[ $SELFTEST = 1 ] && { cycle -- "$PROGS/ptysession" "$T" closed; return; }
+	local s pts
+	start_prog "$PROGS/ptysession" "$T" closed || return
+	s=$(cut -d' ' -f1 "$T/info")
+	pts=$(cut -d' ' -f3 "$T/info")
+	amber_to "$W/dump.log" 60 dump -t "$s" -D "$W/img" -v &&
+		{ fail "amber dump of pid $s succeeded though its terminal's master is outside"; return 1; }
+	grep -q "pid $s: its controlling terminal ($pts, .*) is outside the dumped tree.*--shell-job (-j)" "$W/dump.log" ||
+		{ fail "the refusal does not name $pts and -j"; attach "$W/dump.log"; return 1; }
+	wait_for 5 is_free_running "$s" || { fail "pid $s is not running freely after the refused dump"; return 1; }
+	runs_on "the refused dump"
 }
