@@ -440,6 +440,11 @@ static int describe_fd(struct dump_ctx *ctx, int fd, unsigned flags, uint64_t po
 		ret = dump_other(ctx, fd, path, &st, f); /* pseudo-terminals (tty.c) */
 		if (ret)
 			return ret;
+	} else if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(5, 1)) {
+		pr_err("pid %d: fd %d is %s, the system console; amber cannot restore it (not "
+		       "supported, also with -j)",
+		       ctx->pid, fd, path);
+		return -EOPNOTSUPP;
 	} else if (S_ISCHR(st.st_mode) && is_tty(&st)) {
 		if (!ctx->o->shell_job) {
 			pr_err("pid %d: fd %d is the terminal %s; dump it with --shell-job (-j) "

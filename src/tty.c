@@ -15,6 +15,9 @@
  * the lowest free one: a higher one means the number is taken), then the
  * slaves through the master (TIOCGPTPEER, no path lookup).  A slave whose
  * master is elsewhere is refused, but for the job's terminal with -j.
+ * The controlling terminal of a session on such a pty is taken again by
+ * its leader; /dev/tty on it is opened again by each process that held it,
+ * once the process has its controlling terminal back.
  */
 #include <asm/termbits.h>
 #include <dirent.h>
@@ -327,6 +330,55 @@ static int pty_slave_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 	return get_flag(ctx, fd, dup, TIOCGEXCL, "exclusive mode", f, &f->tty->exclusive);
 }
 
+static bool devtty_match(const char *link, const struct stat *st)
+{
+	return S_ISCHR(st->st_mode) && st->st_rdev == makedev(5, 0) && !strcmp(link, "/dev/tty");
+}
+
+/*
+ * /dev/tty: the terminal it is on (TIOCGDEV) must be the process's
+ * controlling terminal still and a pty of the tree (reopened at restore),
+ * or the job's with -j (amber's terminal at restore, as FILE_TTY).
+ */
+static int devtty_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
+{
+	struct proc_stat ps;
+	unsigned int dev;
+	int index, ret;
+
+	if (ioctl(dup, TIOCGDEV, &dev)) {
+		pr_err("pid %d: fd %d (/dev/tty): cannot find the terminal it is on: %m", ctx->pid,
+		       fd);
+		return -errno;
+	}
+	ret = proc_parse_stat(ctx->pid, &ps);
+	if (!ret)
+		ret = masters_scan(ctx->tree);
+	if (ret)
+		return ret;
+	index = major(dev) == PTS_MAJOR ? (int)minor(dev) : -1;
+	if (index >= 0 && master_in_tree(index) && ps.tty_nr == dev) {
+		f->tty = calloc(1, sizeof(*f->tty));
+		if (!f->tty)
+			return -ENOMEM;
+		tty_entry__init(f->tty);
+		f->tty->has_index = 1;
+		f->tty->index = (uint32_t)index;
+		return 0;
+	}
+	if (ctx->o->shell_job && !(index >= 0 && master_in_tree(index))) {
+		f->kind = FILE_KIND__FILE_TTY;
+		return tty_dump_job(ctx, fd, f);
+	}
+	pr_err("pid %d: fd %d is /dev/tty on the terminal %u:%u, %s; amber can restore /dev/tty "
+	       "only on the process's controlling terminal when that is a pseudo-terminal of "
+	       "the tree, or with --shell-job (-j) on the job's terminal",
+	       ctx->pid, fd, major(dev), minor(dev),
+	       ps.tty_nr == dev ? "outside the dumped tree"
+				: "which is not its controlling terminal any more");
+	return -EOPNOTSUPP;
+}
+
 /* A group of the tree (one of its processes is in it). */
 static bool tree_has_pgrp(const struct tree *t, int pgrp)
 {
@@ -553,6 +605,13 @@ static int tty_restore_read(struct restore_ctx *ctx)
 			       f->id, f->path);
 			return -EBADMSG;
 		}
+		if (f->kind == FILE_KIND__FILE_DEVTTY &&
+		    (!f->tty || !f->tty->has_index || !master_of(t, f->tty->index))) {
+			pr_err("files.img: entry %u (%s) is /dev/tty on no pseudo-terminal of the "
+			       "image; the image is corrupt",
+			       f->id, f->path);
+			return -EBADMSG;
+		}
 		if (f->kind != FILE_KIND__FILE_PTY_MASTER && f->kind != FILE_KIND__FILE_PTY_SLAVE)
 			continue;
 		ret = pty_check(t, f, max);
@@ -749,6 +808,34 @@ static int tty_restore_child(struct restore_ctx *ctx)
 	return 0;
 }
 
+/*
+ * In the process, which has its controlling terminal again by now (its
+ * session leader took it before making its children): /dev/tty anew.
+ * Checked first: the image says it is that session's terminal.
+ */
+static int devtty_open_child(struct restore_ctx *ctx, RegFile *f)
+{
+	const PstreeEntry *e = tree_entry(ctx->tree, (uint32_t)ctx->pid);
+	const struct restore_ctx *leader = e ? tree_rproc(ctx->tree, e->sid) : NULL;
+	int fd;
+
+	if (!f->tty || !leader || !leader->core->has_tty_index ||
+	    leader->core->tty_index != f->tty->index) {
+		pr_err("files.img: entry %u (/dev/tty) of pid %d is not on its session's "
+		       "controlling terminal; the image is corrupt",
+		       f->id, ctx->pid);
+		return -EBADMSG;
+	}
+	fd = open("/dev/tty", (int)(f->flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_CLOEXEC)) |
+				      O_NOCTTY | O_CLOEXEC);
+	if (fd < 0) {
+		pr_err("pid %d: cannot open /dev/tty (/dev/pts/%u) again: %m", ctx->pid,
+		       f->tty->index);
+		return -errno;
+	}
+	return fd;
+}
+
 /* The job's terminal (amber's own), as it was before the restore changed it. */
 static struct {
 	int fd;
@@ -840,4 +927,12 @@ const struct fd_type pty_slave_type = {
 	.dump = pty_slave_dump,
 	.prepare = pty_slave_prepare,
 	.post_open = pty_post_open,
+};
+
+const struct fd_type devtty_type = {
+	.name = "/dev/tty",
+	.kind = FILE_KIND__FILE_DEVTTY,
+	.match = devtty_match,
+	.dump = devtty_dump,
+	.open_child = devtty_open_child,
 };

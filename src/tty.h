@@ -13,6 +13,6 @@
 int tty_dump_job(struct dump_ctx *ctx, int fd, RegFile *f);
 
 /* fd_types[] (fd-types.c): the master before the slave (whose restore needs it). */
-extern const struct fd_type pty_master_type, pty_slave_type;
+extern const struct fd_type pty_master_type, pty_slave_type, devtty_type;
 
 #endif

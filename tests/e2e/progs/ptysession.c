@@ -8,7 +8,9 @@
  * without O_NOCTTY, so that it becomes S's controlling terminal; S's child
  * J makes a group of its own, which S makes the terminal's foreground
  * group.  DIR/info holds "S J /dev/pts/N".  closed: S and J close every fd
- * on the slave (the terminal stays their controlling terminal).  After
+ * on the slave (the terminal stays their controlling terminal).  devtty:
+ * J holds /dev/tty (its fd number in DIR/devtty), opened before the dump,
+ * and writes through it after.  After
  * DIR/go: S checks the terminal's session (TIOCGSID) and foreground group,
  * J that /dev/tty opens and is in the foreground; the root that both
  * passed and that J's line reaches the master.
@@ -36,9 +38,10 @@ static int check_s(pid_t j, int s)
 	return 0;
 }
 
-static int check_j(void)
+static int check_j(int t)
 {
-	int t = open("/dev/tty", O_RDWR);
+	if (t < 0)
+		t = open("/dev/tty", O_RDWR);
 
 	if (t < 0)
 		return 20;
@@ -53,6 +56,7 @@ int main(int argc, char **argv)
 {
 	int first = prog_init(argc, argv);
 	int closed = argc > first && !strcmp(argv[first], "closed");
+	int devtty = argc > first && !strcmp(argv[first], "devtty");
 	char name[64], buf[256];
 	int m, st_s = 0, n;
 	pid_t s_pid;
@@ -72,14 +76,25 @@ int main(int argc, char **argv)
 			prog_die("setsid, open %s", name);
 		j = fork();
 		if (j == 0) {
+			int t = -1;
+
 			setpgid(0, 0);
 			while (tcgetpgrp(s) != getpid())
 				usleep(10000);
 			if (closed)
 				close(s);
+			if (devtty) {
+				t = open("/dev/tty", O_RDWR | O_NONBLOCK);
+				if (t < 0)
+					prog_die("open /dev/tty");
+				snprintf(buf, sizeof(buf), "%d\n", t);
+				prog_write_atomic("devtty", buf);
+			}
 			prog_write_atomic("jready", "1\n");
 			prog_wait_go();
-			_exit(check_j());
+			if (t >= 0 && !(fcntl(t, F_GETFL) & O_NONBLOCK))
+				_exit(23);
+			_exit(check_j(t));
 		}
 		setpgid(j, j);
 		signal(SIGTTOU, SIG_IGN);

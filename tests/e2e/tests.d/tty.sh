@@ -258,3 +258,34 @@ t_tty_ctty_outside() {
 	wait_for 5 is_free_running "$s" || { fail "pid $s is not running freely after the refused dump"; return 1; }
 	runs_on "the refused dump"
 }
+
+# /dev/tty held by the foreground job J of ptysession devtty (O_NONBLOCK): opened again
+# in J once its session has the terminal back; /proc shows the same fds (/dev/tty among
+# them) and J writes through it to the master.
+TESTS+=(tty_devtty)
+devtty_before() {
+	ctty_before || return
+	[ "$(readlink "/proc/$(cut -d' ' -f2 "$T/info")/fd/$(cat "$T/devtty")")" = /dev/tty ] ||
+		{ fail "J's fd $(cat "$T/devtty") is not /dev/tty"; return 1; }
+	facts "$(cut -d' ' -f2 "$T/info")" fds >"$W/j.before"
+}
+devtty_after() {
+	ctty_after || return
+	facts "$(cut -d' ' -f2 "$T/info")" fds >"$W/j.after"
+	diff -u "$W/j.before" "$W/j.after" >"$W/j.diff" ||
+		{ fail "J's fds differ (- before, + after):"; sed 's/^/    /' "$W/j.diff" >>"$W/log"; return 1; }
+}
+t_tty_devtty() { cycle -P devtty_before -A devtty_after -- "$PROGS/ptysession" "$T" devtty; }
+
+# /dev/console is refused at dump, naming the fd, also with -j; the program runs on.
+TESTS+=(tty_console_refused)
+t_tty_console_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	[ -c /dev/console ] || return 77
+	start_prog bash -c "exec 3</dev/console && exec $PROGS/counter $T" || return
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -j -v &&
+		{ fail "amber dump succeeded with /dev/console open"; return 1; }
+	grep -q "pid $PID: fd 3 is /dev/console, the system console" "$W/dump.log" ||
+		{ fail "the refusal does not name fd 3 and /dev/console"; attach "$W/dump.log"; return 1; }
+	runs_on "the refused dump"
+}
