@@ -101,6 +101,14 @@ struct restore_ctx;
  * directory, the open file descriptions (one table, so that descriptions
  * shared between processes are one entry), and the processes themselves.
  */
+/* A process of a gone session or group leader's pid, made only to remake it. */
+struct tree_helper {
+	uint32_t pid;
+	uint32_t creator; /* its parent (0: amber) */
+	bool session;	  /* setsid(); else setpgid(0, 0) */
+	uint32_t sid;	  /* the session it is in */
+};
+
 struct tree {
 	struct opts *o;
 	int dirfd;
@@ -121,6 +129,9 @@ struct tree {
 	int fd_base;  /* fds >= this in a restored process are amber's */
 	struct restore_ctx **rprocs;
 	/* both */
+	struct tree_helper *helpers; /* sessions.c: leaderless sessions and groups */
+	size_t nr_helpers;
+	uint32_t *creator; /* per pstree entry: who creates it (a helper, its parent; 0: amber) */
 	PstreeEntry **pstree;
 	size_t nr_procs; /* live processes (dprocs/rprocs), in pstree order */
 	size_t nr_pstree;
@@ -248,6 +259,12 @@ int cmd_show(int argc, char **argv);
 int files_add(struct dump_ctx *ctx, RegFile *f);
 int files_dump_path(struct dump_ctx *ctx, const char *procpath, const char *path, int flags,
 		    uint64_t pos, int *id);
+
+/* sessions.c: mark leaderless sessions and groups at dump, and check them. */
+int sessions_dump(struct tree *t);
+/* Who creates each process (t->creator, t->helpers); 0 or -errno, logged. */
+int sessions_plan(struct tree *t);
+bool sessions_is_helper(const struct tree *t, uint32_t pid);
 
 /* The pstree.img entry of pid, or NULL. */
 static inline PstreeEntry *tree_entry(const struct tree *t, uint32_t pid)

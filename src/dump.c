@@ -448,36 +448,6 @@ static int collect_tree(struct tree *t)
 	return 0;
 }
 
-/*
- * A session or process group must be recreatable from inside the tree: a
- * process leads its own, or has its parent's session, and a group of its
- * session that some process of the tree leads.
- */
-static int check_tree_layout(struct tree *t)
-{
-	for (size_t i = 1; i < t->nr_pstree; i++) {
-		PstreeEntry *e = t->pstree[i], *parent = NULL;
-		bool group_ok = e->pgid == e->pid;
-
-		for (size_t k = 0; k < t->nr_pstree; k++) {
-			if (t->pstree[k]->pid == e->ppid)
-				parent = t->pstree[k];
-			if (t->pstree[k]->pid == e->pgid && t->pstree[k]->sid == e->sid)
-				group_ok = true;
-		}
-		if (parent && e->pgid == parent->pgid)
-			group_ok = true;
-		if (!parent || (e->sid != e->pid && e->sid != parent->sid) || !group_ok) {
-			pr_err("pid %u (session %u, group %u) cannot be recreated from inside the "
-			       "tree of pid %d (its session or group leader is outside it); dump "
-			       "from an ancestor that holds them",
-			       e->pid, e->sid, e->pgid, t->o->pid);
-			return -EOPNOTSUPP;
-		}
-	}
-	return 0;
-}
-
 static int kcmp_type;
 static int kcmp_err;
 
@@ -760,7 +730,7 @@ static int do_dump(struct opts *o)
 	stats_start(ST_FROZEN);
 	stats_add(SC_PROCESSES, t.nr_procs);
 	if (!ret)
-		ret = check_tree_layout(&t);
+		ret = sessions_dump(&t);
 	if (!ret)
 		ret = check_sharing(&t);
 	if (!ret && o->tcp_established)

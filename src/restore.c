@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -211,7 +212,7 @@ int read_pstree(struct tree *t)
 			return -EBADMSG;
 		}
 	}
-	return ret;
+	return ret ? ret : sessions_plan(t);
 }
 
 static int read_processes(struct tree *t)
@@ -369,37 +370,164 @@ static long clone_vm_child(struct tree *t, size_t idx, uint64_t flags)
 			     (void *)idx);
 }
 
-/* In a restored process: create its children, each with its old pid. */
-static int fork_children(struct tree *t, PstreeEntry *e)
+static void __attribute__((noreturn)) helper_main(struct tree *t, struct tree_helper *h);
+
+static long clone_pid(uint32_t creator, uint32_t pid, uint64_t flags)
 {
+	long r = sys_clone3_set_tid(pid, SIGCHLD, flags);
+
+	if (r >= 0)
+		return r;
+	if (r == -EEXIST)
+		pr_err("pid %u was taken by another process just now; try again", pid);
+	else if (r == -EPERM)
+		pr_err("cannot create a process with pid %u: need root (CAP_SYS_ADMIN or "
+		       "CAP_CHECKPOINT_RESTORE)",
+		       pid);
+	else if (creator)
+		pr_err("pid %u: cannot create its child %u: %s", creator, pid, strerror((int)-r));
+	else
+		pr_err("clone3 with pid %u failed: %s", pid, strerror((int)-r));
+	return r;
+}
+
+/*
+ * The helpers creator made have made their members and exited: reap them.
+ * Their members are creator's children now (it is a child subreaper), as
+ * they were at dump.  A restored process forgets the SIGCHLD (it is traced,
+ * so it was queued although blocked or ignored).
+ */
+static int reap_helpers(struct tree *t, uint32_t creator)
+{
+	struct timespec zero = {0, 0};
+	bool any = false;
+	sigset_t chld;
+
+	for (size_t i = 0; i < t->nr_helpers; i++) {
+		struct tree_helper *h = &t->helpers[i];
+		int st;
+
+		if (h->creator != creator)
+			continue;
+		if (sys_waitpid((pid_t)h->pid, &st, __WALL) != (pid_t)h->pid || !WIFEXITED(st) ||
+		    WEXITSTATUS(st)) {
+			pr_err("the helper remaking %s %u failed", h->session ? "session" : "group",
+			       h->pid);
+			return -EIO;
+		}
+		any = true;
+	}
+	if (any && creator) {
+		sigemptyset(&chld);
+		sigaddset(&chld, SIGCHLD);
+		sigtimedwait(&chld, NULL, &zero);
+	}
+	return 0;
+}
+
+/*
+ * In a restored process (or amber, creator 0, or a helper): create the
+ * processes it creates, each with its old pid: its children, and the
+ * helpers of sessions and groups whose leader is gone, which make some of
+ * its children in turn.
+ */
+static int fork_children(struct tree *t, uint32_t creator)
+{
+	bool helpers = false;
+
+	for (size_t i = 0; i < t->nr_helpers; i++) {
+		struct tree_helper *h = &t->helpers[i];
+		long pid;
+
+		if (h->creator != creator)
+			continue;
+		/* the members become ours when the helper exits */
+		if (!helpers && creator && !sessions_is_helper(t, creator) &&
+		    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) {
+			pr_err("pid %u: cannot become a child subreaper: %m", creator);
+			return -errno;
+		}
+		helpers = true;
+		pid = clone_pid(creator, h->pid, 0);
+		if (pid == 0)
+			helper_main(t, h);
+		if (pid < 0)
+			return (int)pid;
+	}
 	for (size_t i = 0; i < t->nr_pstree; i++) {
 		PstreeEntry *c = t->pstree[i];
 		/* what it shared with its parent (kcmp at dump), it shares again */
 		uint64_t flags = (c->clone_files ? CLONE_FILES : 0) | (c->clone_fs ? CLONE_FS : 0);
 		long pid;
 
-		if (c->ppid != e->pid || i == 0)
+		if (t->creator[i] != creator)
 			continue;
 		if (c->clone_vm) {
 			pid = clone_vm_child(t, i, flags);
+			if (pid < 0)
+				pr_err("pid %u: cannot create its child %u: %s", creator, c->pid,
+				       strerror((int)-pid));
 		} else {
-			pid = sys_clone3_set_tid(c->pid, SIGCHLD, flags);
+			pid = clone_pid(creator, c->pid, flags);
 			if (pid == 0)
 				child_main(t, i);
 		}
-		if (pid < 0) {
-			pr_err("pid %u: cannot create its child %u: %s", e->pid, t->pstree[i]->pid,
-			       strerror((int)-pid));
+		if (pid < 0)
 			return (int)pid;
-		}
 	}
-	return 0;
+	return helpers ? reap_helpers(t, creator) : 0;
+}
+
+/*
+ * A helper: makes the session (or group) of its pid, creates the members
+ * that came from it, and exits (they go to its creator, a subreaper).
+ */
+static void __attribute__((noreturn)) helper_main(struct tree *t, struct tree_helper *h)
+{
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != (h->creator ? (pid_t)h->creator : amber_pid))
+		_exit(1);
+	if (h->session ? setsid() < 0 : setpgid(0, 0) < 0) {
+		pr_err("helper %u: cannot make its %s: %m", h->pid,
+		       h->session ? "session" : "process group");
+		_exit(1);
+	}
+	_exit(fork_children(t, h->pid) ? 1 : 0);
+}
+
+/* Whether pid is one of the helpers, or the one that made idx's parent. */
+static bool parent_expected(struct tree *t, size_t idx, pid_t ppid)
+{
+	pid_t real = idx ? (pid_t)t->pstree[idx]->ppid : amber_pid;
+
+	return ppid == real || sessions_is_helper(t, (uint32_t)ppid);
+}
+
+/*
+ * A process a helper made waits for go without a parent-death signal (the
+ * helper's exit would send it): it gives up when its parent is neither a
+ * helper nor its own.  After go it is its own parent's, and dies with it.
+ */
+static int wait_go(struct tree *t, size_t idx)
+{
+	struct pollfd pfd = {.fd = syncs[idx].go[0], .events = POLLIN};
+	pid_t real = idx ? (pid_t)t->pstree[idx]->ppid : amber_pid;
+	char c;
+
+	if (t->creator[idx] == (idx ? t->pstree[idx]->ppid : 0))
+		return read(syncs[idx].go[0], &c, 1) == 1 ? 0 : -1;
+	while (poll(&pfd, 1, 100) == 0)
+		if (!parent_expected(t, idx, getppid()))
+			return -1;
+	if (read(syncs[idx].go[0], &c, 1) != 1)
+		return -1;
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	return getppid() == real ? 0 : -1;
 }
 
 static void __attribute__((noreturn)) child_main(struct tree *t, size_t idx)
 {
 	sigset_t all;
-	char c;
 
 	/* all but SIGTRAP, whose handler a blocked trap would reset (infect.c) */
 	sigfillset(&all);
@@ -407,10 +535,14 @@ static void __attribute__((noreturn)) child_main(struct tree *t, size_t idx)
 	sigprocmask(SIG_SETMASK, &all, NULL);
 	/* Dies with its parent if the restore fails midway (and if that was
 	 * before the prctl: the pid is the image's and must not stay taken). */
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != (idx ? (pid_t)t->pstree[idx]->ppid : amber_pid))
-		_exit(1);
-	if (read(syncs[idx].go[0], &c, 1) != 1)
+	if (t->creator[idx] == (idx ? t->pstree[idx]->ppid : 0)) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != (idx ? (pid_t)t->pstree[idx]->ppid : amber_pid))
+			_exit(1);
+	} else if (!parent_expected(t, idx, getppid())) {
+		_exit(1); /* (its helper may have exited already) */
+	}
+	if (wait_go(t, idx))
 		_exit(1);
 	if (t->pstree[idx]->zombie)
 		become_zombie(t->pstree[idx]);
@@ -469,7 +601,7 @@ static void __attribute__((noreturn)) child_setup(struct tree *t, size_t idx, bo
 	/* what the children inherit (copy-on-write memory) exists before them */
 	if (!vm)
 		child_hooks(ctx, report_fd, true);
-	if (fork_children(t, e)) {
+	if (fork_children(t, e->pid)) {
 		child_report(report_fd, "cannot create its children");
 		_exit(1);
 	}
@@ -528,27 +660,20 @@ static int seize_and_go(struct tree *t, size_t idx)
  */
 static int create_tree(struct tree *t)
 {
-	long pid;
 	int ret;
 
 	vm_tree = t;
 	amber_pid = getpid();
-	pid = sys_clone3_set_tid(t->pstree[0]->pid, SIGCHLD, 0);
-	if (pid == 0)
-		child_main(t, 0);
-	if (pid < 0) {
-		ret = (int)pid;
-		if (ret == -EEXIST)
-			pr_err("pid %u was taken by another process just now; try again",
-			       t->pstree[0]->pid);
-		else if (ret == -EPERM)
-			pr_err("cannot create a process with pid %u: need root (CAP_SYS_ADMIN or "
-			       "CAP_CHECKPOINT_RESTORE)",
-			       t->pstree[0]->pid);
-		else
-			pr_err("clone3 with pid %u failed: %s", t->pstree[0]->pid, strerror(-ret));
-		return ret;
+	/* the root, made by a helper, comes back to amber when that exits */
+	if (t->creator[0] && prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) {
+		pr_err("cannot become a child subreaper: %m");
+		return -errno;
 	}
+	ret = fork_children(t, 0);
+	if (t->creator[0])
+		prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
+	if (ret)
+		return ret;
 	ours[0] = true;
 	ret = seize_and_go(t, 0);
 	for (size_t i = 0; !ret && i < t->nr_pstree; i++) {
@@ -560,6 +685,10 @@ static int create_tree(struct tree *t)
 		ret = read_child_report(ctx, syncs[i].report[0]);
 		if (!ret)
 			ret = wait_child_stop(e->pid);
+		/* all its children exist now, also those its helpers made */
+		for (size_t k = i + 1; !ret && k < t->nr_pstree; k++)
+			if (t->pstree[k]->ppid == e->pid)
+				ours[k] = true;
 		for (size_t k = i + 1; !ret && k < t->nr_pstree; k++)
 			if (t->pstree[k]->ppid == e->pid && !t->pstree[k]->zombie)
 				ret = seize_and_go(t, k);
@@ -679,6 +808,8 @@ static int do_restore(struct opts *o)
 		ret = read_processes(&t);
 	for (size_t i = 0; !ret && i < t.nr_pstree; i++)
 		ret = wait_pid_free(t.pstree[i]->pid);
+	for (size_t i = 0; !ret && i < t.nr_helpers; i++)
+		ret = wait_pid_free(t.helpers[i].pid);
 	if (ret)
 		goto close_dir;
 	ret = action_run(o, "pre-restore", 0);

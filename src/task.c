@@ -178,7 +178,7 @@ static int task_restore_child(struct restore_ctx *ctx)
 	int ret;
 
 	/* session and own group were made in restore.c, before the children */
-	if (c->sid != c->pid && c->pgid == c->pid &&
+	if (c->sid != c->pid && (c->pgid == c->pid || sessions_is_helper(ctx->tree, c->pgid)) &&
 	    (uint32_t)ctx->pid == ctx->tree->pstree[0]->pid) {
 		/* A shell job leading its group was the terminal's foreground job. */
 		for (int fd = 0; ctx->o->shell_job && fd < 3; fd++)

@@ -274,7 +274,7 @@ lines() { wc -l <"$1" 2>/dev/null || echo 0; }
 # A hook fails the test by returning non-zero.  Env for the program: PENV array.
 
 cycle() {
-	local kinds="" dopts="" ropts="" hook_p="" hook_b="" hook_a="" detached=0 exe rc
+	local kinds="" dopts="" ropts="" hook_p="" hook_b="" hook_a="" detached=0 daemon=0 exe rc
 	while [ $# -gt 0 ]; do
 		case $1 in
 		-f) kinds=$2; shift 2 ;;
@@ -283,6 +283,7 @@ cycle() {
 		-P) hook_p=$2; shift 2 ;;
 		-B) hook_b=$2; shift 2 ;;
 		-A) hook_a=$2; shift 2 ;;
+		-D) daemon=1; shift ;; # the program's ready file names the pid to dump
 		--) shift; break ;;
 		*) break ;;
 		esac
@@ -295,6 +296,10 @@ cycle() {
 	fi
 
 	start_prog "$@" || return
+	if [ $daemon = 1 ]; then
+		PID=$(head -n1 "$T/ready")
+		echo "$PID" >>"$W/pids"
+	fi
 	exe=$(readlink "/proc/$PID/exe")
 	# shellcheck disable=SC2086
 	facts "$PID" $kinds >"$W/facts.before"

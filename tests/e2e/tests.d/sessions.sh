@@ -1,0 +1,74 @@
+# Sessions and process groups whose leaders are gone (progs/sessions.c): a
+# daemon in the session its launcher made, and below it, members of another
+# leaderless session and group; every process keeps its parent, group and
+# session, the helpers that remake them leave nothing behind.
+TESTS+=(sessions_leaderless sessions_image_refused sessions_outside_refused)
+
+sessions_ids() { # the tree below PID: pid ppid pgid sid (not the root's ppid)
+	local p=$1 kid
+	echo "$p $([ "$p" = "$PID" ] && echo - || awk '{print $4}' "/proc/$p/stat") $(awk '{print $5, $6}' "/proc/$p/stat")"
+	for kid in $(cat /proc/"$p"/task/*/children 2>/dev/null); do sessions_ids "$kid"; done
+}
+sessions_before() {
+	sessions_ids "$PID" >"$W/ids.before"
+	[ "$(wc -l <"$W/ids.before")" = 4 ] || { fail "expected 4 processes: $(cat "$W/ids.before")"; return 1; }
+	awk -v r="$PID" '$1 == r && $4 == r {bad = 1} END {exit bad}' "$W/ids.before" ||
+		{ fail "the daemon leads its session"; return 1; }
+}
+sessions_after() {
+	local sid
+	sessions_ids "$PID" >"$W/ids.after"
+	if ! diff -u "$W/ids.before" "$W/ids.after" >"$W/ids.diff"; then
+		fail "parents, groups or sessions differ after restore (- before, + after):"
+		sed 's/^/    /' "$W/ids.diff" >>"$W/log"
+		return 1
+	fi
+	for sid in $(awk '{print $3; print $4}' "$W/ids.after" | sort -u); do
+		[ -e "/proc/$sid" ] && { fail "a helper, pid $sid, is still there"; return 1; }
+	done
+	return 0
+}
+t_sessions_leaderless() { cycle -D -P sessions_before -A sessions_after -- "$PROGS/sessions" "$T"; }
+
+# An image that asks for a helper of a pid the tree has, or that leads the
+# session it calls leaderless, is refused before any process exists.
+t_sessions_image_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	local ok=0 n
+	start_prog "$PROGS/sessions" "$T" || return 1
+	PID=$(head -n1 "$T/ready")
+	echo "$PID" >>"$W/pids"
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v ||
+		{ fail "amber dump failed"; attach "$W/dump.log"; return 1; }
+	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
+	n=$("$AMBER" show "$W/img" | jq '[.pstree[] | select(.dead_sid_leader)] | length')
+	[ "$n" -ge 3 ] || { fail "the image marks $n processes' sessions leaderless, want 3"; return 1; }
+	refused ses_leads "leads the session" pstree.img "0.sid=$PID" || ok=1
+	refused ses_tree_pid "a pid of the tree" pstree.img "1.sid=$PID" "1.pgid=$PID" \
+		"1.dead_pgid_leader=0" || ok=1
+	return $ok
+}
+
+# A member whose session leader lives outside the tree cannot be put back in
+# that session: refused at dump, naming it, with the tree left running.
+t_sessions_outside_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	start_prog "$PY" -c 'import os, sys, time
+if os.fork() == 0:
+    kid = os.fork()
+    if kid == 0:
+        time.sleep(120); os._exit(0)
+    os.setsid()
+    open(sys.argv[1] + "/ready", "w").write("%d %d\n" % (os.getpid(), kid))
+    time.sleep(120); os._exit(0)
+time.sleep(120)' "$T" || return 1
+	read -r PID kid <"$T/ready"
+	echo "$PID $kid" >>"$W/pids"
+	if amber_to "$W/dump.log" 30 dump -t "$PID" -D "$W/img"; then
+		fail "a member of a session led from outside the tree was dumped"
+		return 1
+	fi
+	grep -q "pid $kid (session [0-9]*, group [0-9]*) cannot be recreated.*session leader is outside" "$W/dump.log" ||
+		{ fail "refused, but not naming pid $kid and its session"; attach "$W/dump.log"; return 1; }
+	is_alive "$PID" && is_alive "$kid" || { fail "the refused dump harmed the tree"; return 1; }
+}
