@@ -522,17 +522,19 @@ static int inet_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 	}
 	if (e->type == SOCK_DGRAM) {
 		e->state = e->has_dst_addr ? TCP_ESTABLISHED : TCP_CLOSE;
-		return sk_peek_queue(dup, false, what, &e->dgrams, &e->n_dgrams);
+		ret = sk_opts_dump(dup, (int)e->family, (int)e->type, false, what, &e->opts,
+				   &e->n_opts);
+		return ret ? ret : sk_peek_queue(dup, false, what, &e->dgrams, &e->n_dgrams);
 	}
 	len = sizeof(ti);
 	if (getsockopt(dup, SOL_TCP, TCP_INFO, &ti, &len))
 		goto sockopt_fail;
 	e->state = ti.tcpi_state;
-	len = sizeof(val);
-	if (!getsockopt(dup, SOL_TCP, TCP_NODELAY, &val, &len)) {
-		e->has_nodelay = 1;
-		e->nodelay = val;
-	}
+	/* before repair mode, which changes some (SO_REUSEADDR) */
+	ret = sk_opts_dump(dup, (int)e->family, (int)e->type, e->state == TCP_ESTABLISHED, what,
+			   &e->opts, &e->n_opts);
+	if (ret)
+		return ret;
 	switch (e->state) {
 	case TCP_CLOSE:
 		return 0;
@@ -578,14 +580,19 @@ struct isk {
 	RegFile *f;
 	InetSkEntry *e;
 	int fd;
+	char who[128]; /* pid, fd: for messages about its options */
 };
 
 static struct isk *isks;
 static size_t nr_isks;
 
-static int new_sock(const InetSkEntry *e)
+static struct tree *rtree; /* the restore inet_prepare() serves */
+
+/* A new socket with the options that go before bind and connect. */
+static int new_sock(struct isk *s)
 {
-	int fd = socket((int)e->family, (int)e->type | SOCK_CLOEXEC, (int)e->proto);
+	const InetSkEntry *e = s->e;
+	int fd = socket((int)e->family, (int)e->type | SOCK_CLOEXEC, (int)e->proto), ret;
 
 	if (fd < 0) {
 		pr_err("cannot create a %s socket for %s: %m",
@@ -597,10 +604,13 @@ static int new_sock(const InetSkEntry *e)
 
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v, sizeof(v));
 	}
+	ret = sk_opts_restore(rtree, fd, e->opts, e->n_opts, false, s->who);
+	if (ret) {
+		close(fd);
+		return ret;
+	}
 	return fd;
 }
-
-static struct tree *rtree; /* the restore inet_prepare() serves */
 
 /* With the image owner's rights: a port below 1024 needs CAP_NET_BIND_SERVICE. */
 static int bind_src(int fd, const InetSkEntry *e)
@@ -637,7 +647,7 @@ static int open_listen_or_closed(struct isk *s)
 	InetSkEntry *e = s->e;
 	int ret;
 
-	s->fd = new_sock(e);
+	s->fd = new_sock(s);
 	if (s->fd < 0)
 		return s->fd;
 	if (!e->src_port && e->state == TCP_CLOSE)
@@ -662,7 +672,7 @@ static int open_udp(struct isk *s)
 	socklen_t len;
 	int tmp, ret;
 
-	s->fd = new_sock(e);
+	s->fd = new_sock(s);
 	if (s->fd < 0)
 		return s->fd;
 	ret = set_reuse(s->fd, e->reuseaddr);
@@ -791,7 +801,7 @@ static int open_established(struct isk *s)
 		       show_addr(e, true));
 		return -EBADMSG;
 	}
-	s->fd = new_sock(e);
+	s->fd = new_sock(s);
 	if (s->fd < 0)
 		return s->fd;
 	ret = tcp_setopt(s->fd, TCP_REPAIR, &on, sizeof(on), e, "TCP_REPAIR");
@@ -855,6 +865,7 @@ static int open_established(struct isk *s)
 
 		ret = tcp_setopt(s->fd, TCP_REPAIR_WINDOW, &w, sizeof(w), e, "TCP_REPAIR_WINDOW");
 	}
+	/* images of before sk_opts */
 	if (!ret && e->has_nodelay)
 		ret = tcp_setopt(s->fd, TCP_NODELAY, &(int){e->nodelay}, sizeof(int), e,
 				 "TCP_NODELAY");
@@ -902,7 +913,7 @@ static int unlock_network(struct tree *t)
  * in an image of another user's: TCP repair would set any connection state
  * its writer chose (sequence numbers to any peer) with amber's CAP_NET_ADMIN.
  */
-static int check_isk(const struct isk *s, const struct tree *t)
+static int check_isk(const struct isk *s, struct tree *t)
 {
 	const struct opts *o = t->o;
 
@@ -924,7 +935,8 @@ static int check_isk(const struct isk *s, const struct tree *t)
 		       show_addr(s->e, false), show_addr(s->e, true), t->owner.uid);
 		return -EPERM;
 	}
-	return 0;
+	return sk_opts_check(t, s->e->opts, s->e->n_opts, (int)s->e->family, (int)s->e->type,
+			     s->e->type == SOCK_STREAM && s->e->state == TCP_ESTABLISHED, s->who);
 }
 
 /* Every inet socket of the image at once: listeners before the connections on their ports. */
@@ -939,6 +951,7 @@ static int inet_prepare(struct tree *t, RegFile **files, size_t n, int *fds)
 	nr_isks = n;
 	for (size_t i = 0; i < n && !ret; i++) {
 		isks[i] = (struct isk){.f = files[i], .e = files[i]->inet_sk, .fd = -1};
+		snprintf(isks[i].who, sizeof(isks[i].who), "%s", sk_who(t, files[i], "inet"));
 		ret = check_isk(&isks[i], t);
 	}
 	/* listeners first: established sockets on their port bind with repair's force-reuse */
@@ -956,6 +969,10 @@ static int inet_prepare(struct tree *t, RegFile **files, size_t n, int *fds)
 	for (size_t i = 0; i < nr_isks && !ret; i++)
 		if (isks[i].e->type == SOCK_STREAM && isks[i].e->state == TCP_ESTABLISHED)
 			ret = finish_established(&isks[i]);
+	/* the filters once the queues are in, the buffer sizes after the refill's */
+	for (size_t i = 0; i < nr_isks && !ret; i++)
+		ret = sk_opts_restore(t, isks[i].fd, isks[i].e->opts, isks[i].e->n_opts, true,
+				      isks[i].who);
 	for (size_t i = 0; i < nr_isks && !ret; i++) {
 		ret = sk_set_flags(isks[i].fd, isks[i].f);
 		fds[i] = isks[i].fd;

@@ -602,6 +602,9 @@ static int unix_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 		e->has_rcvbuf = 1;
 		e->rcvbuf = val;
 	}
+	ret = sk_opts_dump(dup, AF_UNIX, (int)ui.type, false, what, &e->opts, &e->n_opts);
+	if (ret)
+		return ret;
 	/* Only datagram sockets and connected ones have a queue to read. */
 	if (ui.type != SOCK_DGRAM && ui.state != TCP_ESTABLISHED)
 		return 0;
@@ -616,6 +619,7 @@ struct usk {
 	int fd;
 	int spare;	  /* the other end of a pair whose peer had closed */
 	struct usk *peer; /* mutual peer (both ends in the image) */
+	char who[128];	  /* pid, fd: for messages about its options */
 };
 
 static struct usk *usks;
@@ -1104,10 +1108,12 @@ static int shut(struct usk *u)
 	return 0;
 }
 
-static int fill_queues(void);
+static int fill_queues(struct tree *t);
 
-static int collect(RegFile **files, size_t n)
+static int collect(struct tree *t, RegFile **files, size_t n)
 {
+	int ret;
+
 	usks = calloc(n, sizeof(*usks));
 	if (!usks)
 		return -ENOMEM;
@@ -1120,6 +1126,11 @@ static int collect(RegFile **files, size_t n)
 			return -EBADMSG;
 		}
 		usks[nr_usks] = (struct usk){.f = f, .e = f->unix_sk, .fd = -1, .spare = -1};
+		snprintf(usks[nr_usks].who, sizeof(usks[nr_usks].who), "%s", sk_who(t, f, "unix"));
+		ret = sk_opts_check(t, f->unix_sk->opts, f->unix_sk->n_opts, AF_UNIX,
+				    (int)f->unix_sk->type, false, usks[nr_usks].who);
+		if (ret)
+			return ret;
 	}
 	for (size_t i = 0; i < nr_usks; i++) {
 		struct usk *u = &usks[i], *p;
@@ -1141,7 +1152,7 @@ static bool connected_orphan(const struct usk *u)
 /* Every unix socket of the image at once: pairs need both ends. */
 static int unix_prepare(struct tree *t, RegFile **files, size_t n, int *fds)
 {
-	int ret = collect(files, n);
+	int ret = collect(t, files, n);
 
 	/* 1: pairs, and connected sockets whose peer had closed (a pair, one end shut). */
 	for (size_t i = 0; i < nr_usks && !ret; i++) {
@@ -1198,12 +1209,12 @@ static int unix_post_open(struct tree *t, RegFile *f, int fd)
 	ret = owner_enter(t);
 	if (ret)
 		return ret;
-	ret = fill_queues();
+	ret = fill_queues(t);
 	owner_leave(t);
 	return ret;
 }
 
-static int fill_queues(void)
+static int fill_queues(struct tree *t)
 {
 	int ret = 0;
 
@@ -1222,6 +1233,11 @@ static int fill_queues(void)
 			ret = set_bufs(u, true);
 		if (!ret)
 			ret = shut(u);
+		/* after the refill: a filter would judge the refilled messages */
+		if (!ret)
+			ret = sk_opts_restore(t, u->fd, u->e->opts, u->e->n_opts, false, u->who);
+		if (!ret)
+			ret = sk_opts_restore(t, u->fd, u->e->opts, u->e->n_opts, true, u->who);
 		if (!ret)
 			ret = sk_set_flags(u->fd, u->f);
 		if (u->spare >= 0) {

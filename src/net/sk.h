@@ -27,4 +27,22 @@ int sk_peek_queue(int fd, bool stream, const char *what, SkQueued ***q, size_t *
 /* The fd flags (O_NONBLOCK) of the dumped description, on a new socket. */
 int sk_set_flags(int fd, const RegFile *f);
 
+/*
+ * Socket options (sk-opts.c).  Dump: those of fd that differ from a new
+ * socket's of its family and type (established: a connection's), into
+ * *opts; what cannot be made again is refused.
+ */
+int sk_opts_dump(int fd, int family, int type, bool established, const char *what, SkOpt ***opts,
+		 size_t *n);
+/* Restore, before any socket is made: known, well-formed, and the owner's to set? */
+int sk_opts_check(struct tree *t, SkOpt **opts, size_t n, int family, int type, bool established,
+		  const char *what);
+/*
+ * Set them on fd with the owner's rights: !late before it binds, late once
+ * its queues are refilled; late also reads every one back.
+ */
+int sk_opts_restore(struct tree *t, int fd, SkOpt **opts, size_t n, bool late, const char *what);
+/* "pid P: fd F (KIND socket:[INO])" of a socket of the image, for messages. */
+const char *sk_who(struct tree *t, const RegFile *f, const char *kind);
+
 #endif

@@ -1,0 +1,548 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Socket options of inet and unix sockets (sk.h): one table, walked by the
+ * dump, the image check and the restore.
+ *
+ * Dump: every option of the table that applies to the socket's family and
+ * type is read on the socket and on a new socket of the same kind made in
+ * amber (the same network namespace, so the same sysctl defaults); only
+ * those that differ are saved, by name.  An option that the new socket
+ * cannot read does not exist on this kernel for that kind of socket and is
+ * skipped.  What the table knows but cannot be made again (an eBPF filter,
+ * SOF_TIMESTAMPING_OPT_ID) is refused.
+ *
+ * Restore: the image's options are checked before any socket is made (a
+ * known name, for this kind of socket, a well-formed value, the owner's to
+ * set), then set in two steps, both with the image owner's rights so that
+ * the kernel bounds what they ask: the early ones on the new socket before
+ * it binds (SO_REUSEPORT, IP_FREEBIND, SO_BINDTODEVICE need that), the late
+ * ones (buffer sizes, filters) once its queue is refilled.  Then every one
+ * is read back: a value the kernel clamped fails the restore.
+ */
+#include <errno.h>
+#include <linux/filter.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/ip.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+#include <linux/net_tstamp.h>
+
+#include "amber.h"
+#include "log.h"
+#include "owner.h"
+#include "sk.h"
+
+#ifndef SO_PASSPIDFD
+#define SO_PASSPIDFD 76
+#endif
+#ifndef SO_PASSRIGHTS
+#define SO_PASSRIGHTS 83
+#endif
+#ifndef SO_BUF_LOCK
+#define SO_BUF_LOCK 72
+#endif
+#ifndef SOCK_SNDBUF_LOCK
+#define SOCK_SNDBUF_LOCK 1
+#define SOCK_RCVBUF_LOCK 2
+#endif
+#define TCP_CA_NAME_MAX 16
+
+/* families and types an option applies to */
+#define F_UNIX	 1
+#define F_INET4	 2
+#define F_INET6	 4
+#define F_INET	 (F_INET4 | F_INET6)
+#define F_ALL	 (F_UNIX | F_INET)
+#define T_STREAM 1
+#define T_DGRAM	 2
+#define T_SEQ	 4
+#define T_ALL	 (T_STREAM | T_DGRAM | T_SEQ)
+
+enum kind {
+	K_BOOL,	  /* int, 0 or 1 */
+	K_INT,	  /* int */
+	K_BUF,	  /* SO_SNDBUF/SO_RCVBUF: kept when the user set it (SO_BUF_LOCK bits) */
+	K_RAW,	  /* a struct of size bytes */
+	K_STR,	  /* a name of fewer than size bytes */
+	K_FILTER, /* classic BPF program (SO_GET_FILTER / SO_ATTACH_FILTER) */
+};
+
+/* flags */
+#define LATE	1 /* set after the queues are refilled */
+#define NOT_EST 2 /* not on an established connection (what reads back is the connection's) */
+#define PRIV	4 /* needs CAP_NET_ADMIN or CAP_NET_RAW */
+#define PRIO	8 /* SO_PRIORITY: above 6 PRIV */
+
+struct opt {
+	const char *name;
+	int level, opt;
+	enum kind kind;
+	unsigned size; /* K_RAW, K_STR */
+	unsigned families, types, flags;
+};
+
+#define B(l, o, f, t, fl)                                                                          \
+	{                                                                                          \
+#o, l, o, K_BOOL, 0, f, t, fl                                                      \
+	}
+#define I(l, o, f, t, fl)                                                                          \
+	{                                                                                          \
+#o, l, o, K_INT, 0, f, t, fl                                                       \
+	}
+#define R(l, o, sz, f, t, fl)                                                                      \
+	{                                                                                          \
+#o, l, o, K_RAW, sz, f, t, fl                                                      \
+	}
+
+/*
+ * In the order the restore sets them: IP_TOS before SO_PRIORITY (TOS sets
+ * the priority too), the buffer sizes before SO_BUF_LOCK, the filter
+ * before SO_LOCK_FILTER.
+ */
+static const struct opt opts[] = {
+	I(SOL_IP, IP_TOS, F_INET, T_STREAM | T_DGRAM, 0),
+	I(SOL_IP, IP_TTL, F_INET, T_STREAM | T_DGRAM, 0),
+	B(SOL_IP, IP_FREEBIND, F_INET, T_STREAM | T_DGRAM, 0),
+	B(SOL_IP, IP_TRANSPARENT, F_INET, T_STREAM | T_DGRAM, PRIV),
+	B(SOL_IP, IP_PKTINFO, F_INET, T_STREAM | T_DGRAM, 0),
+	B(SOL_IP, IP_RECVERR, F_INET, T_STREAM | T_DGRAM, 0),
+	I(SOL_IP, IP_MTU_DISCOVER, F_INET, T_STREAM | T_DGRAM, 0),
+	I(SOL_IPV6, IPV6_TCLASS, F_INET6, T_STREAM | T_DGRAM, 0),
+	I(SOL_IPV6, IPV6_UNICAST_HOPS, F_INET6, T_STREAM | T_DGRAM, 0),
+	B(SOL_IPV6, IPV6_RECVPKTINFO, F_INET6, T_STREAM | T_DGRAM, 0),
+	B(SOL_IPV6, IPV6_RECVERR, F_INET6, T_STREAM | T_DGRAM, 0),
+	I(SOL_IPV6, IPV6_MTU_DISCOVER, F_INET6, T_STREAM | T_DGRAM, 0),
+	B(SOL_IPV6, IPV6_FREEBIND, F_INET6, T_STREAM | T_DGRAM, 0),
+	B(SOL_IPV6, IPV6_TRANSPARENT, F_INET6, T_STREAM | T_DGRAM, PRIV),
+	/* inet keeps SO_REUSEADDR in inet_sk_entry.reuseaddr (restore binds with it on) */
+	B(SOL_SOCKET, SO_REUSEADDR, F_UNIX, T_ALL, 0),
+	B(SOL_SOCKET, SO_REUSEPORT, F_ALL, T_ALL, 0),
+	I(SOL_SOCKET, SO_PRIORITY, F_ALL, T_ALL, PRIO),
+	I(SOL_SOCKET, SO_MARK, F_ALL, T_ALL, PRIV),
+	I(SOL_SOCKET, SO_RCVLOWAT, F_ALL, T_ALL, 0),
+	R(SOL_SOCKET, SO_RCVTIMEO, sizeof(struct timeval), F_ALL, T_ALL, 0),
+	R(SOL_SOCKET, SO_SNDTIMEO, sizeof(struct timeval), F_ALL, T_ALL, 0),
+	B(SOL_SOCKET, SO_KEEPALIVE, F_ALL, T_ALL, 0),
+	R(SOL_SOCKET, SO_LINGER, sizeof(struct linger), F_ALL, T_ALL, 0),
+	B(SOL_SOCKET, SO_BROADCAST, F_ALL, T_ALL, 0),
+	B(SOL_SOCKET, SO_OOBINLINE, F_ALL, T_ALL, 0),
+	B(SOL_SOCKET, SO_PASSCRED, F_ALL, T_ALL, 0),
+	B(SOL_SOCKET, SO_PASSSEC, F_ALL, T_ALL, 0),
+	B(SOL_SOCKET, SO_PASSPIDFD, F_ALL, T_ALL, 0),
+	B(SOL_SOCKET, SO_PASSRIGHTS, F_ALL, T_ALL, 0),
+	{"SO_BINDTODEVICE", SOL_SOCKET, SO_BINDTODEVICE, K_STR, IFNAMSIZ, F_ALL, T_ALL, 0},
+	B(SOL_SOCKET, SO_TIMESTAMP_OLD, F_ALL, T_ALL, 0),
+	B(SOL_SOCKET, SO_TIMESTAMP_NEW, F_ALL, T_ALL, 0),
+	B(SOL_SOCKET, SO_TIMESTAMPNS_OLD, F_ALL, T_ALL, 0),
+	B(SOL_SOCKET, SO_TIMESTAMPNS_NEW, F_ALL, T_ALL, 0),
+	R(SOL_SOCKET, SO_TIMESTAMPING_OLD, sizeof(struct so_timestamping), F_ALL, T_ALL, 0),
+	R(SOL_SOCKET, SO_TIMESTAMPING_NEW, sizeof(struct so_timestamping), F_ALL, T_ALL, 0),
+	/* unix keeps its buffer sizes in unix_sk_entry (the refill needs its own) */
+	{"SO_SNDBUF", SOL_SOCKET, SO_SNDBUF, K_BUF, 0, F_INET, T_ALL, LATE},
+	{"SO_RCVBUF", SOL_SOCKET, SO_RCVBUF, K_BUF, 0, F_INET, T_ALL, LATE},
+	I(SOL_SOCKET, SO_BUF_LOCK, F_INET, T_ALL, LATE),
+	{"SO_ATTACH_FILTER", SOL_SOCKET, SO_ATTACH_FILTER, K_FILTER, 0, F_ALL, T_ALL, LATE},
+	B(SOL_SOCKET, SO_LOCK_FILTER, F_ALL, T_ALL, LATE),
+	B(SOL_TCP, TCP_NODELAY, F_INET, T_STREAM, 0),
+	B(SOL_TCP, TCP_CORK, F_INET, T_STREAM, 0),
+	I(SOL_TCP, TCP_USER_TIMEOUT, F_INET, T_STREAM, 0),
+	{"TCP_CONGESTION", SOL_TCP, TCP_CONGESTION, K_STR, TCP_CA_NAME_MAX, F_INET, T_STREAM, 0},
+	I(SOL_TCP, TCP_MAXSEG, F_INET, T_STREAM, NOT_EST),
+	I(SOL_TCP, TCP_NOTSENT_LOWAT, F_INET, T_STREAM, 0),
+	I(SOL_TCP, TCP_KEEPIDLE, F_INET, T_STREAM, 0),
+	I(SOL_TCP, TCP_KEEPINTVL, F_INET, T_STREAM, 0),
+	I(SOL_TCP, TCP_KEEPCNT, F_INET, T_STREAM, 0),
+	I(SOL_TCP, TCP_FASTOPEN, F_INET, T_STREAM, NOT_EST),
+	I(SOL_TCP, TCP_DEFER_ACCEPT, F_INET, T_STREAM, NOT_EST),
+	I(SOL_TCP, TCP_LINGER2, F_INET, T_STREAM, 0),
+	I(SOL_TCP, TCP_WINDOW_CLAMP, F_INET, T_STREAM, NOT_EST),
+};
+
+#define NR_OPTS	       (sizeof(opts) / sizeof(opts[0]))
+#define MAX_FILTER_LEN BPF_MAXINSNS
+
+static unsigned family_bit(int family)
+{
+	return family == AF_UNIX ? F_UNIX : family == AF_INET ? F_INET4 : F_INET6;
+}
+
+static unsigned type_bit(int type)
+{
+	return type == SOCK_STREAM ? T_STREAM : type == SOCK_DGRAM ? T_DGRAM : T_SEQ;
+}
+
+static bool applies(const struct opt *o, int family, int type, bool established)
+{
+	return (o->families & family_bit(family)) && (o->types & type_bit(type)) &&
+	       !(established && (o->flags & NOT_EST));
+}
+
+static const struct opt *opt_by_name(const char *name)
+{
+	for (size_t i = 0; i < NR_OPTS; i++)
+		if (!strcmp(opts[i].name, name))
+			return &opts[i];
+	return NULL;
+}
+
+/* An option's value as the image holds it. */
+struct val {
+	int64_t i;
+	uint8_t *data;
+	size_t len;
+};
+
+/* Read o on fd; -errno (unlogged: the caller knows whether that is an error). */
+static int get_opt(int fd, const struct opt *o, struct val *v)
+{
+	socklen_t len;
+	int i = 0;
+
+	v->data = NULL;
+	v->len = 0;
+	v->i = 0;
+	switch (o->kind) {
+	case K_BOOL:
+	case K_INT:
+	case K_BUF:
+		len = sizeof(i);
+		if (getsockopt(fd, o->level, o->opt, &i, &len))
+			return -errno;
+		v->i = o->kind == K_BOOL ? !!i : i;
+		return 0;
+	case K_RAW:
+	case K_STR:
+		v->data = calloc(1, o->size);
+		if (!v->data)
+			return -ENOMEM;
+		len = o->size;
+		if (getsockopt(fd, o->level, o->opt, v->data, &len))
+			return -errno;
+		/* a time left without l_onoff does nothing, and is not set again */
+		if (o->opt == SO_LINGER && !((struct linger *)v->data)->l_onoff)
+			((struct linger *)v->data)->l_linger = 0;
+		/* the "other" timestamping variant reads as a 4-byte 0 */
+		if (o->kind == K_RAW && len != o->size)
+			memset(v->data, 0, o->size);
+		v->len = o->kind == K_RAW ? o->size : strnlen((char *)v->data, len);
+		return 0;
+	case K_FILTER:
+		/* the first call counts the instructions, the second copies them */
+		len = 0;
+		if (getsockopt(fd, SOL_SOCKET, SO_GET_FILTER, NULL, &len))
+			return -errno;
+		if (!len)
+			return 0;
+		if (len > MAX_FILTER_LEN)
+			return -E2BIG;
+		v->data = malloc(len * sizeof(struct sock_filter));
+		if (!v->data)
+			return -ENOMEM;
+		if (getsockopt(fd, SOL_SOCKET, SO_GET_FILTER, v->data, &len))
+			return -errno;
+		v->len = len * sizeof(struct sock_filter);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static bool same(const struct opt *o, const struct val *a, const struct val *b)
+{
+	if (o->kind == K_BOOL || o->kind == K_INT || o->kind == K_BUF)
+		return a->i == b->i;
+	return a->len == b->len && (!a->len || !memcmp(a->data, b->data, a->len));
+}
+
+/* What a value the kernel gave back cannot be made again from. */
+static const char *not_restorable(const struct opt *o, const struct val *v)
+{
+	if (o->kind == K_RAW && (o->opt == SO_TIMESTAMPING_OLD || o->opt == SO_TIMESTAMPING_NEW) &&
+	    (((const struct so_timestamping *)v->data)->flags & SOF_TIMESTAMPING_OPT_ID))
+		return "SOF_TIMESTAMPING_OPT_ID: the key of the next timestamp cannot be set";
+	return NULL;
+}
+
+static int add_opt(SkOpt ***out, size_t *n, const struct opt *o, struct val *v)
+{
+	SkOpt **no = realloc(*out, (*n + 1) * sizeof(*no));
+	SkOpt *s;
+
+	if (!no)
+		return -ENOMEM;
+	*out = no;
+	s = malloc(sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	sk_opt__init(s);
+	s->name = (char *)o->name;
+	if (o->kind == K_BOOL || o->kind == K_INT || o->kind == K_BUF) {
+		s->has_val = 1;
+		s->val = v->i;
+	} else {
+		s->has_data = 1;
+		s->data.data = v->data ? v->data : malloc(1);
+		s->data.len = v->len;
+		v->data = NULL;
+		if (!s->data.data) {
+			free(s);
+			return -ENOMEM;
+		}
+	}
+	(*out)[(*n)++] = s;
+	return 0;
+}
+
+int sk_opts_dump(int fd, int family, int type, bool established, const char *what, SkOpt ***out,
+		 size_t *n)
+{
+	int fresh, locks = 0, ret = 0;
+	socklen_t len = sizeof(locks);
+
+	fresh = socket(family, type | SOCK_CLOEXEC, 0);
+	if (fresh < 0) {
+		pr_err("%s: cannot make a new socket of its kind to compare its options with: %m",
+		       what);
+		return -errno;
+	}
+	/* kernels before 5.14 have no SO_BUF_LOCK: then the sizes are never kept */
+	if (getsockopt(fd, SOL_SOCKET, SO_BUF_LOCK, &locks, &len))
+		locks = 0;
+	for (size_t i = 0; i < NR_OPTS && !ret; i++) {
+		const struct opt *o = &opts[i];
+		struct val def, cur;
+		const char *why;
+
+		if (!applies(o, family, type, established))
+			continue;
+		if (get_opt(fresh, o, &def)) {
+			free(def.data);
+			continue; /* not on this kernel for this kind of socket */
+		}
+		ret = get_opt(fd, o, &cur);
+		if (ret == -EACCES && o->kind == K_FILTER) {
+			pr_err("%s: an eBPF program is attached to the socket (SO_ATTACH_BPF), "
+			       "which "
+			       "amber cannot dump (classic filters only)",
+			       what);
+			ret = -EOPNOTSUPP;
+		} else if (ret == -E2BIG) {
+			pr_err("%s: its socket filter has more than %d instructions", what,
+			       MAX_FILTER_LEN);
+		} else if (ret) {
+			pr_err("%s: cannot read %s: %s", what, o->name, strerror(-ret));
+		} else if (o->kind == K_BUF &&
+			   !(locks & (o->opt == SO_SNDBUF ? SOCK_SNDBUF_LOCK : SOCK_RCVBUF_LOCK))) {
+			; /* the kernel's choice, not the user's: a new socket makes its own */
+		} else if (!same(o, &cur, &def)) {
+			why = not_restorable(o, &cur);
+			if (why) {
+				pr_err("%s: %s is set with %s, which amber cannot restore", what,
+				       o->name, why);
+				ret = -EOPNOTSUPP;
+			} else {
+				pr_debug("%s: %s differs from a new socket's", what, o->name);
+				ret = add_opt(out, n, o, &cur);
+			}
+		}
+		free(def.data);
+		free(cur.data);
+	}
+	close(fresh);
+	return ret;
+}
+
+static bool needs_priv(const struct opt *o, const SkOpt *s)
+{
+	/* sk_set_prio_allowed(): TC_PRIO_BESTEFFORT..TC_PRIO_INTERACTIVE are anyone's */
+	return (o->flags & PRIV) || ((o->flags & PRIO) && (s->val < 0 || s->val > 6));
+}
+
+int sk_opts_check(struct tree *t, SkOpt **s, size_t n, int family, int type, bool established,
+		  const char *what)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct opt *o = s[i]->name ? opt_by_name(s[i]->name) : NULL;
+		bool is_int;
+
+		if (!o) {
+			pr_err("%s: the image holds socket option '%s', which amber does not know; "
+			       "the image is corrupt",
+			       what, s[i]->name ? s[i]->name : "");
+			return -EBADMSG;
+		}
+		if (!applies(o, family, type, established)) {
+			pr_err("%s: the image holds %s, which does not apply to this kind of "
+			       "socket; the image is corrupt",
+			       what, o->name);
+			return -EBADMSG;
+		}
+		for (size_t k = 0; k < i; k++)
+			if (!strcmp(s[k]->name, s[i]->name)) {
+				pr_err("%s: the image holds %s twice; the image is corrupt", what,
+				       o->name);
+				return -EBADMSG;
+			}
+		is_int = o->kind == K_BOOL || o->kind == K_INT || o->kind == K_BUF;
+		if (is_int != s[i]->has_val || is_int == s[i]->has_data ||
+		    (is_int && (s[i]->val < INT32_MIN || s[i]->val > INT32_MAX)) ||
+		    (o->kind == K_BOOL && s[i]->val != 0 && s[i]->val != 1) ||
+		    (o->kind == K_BUF && s[i]->val <= 0) ||
+		    (o->kind == K_RAW && s[i]->data.len != o->size) ||
+		    (o->kind == K_STR &&
+		     (s[i]->data.len >= o->size || memchr(s[i]->data.data, 0, s[i]->data.len)))) {
+			pr_err("%s: the image holds a value of %s out of its range or of the wrong "
+			       "size; the image is corrupt",
+			       what, o->name);
+			return -EBADMSG;
+		}
+		if (o->kind == K_FILTER &&
+		    (!s[i]->data.len || s[i]->data.len % sizeof(struct sock_filter) ||
+		     s[i]->data.len / sizeof(struct sock_filter) > MAX_FILTER_LEN)) {
+			pr_err("%s: the image holds a socket filter of %zu bytes, not 1 to %d "
+			       "instructions of %zu bytes; the image is corrupt",
+			       what, s[i]->data.len, MAX_FILTER_LEN, sizeof(struct sock_filter));
+			return -EBADMSG;
+		}
+		if (o->kind == K_RAW && not_restorable(o, &(struct val){.data = s[i]->data.data})) {
+			pr_err("%s: the image asks for %s with %s", what, o->name,
+			       not_restorable(o, &(struct val){.data = s[i]->data.data}));
+			return -EBADMSG;
+		}
+		if (t->owner.switches && needs_priv(o, s[i])) {
+			pr_err("%s: the image asks for %s = %lld, which needs CAP_NET_ADMIN, and "
+			       "belongs to uid %u: only root's own images set it",
+			       what, o->name, (long long)s[i]->val, t->owner.uid);
+			return -EPERM;
+		}
+	}
+	return 0;
+}
+
+static int set_opt(int fd, const struct opt *o, const SkOpt *s)
+{
+	int v = (int)s->val;
+
+	switch (o->kind) {
+	case K_BOOL:
+	case K_INT:
+		return setsockopt(fd, o->level, o->opt, &v, sizeof(v)) ? -errno : 0;
+	case K_BUF:
+		/* the kernel doubles what it is given; FORCE passes net.core.[rw]mem_max */
+		v /= 2;
+		if (!setsockopt(fd, SOL_SOCKET,
+				o->opt == SO_SNDBUF ? SO_SNDBUFFORCE : SO_RCVBUFFORCE, &v,
+				sizeof(v)))
+			return 0;
+		if (errno != EPERM)
+			return -errno;
+		return setsockopt(fd, SOL_SOCKET, o->opt, &v, sizeof(v)) ? -errno : 0;
+	case K_RAW:
+	case K_STR:
+		return setsockopt(fd, o->level, o->opt, s->data.data, s->data.len) ? -errno : 0;
+	case K_FILTER: {
+		struct sock_fprog prog = {
+			.len = (unsigned short)(s->data.len / sizeof(struct sock_filter)),
+			.filter = (struct sock_filter *)s->data.data,
+		};
+
+		return setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) ? -errno
+											 : 0;
+	}
+	}
+	return -EINVAL;
+}
+
+static void show_val(char *buf, size_t size, const struct opt *o, const struct val *v)
+{
+	if (o->kind == K_BOOL || o->kind == K_INT || o->kind == K_BUF)
+		snprintf(buf, size, "%lld", (long long)v->i);
+	else if (o->kind == K_STR)
+		snprintf(buf, size, "'%.*s'", (int)v->len, (const char *)v->data);
+	else
+		snprintf(buf, size, "%zu bytes", v->len);
+}
+
+/* Read each back: the kernel clamps some values (buffer sizes, timeouts) without a word. */
+static int verify(int fd, SkOpt **s, size_t n, const char *what)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct opt *o = opt_by_name(s[i]->name);
+		struct val want = {.i = s[i]->val, .data = s[i]->data.data, .len = s[i]->data.len};
+		struct val got;
+		char a[64], b[64];
+		int ret = get_opt(fd, o, &got);
+
+		if (ret) {
+			free(got.data);
+			pr_err("%s: cannot read %s back: %s", what, o->name, strerror(-ret));
+			return ret;
+		}
+		if (!same(o, &got, &want)) {
+			show_val(a, sizeof(a), o, &got);
+			show_val(b, sizeof(b), o, &want);
+			free(got.data);
+			pr_err("%s: %s is %s once set, not %s as in the image (the kernel limits "
+			       "it: "
+			       "%s)",
+			       what, o->name, a, b,
+			       o->kind == K_BUF ? "net.core.[rw]mem_max, which only CAP_NET_ADMIN "
+						  "passes"
+						: "a sysctl, or another option");
+			return -ERANGE;
+		}
+		free(got.data);
+	}
+	return 0;
+}
+
+int sk_opts_restore(struct tree *t, int fd, SkOpt **s, size_t n, bool late, const char *what)
+{
+	int ret = owner_enter(t);
+
+	if (ret)
+		return ret;
+	/* in the table's order, whatever the image's */
+	for (size_t i = 0; i < NR_OPTS && !ret; i++) {
+		if (!(opts[i].flags & LATE) != !late)
+			continue;
+		for (size_t k = 0; k < n && !ret; k++) {
+			if (strcmp(s[k]->name, opts[i].name))
+				continue;
+			ret = set_opt(fd, &opts[i], s[k]);
+			if (ret)
+				pr_err("%s: cannot set %s: %s", what, opts[i].name, strerror(-ret));
+		}
+	}
+	if (!ret && late)
+		ret = verify(fd, s, n, what);
+	owner_leave(t);
+	return ret;
+}
+
+const char *sk_who(struct tree *t, const RegFile *f, const char *kind)
+{
+	static char buf[2][128];
+	static int k;
+	char *b = buf[k++ % 2];
+
+	for (size_t p = 0; p < t->nr_procs; p++) {
+		struct restore_ctx *ctx = t->rprocs[p];
+
+		for (size_t i = 0; i < ctx->nr_fds; i++)
+			if (ctx->fds[i]->file_id == f->id) {
+				snprintf(b, sizeof(buf[0]), "pid %d: fd %u (%s socket:[%llu])",
+					 ctx->pid, ctx->fds[i]->fd, kind,
+					 (unsigned long long)f->ino);
+				return b;
+			}
+	}
+	snprintf(b, sizeof(buf[0]), "%s socket:[%llu] (in flight)", kind,
+		 (unsigned long long)f->ino);
+	return b;
+}

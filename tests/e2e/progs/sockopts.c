@@ -1,0 +1,365 @@
+// SPDX-License-Identifier: MIT
+/*
+ * sockopts: sockets with non-default options of every kind amber keeps.
+ * Each option is set, read back with getsockopt and recorded; after go each
+ * is read again and must equal the record.  Also, by behaviour:
+ *   - two TCP listeners in one SO_REUSEPORT group on port 47110: new
+ *     connections after restore reach both;
+ *   - classic BPF filters (drop datagrams starting with 'X') on a UDP and a
+ *     unix dgram socket, locked: after restore 'X...' is dropped, the rest
+ *     delivered, and the filter cannot be detached;
+ *   - a UDP socket bound with IP_FREEBIND to 192.0.2.1, not on the machine;
+ *   - an established TCP connection with options on both ends, which still
+ *     carries data;
+ *   - UDP and TCP over IPv6, unix socketpairs of stream and dgram type.
+ *
+ *   sockopts DIR       (dump/restore with --tcp-established)
+ *   sockopts DIR mc    a UDP socket that joined 239.1.2.3 on lo as well
+ */
+#include <arpa/inet.h>
+#include <linux/filter.h>
+#include <linux/net_tstamp.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/ip.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+
+#include "prog.h"
+
+#define PORT_RP	  47110 /* the SO_REUSEPORT group */
+#define PORT_U4	  47111
+#define PORT_FB	  47112
+#define PORT_U6	  47113
+#define PORT_L6	  47114
+#define PORT_MC	  47115
+#define FOREIGN	  "192.0.2.1" /* TEST-NET-1: on no interface */
+#define MAX_RECS  128
+#define N_CLIENTS 24
+
+struct rec {
+	int fd, level, opt;
+	const char *what;
+	socklen_t len;
+	unsigned char val[64];
+};
+
+static struct rec recs[MAX_RECS];
+static int nr_recs;
+
+/* Set an option, read back what the kernel made of it, and remember that. */
+static void set_rec(int fd, const char *sk, int level, int opt, const char *name, const void *v,
+		    socklen_t len)
+{
+	struct rec *r = &recs[nr_recs++];
+	static char what[MAX_RECS][96];
+
+	if (setsockopt(fd, level, opt, v, len))
+		prog_die("setsockopt %s on %s", name, sk);
+	snprintf(what[r - recs], sizeof(what[0]), "%s on %s", name, sk);
+	*r = (struct rec){.fd = fd, .level = level, .opt = opt, .what = what[r - recs]};
+	r->len = sizeof(r->val);
+	if (getsockopt(fd, level, opt, r->val, &r->len))
+		prog_die("getsockopt %s on %s", name, sk);
+}
+
+#define SET_INT(fd, sk, level, opt, v) set_rec(fd, sk, level, opt, #opt, &(int){v}, sizeof(int))
+#define SET(fd, sk, level, opt, v)     set_rec(fd, sk, level, opt, #opt, &(v), sizeof(v))
+
+static int sock(int family, int type)
+{
+	int fd = socket(family, type | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		prog_die("socket");
+	return fd;
+}
+
+static void bind4(int fd, const char *addr, int port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+
+	inet_pton(AF_INET, addr, &a.sin_addr);
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)))
+		prog_die("bind %s:%d", addr, port);
+}
+
+static void bind6(int fd, int port)
+{
+	struct sockaddr_in6 a = {.sin6_family = AF_INET6,
+				 .sin6_port = htons(port),
+				 .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)))
+		prog_die("bind [::1]:%d", port);
+}
+
+static int connect4(int port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons(port),
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	int fd = sock(AF_INET, SOCK_STREAM);
+
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)))
+		prog_die("connect 127.0.0.1:%d", port);
+	return fd;
+}
+
+/* Drop what starts with 'X' at offset off (UDP: after the 8-byte header). */
+static void attach_filter(int fd, const char *sk, unsigned off)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_B | BPF_ABS, off),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 'X', 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, 0),
+		BPF_STMT(BPF_RET | BPF_K, 0xffff),
+	};
+	struct sock_fprog p = {.len = 4, .filter = f};
+	struct sock_filter got[8];
+	socklen_t n = 8;
+
+	if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &p, sizeof(p)))
+		prog_die("SO_ATTACH_FILTER on %s", sk);
+	if (getsockopt(fd, SOL_SOCKET, SO_GET_FILTER, got, &n) || n != 4)
+		prog_die("SO_GET_FILTER on %s", sk);
+	SET_INT(fd, sk, SOL_SOCKET, SO_LOCK_FILTER, 1);
+}
+
+/* send "Xdrop" then "keep" to fd from from; fd must receive "keep" only */
+static void check_filter(int from, int fd, const struct sockaddr *to, socklen_t tolen,
+			 const char *sk)
+{
+	char buf[64];
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	ssize_t n;
+
+	if (sendto(from, "Xdrop", 5, 0, to, tolen) != 5 ||
+	    sendto(from, "keep", 4, 0, to, tolen) != 4)
+		prog_die("send to %s", sk);
+	n = poll(&p, 1, 5000) == 1 ? recv(fd, buf, sizeof(buf), MSG_DONTWAIT) : -1;
+	CHECK(n == 4 && !memcmp(buf, "keep", 4), "%s: the filter dropped 'Xdrop' and let 'keep' in",
+	      sk);
+	p.revents = 0;
+	CHECK(poll(&p, 1, 200) == 0, "%s: nothing else arrived", sk);
+	CHECK(setsockopt(fd, SOL_SOCKET, SO_DETACH_FILTER, &(int){0}, sizeof(int)) &&
+		      errno == EPERM,
+	      "%s: the filter is still locked (SO_DETACH_FILTER: %s)", sk, strerror(errno));
+}
+
+int main(int argc, char **argv)
+{
+	int first = prog_init(argc, argv), l1, l2, l6, c, a, u4, fb, u6, up[2], ud[2], tx, mc = -1;
+	bool with_mc = argc > first && !strcmp(argv[first], "mc");
+	struct linger lg = {1, 7}, lg2 = {1, 0};
+	struct timeval rt = {2, 500000}, st = {3, 0};
+	struct so_timestamping ts = {.flags = SOF_TIMESTAMPING_RX_SOFTWARE |
+					      SOF_TIMESTAMPING_SOFTWARE};
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(PORT_U4)};
+	struct sockaddr_in6 sa6 = {0};
+	socklen_t len;
+	int hits[2] = {0, 0};
+	char buf[64];
+
+	/* the SO_REUSEPORT group, and most of SOL_SOCKET, IP and TCP */
+	l1 = sock(AF_INET, SOCK_STREAM);
+	l2 = sock(AF_INET, SOCK_STREAM);
+	SET_INT(l1, "listener 1", SOL_SOCKET, SO_REUSEPORT, 1);
+	SET_INT(l2, "listener 2", SOL_SOCKET, SO_REUSEPORT, 1);
+	SET_INT(l1, "listener 1", SOL_IP, IP_TOS, 0x20);
+	SET_INT(l1, "listener 1", SOL_SOCKET, SO_PRIORITY, 5);
+	SET_INT(l1, "listener 1", SOL_SOCKET, SO_MARK, 42);
+	SET_INT(l1, "listener 1", SOL_SOCKET, SO_RCVBUF, 65536);
+	SET_INT(l1, "listener 1", SOL_SOCKET, SO_SNDBUF, 98304);
+	SET_INT(l1, "listener 1", SOL_SOCKET, SO_RCVLOWAT, 3);
+	SET(l1, "listener 1", SOL_SOCKET, SO_RCVTIMEO, rt);
+	SET(l1, "listener 1", SOL_SOCKET, SO_SNDTIMEO, st);
+	SET_INT(l1, "listener 1", SOL_SOCKET, SO_KEEPALIVE, 1);
+	SET(l1, "listener 1", SOL_SOCKET, SO_LINGER, lg);
+	SET_INT(l1, "listener 1", SOL_SOCKET, SO_OOBINLINE, 1);
+	SET_INT(l1, "listener 1", SOL_SOCKET, SO_TIMESTAMP, 1);
+	SET_INT(l1, "listener 1", SOL_IP, IP_TTL, 33);
+	SET_INT(l1, "listener 1", SOL_IP, IP_RECVERR, 1);
+	SET_INT(l1, "listener 1", SOL_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO);
+	SET_INT(l1, "listener 1", SOL_TCP, TCP_NODELAY, 1);
+	SET_INT(l1, "listener 1", SOL_TCP, TCP_USER_TIMEOUT, 12345);
+	set_rec(l1, "listener 1", SOL_TCP, TCP_CONGESTION, "TCP_CONGESTION", "reno", 4);
+	SET_INT(l1, "listener 1", SOL_TCP, TCP_MAXSEG, 1200);
+	SET_INT(l1, "listener 1", SOL_TCP, TCP_NOTSENT_LOWAT, 100000);
+	SET_INT(l1, "listener 1", SOL_TCP, TCP_KEEPIDLE, 77);
+	SET_INT(l1, "listener 1", SOL_TCP, TCP_KEEPINTVL, 11);
+	SET_INT(l1, "listener 1", SOL_TCP, TCP_KEEPCNT, 4);
+	SET_INT(l1, "listener 1", SOL_TCP, TCP_FASTOPEN, 5);
+	SET_INT(l1, "listener 1", SOL_TCP, TCP_LINGER2, 33);
+	SET_INT(l1, "listener 1", SOL_TCP, TCP_WINDOW_CLAMP, 40000);
+	SET_INT(l2, "listener 2", SOL_IP, IP_TRANSPARENT, 1);
+	SET_INT(l2, "listener 2", SOL_IP, IP_PKTINFO, 1);
+	SET_INT(l2, "listener 2", SOL_TCP, TCP_CORK, 1);
+	bind4(l1, "127.0.0.1", PORT_RP);
+	bind4(l2, "127.0.0.1", PORT_RP);
+	if (listen(l1, 64) || listen(l2, 64))
+		prog_die("listen");
+
+	/* an established connection with options on both ends */
+	c = connect4(PORT_RP);
+	{
+		struct pollfd p[2] = {{.fd = l1, .events = POLLIN}, {.fd = l2, .events = POLLIN}};
+
+		if (poll(p, 2, 5000) < 1)
+			prog_die("accept: nothing");
+		a = accept4(p[0].revents ? l1 : l2, NULL, NULL, SOCK_CLOEXEC);
+		if (a < 0)
+			prog_die("accept");
+	}
+	SET_INT(c, "client", SOL_SOCKET, SO_KEEPALIVE, 1);
+	SET_INT(c, "client", SOL_TCP, TCP_KEEPIDLE, 99);
+	SET_INT(c, "client", SOL_TCP, TCP_USER_TIMEOUT, 5000);
+	/* IP_TOS sets the priority too: the last word is SO_PRIORITY's */
+	SET_INT(c, "client", SOL_IP, IP_TOS, 0x08);
+	SET_INT(c, "client", SOL_SOCKET, SO_PRIORITY, 3);
+	SET_INT(c, "client", SOL_TCP, TCP_NODELAY, 1);
+	set_rec(c, "client", SOL_TCP, TCP_CONGESTION, "TCP_CONGESTION", "reno", 4);
+	SET(c, "client", SOL_SOCKET, SO_LINGER, lg2);
+	SET_INT(c, "client", SOL_SOCKET, SO_SNDBUF, 131072);
+	SET_INT(a, "accepted", SOL_TCP, TCP_NOTSENT_LOWAT, 4096);
+	SET(a, "accepted", SOL_SOCKET, SO_RCVTIMEO, rt);
+	SET_INT(a, "accepted", SOL_TCP, TCP_LINGER2, 20);
+	SET_INT(a, "accepted", SOL_IP, IP_TTL, 17);
+	SET_INT(a, "accepted", SOL_TCP, TCP_KEEPCNT, 2);
+
+	/* UDP v4: a filter, a device, IP options */
+	u4 = sock(AF_INET, SOCK_DGRAM);
+	SET_INT(u4, "udp4", SOL_SOCKET, SO_BROADCAST, 1);
+	set_rec(u4, "udp4", SOL_SOCKET, SO_BINDTODEVICE, "SO_BINDTODEVICE", "lo", 3);
+	SET_INT(u4, "udp4", SOL_IP, IP_PKTINFO, 1);
+	SET_INT(u4, "udp4", SOL_IP, IP_RECVERR, 1);
+	SET_INT(u4, "udp4", SOL_IP, IP_TOS, 0x10);
+	SET_INT(u4, "udp4", SOL_IP, IP_MTU_DISCOVER, IP_PMTUDISC_PROBE);
+	SET_INT(u4, "udp4", SOL_SOCKET, SO_TIMESTAMPNS, 1);
+	SET_INT(u4, "udp4", SOL_SOCKET, SO_RCVBUF, 30000);
+	bind4(u4, "127.0.0.1", PORT_U4);
+	attach_filter(u4, "udp4", 8);
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+
+	/* IP_FREEBIND: an address on no interface */
+	fb = sock(AF_INET, SOCK_DGRAM);
+	SET_INT(fb, "freebind", SOL_IP, IP_FREEBIND, 1);
+	bind4(fb, FOREIGN, PORT_FB);
+
+	/* IPv6: UDP and a TCP listener */
+	u6 = sock(AF_INET6, SOCK_DGRAM);
+	SET_INT(u6, "udp6", SOL_IPV6, IPV6_V6ONLY, 1);
+	SET_INT(u6, "udp6", SOL_IPV6, IPV6_TCLASS, 0x28);
+	SET_INT(u6, "udp6", SOL_IPV6, IPV6_UNICAST_HOPS, 9);
+	SET_INT(u6, "udp6", SOL_IPV6, IPV6_RECVPKTINFO, 1);
+	SET_INT(u6, "udp6", SOL_IPV6, IPV6_RECVERR, 1);
+	SET_INT(u6, "udp6", SOL_IPV6, IPV6_MTU_DISCOVER, IPV6_PMTUDISC_DO);
+	SET(u6, "udp6", SOL_SOCKET, SO_TIMESTAMPING, ts);
+	bind6(u6, PORT_U6);
+	l6 = sock(AF_INET6, SOCK_STREAM);
+	SET_INT(l6, "listener6", SOL_IPV6, IPV6_TCLASS, 0x48);
+	SET_INT(l6, "listener6", SOL_TCP, TCP_DEFER_ACCEPT, 3);
+	SET_INT(l6, "listener6", SOL_TCP, TCP_KEEPCNT, 7);
+	SET_INT(l6, "listener6", SOL_SOCKET, SO_REUSEADDR, 1);
+	bind6(l6, PORT_L6);
+	if (listen(l6, 8))
+		prog_die("listen6");
+
+	/* unix: a stream pair and a filtered dgram pair */
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, up) ||
+	    socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, ud))
+		prog_die("socketpair");
+	SET_INT(up[0], "unix stream", SOL_SOCKET, SO_PASSCRED, 1);
+	SET_INT(up[0], "unix stream", SOL_SOCKET, SO_PASSSEC, 1);
+	SET(up[0], "unix stream", SOL_SOCKET, SO_SNDTIMEO, st);
+	SET_INT(up[0], "unix stream", SOL_SOCKET, SO_PRIORITY, 2);
+	SET_INT(up[1], "unix stream peer", SOL_SOCKET, SO_KEEPALIVE, 1);
+	SET_INT(up[1], "unix stream peer", SOL_SOCKET, SO_RCVLOWAT, 5);
+	SET_INT(ud[0], "unix dgram", SOL_SOCKET, SO_TIMESTAMP, 1);
+	SET_INT(ud[0], "unix dgram", SOL_SOCKET, SO_MARK, 7);
+	SET_INT(ud[0], "unix dgram", SOL_SOCKET, SO_PASSCRED, 1);
+	attach_filter(ud[0], "unix dgram", 0);
+
+	if (with_mc) {
+		struct ip_mreqn m = {.imr_ifindex = (int)if_nametoindex("lo")};
+
+		mc = sock(AF_INET, SOCK_DGRAM);
+		SET_INT(mc, "multicast", SOL_SOCKET, SO_REUSEADDR, 1);
+		inet_pton(AF_INET, "239.1.2.3", &m.imr_multiaddr);
+		bind4(mc, "0.0.0.0", PORT_MC);
+		if (setsockopt(mc, SOL_IP, IP_ADD_MEMBERSHIP, &m, sizeof(m)))
+			prog_die("IP_ADD_MEMBERSHIP 239.1.2.3 on lo");
+	}
+
+	prog_ready();
+	prog_wait_go();
+
+	if (prog_sabotage())
+		recs[nr_recs / 2].val[0] ^= 1;
+	for (int i = 0; i < nr_recs; i++) {
+		struct rec *r = &recs[i];
+		unsigned char got[64];
+		socklen_t n = sizeof(got);
+		int ok = !getsockopt(r->fd, r->level, r->opt, got, &n);
+
+		CHECK(ok && n == r->len && !memcmp(got, r->val, n), "%s kept (%d bytes, first %d)",
+		      r->what, (int)n, r->len >= 4 ? *(int *)r->val : r->val[0]);
+	}
+
+	/* the group: new connections reach both listeners */
+	for (int i = 0; i < N_CLIENTS; i++) {
+		int k = connect4(PORT_RP), s;
+		struct pollfd p[2] = {{.fd = l1, .events = POLLIN}, {.fd = l2, .events = POLLIN}};
+
+		if (poll(p, 2, 5000) < 1)
+			break;
+		s = accept4(p[0].revents ? l1 : l2, NULL, NULL, SOCK_CLOEXEC);
+		hits[p[0].revents ? 0 : 1]++;
+		close(s);
+		close(k);
+	}
+	CHECK(hits[0] && hits[1] && hits[0] + hits[1] == N_CLIENTS,
+	      "SO_REUSEPORT group: %d connections to listener 1, %d to listener 2", hits[0],
+	      hits[1]);
+
+	/* the connection carries data */
+	CHECK(send(a, "ping", 4, 0) == 4 && recv(c, buf, sizeof(buf), 0) == 4 &&
+		      !memcmp(buf, "ping", 4),
+	      "the established connection carries data");
+
+	/* filters */
+	tx = sock(AF_INET, SOCK_DGRAM);
+	check_filter(tx, u4, (struct sockaddr *)&sa, sizeof(sa), "udp4");
+	close(tx);
+	check_filter(ud[1], ud[0], NULL, 0, "unix dgram");
+
+	/* the foreign address */
+	len = sizeof(sa);
+	CHECK(!getsockname(fb, (struct sockaddr *)&sa, &len) &&
+		      !strcmp(inet_ntop(AF_INET, &sa.sin_addr, buf, sizeof(buf)), FOREIGN) &&
+		      ntohs(sa.sin_port) == PORT_FB,
+	      "IP_FREEBIND socket bound to %s:%d", buf, ntohs(sa.sin_port));
+	len = sizeof(sa6);
+	CHECK(!getsockname(u6, (struct sockaddr *)&sa6, &len) && ntohs(sa6.sin6_port) == PORT_U6,
+	      "udp6 bound to port %d", ntohs(sa6.sin6_port));
+
+	if (with_mc) {
+		struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(PORT_MC)};
+		struct pollfd p = {.fd = mc, .events = POLLIN};
+		struct in_addr lo = {htonl(INADDR_LOOPBACK)};
+		ssize_t n = -1;
+
+		tx = sock(AF_INET, SOCK_DGRAM);
+		inet_pton(AF_INET, "239.1.2.3", &to.sin_addr);
+		setsockopt(tx, SOL_IP, IP_MULTICAST_IF, &lo, sizeof(lo));
+		if (sendto(tx, "mcast", 5, 0, (struct sockaddr *)&to, sizeof(to)) == 5 &&
+		    poll(&p, 1, 5000) == 1)
+			n = recv(mc, buf, sizeof(buf), MSG_DONTWAIT);
+		CHECK(n == 5, "the multicast group 239.1.2.3 on lo is still joined");
+	}
+	return prog_done();
+}
