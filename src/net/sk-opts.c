@@ -19,6 +19,7 @@
  * ones (buffer sizes, filters) once its queue is refilled.  Then every one
  * is read back: a value the kernel clamped fails the restore.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <linux/filter.h>
 #include <net/if.h>
@@ -71,6 +72,7 @@ enum kind {
 	K_RAW,	  /* a struct of size bytes */
 	K_STR,	  /* a name of fewer than size bytes */
 	K_FILTER, /* classic BPF program (SO_GET_FILTER / SO_ATTACH_FILTER) */
+	K_MEMB,	  /* one multicast membership each: val the ifindex, data the group */
 };
 
 /* flags */
@@ -106,6 +108,16 @@ struct opt {
  * before SO_LOCK_FILTER.
  */
 static const struct opt opts[] = {
+	/* joined before bind like the rest; a group of size bytes */
+	{"IP_ADD_MEMBERSHIP", SOL_IP, MCAST_JOIN_GROUP, K_MEMB, 4, F_INET, T_DGRAM, 0},
+	{"IPV6_ADD_MEMBERSHIP", SOL_IPV6, MCAST_JOIN_GROUP, K_MEMB, 16, F_INET6, T_DGRAM, 0},
+	B(SOL_IP, IP_MULTICAST_LOOP, F_INET, T_DGRAM, 0),
+	I(SOL_IP, IP_MULTICAST_TTL, F_INET, T_DGRAM, 0),
+	B(SOL_IP, IP_MULTICAST_ALL, F_INET, T_DGRAM, 0),
+	I(SOL_IPV6, IPV6_MULTICAST_IF, F_INET6, T_DGRAM, 0),
+	I(SOL_IPV6, IPV6_MULTICAST_HOPS, F_INET6, T_DGRAM, 0),
+	B(SOL_IPV6, IPV6_MULTICAST_LOOP, F_INET6, T_DGRAM, 0),
+	B(SOL_IPV6, IPV6_MULTICAST_ALL, F_INET6, T_DGRAM, 0),
 	I(SOL_IP, IP_TOS, F_INET, T_STREAM | T_DGRAM, 0),
 	I(SOL_IP, IP_TTL, F_INET, T_STREAM | T_DGRAM, 0),
 	B(SOL_IP, IP_FREEBIND, F_INET, T_STREAM | T_DGRAM, 0),
@@ -248,6 +260,8 @@ static int get_opt(int fd, const struct opt *o, struct val *v)
 			return -errno;
 		v->len = len * sizeof(struct sock_filter);
 		return 0;
+	case K_MEMB:
+		break; /* read by mc_member() */
 	}
 	return -EINVAL;
 }
@@ -281,10 +295,11 @@ static int add_opt(SkOpt ***out, size_t *n, const struct opt *o, struct val *v)
 		return -ENOMEM;
 	sk_opt__init(s);
 	s->name = (char *)o->name;
-	if (o->kind == K_BOOL || o->kind == K_INT || o->kind == K_BUF) {
+	if (o->kind == K_BOOL || o->kind == K_INT || o->kind == K_BUF || o->kind == K_MEMB) {
 		s->has_val = 1;
 		s->val = v->i;
-	} else {
+	}
+	if (o->kind != K_BOOL && o->kind != K_INT && o->kind != K_BUF) {
 		s->has_data = 1;
 		s->data.data = v->data ? v->data : malloc(1);
 		s->data.len = v->len;
@@ -296,6 +311,119 @@ static int add_opt(SkOpt ***out, size_t *n, const struct opt *o, struct val *v)
 	}
 	(*out)[(*n)++] = s;
 	return 0;
+}
+
+static void mc_group(struct sockaddr_storage *ss, const struct opt *o, const uint8_t *group)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (o->size == 4) {
+		struct sockaddr_in *in = (void *)ss;
+
+		in->sin_family = AF_INET;
+		memcpy(&in->sin_addr, group, 4);
+	} else {
+		struct sockaddr_in6 *in6 = (void *)ss;
+
+		in6->sin6_family = AF_INET6;
+		memcpy(&in6->sin6_addr, group, 16);
+	}
+}
+
+static const char *show_group(const struct opt *o, const uint8_t *group, int64_t ifindex)
+{
+	static char buf[INET6_ADDRSTRLEN + IF_NAMESIZE + 32];
+	char a[INET6_ADDRSTRLEN] = "?", dev[IF_NAMESIZE] = "?";
+
+	inet_ntop(o->size == 4 ? AF_INET : AF_INET6, group, a, sizeof(a));
+	if (ifindex > 0 && ifindex <= INT32_MAX && !if_indextoname((unsigned)ifindex, dev))
+		strcpy(dev, "?");
+	snprintf(buf, sizeof(buf), "%s on %s (ifindex %lld)", a, dev, (long long)ifindex);
+	return buf;
+}
+
+/*
+ * Has fd joined group on ifindex?  The kernel tells (MCAST_MSFILTER) for a
+ * group and an interface, not which groups: those come from /proc/net/igmp.
+ */
+static int mc_member(int fd, const struct opt *o, int64_t ifindex, const uint8_t *group,
+		     bool *member, const char *what)
+{
+	struct group_filter gf = {.gf_interface = (uint32_t)ifindex};
+	socklen_t len = sizeof(gf);
+
+	mc_group(&gf.gf_group, o, group);
+	*member = false;
+	if (getsockopt(fd, o->level, MCAST_MSFILTER, &gf, &len)) {
+		if (errno == EADDRNOTAVAIL)
+			return 0;
+		pr_err("%s: cannot tell whether it joined %s: %m", what,
+		       show_group(o, group, ifindex));
+		return -errno;
+	}
+	*member = true;
+	if (gf.gf_fmode != MCAST_EXCLUDE || gf.gf_numsrc) {
+		pr_err("%s: its membership of %s filters sources (%s mode, %u source(s)), which "
+		       "amber does not keep",
+		       what, show_group(o, group, ifindex),
+		       gf.gf_fmode == MCAST_EXCLUDE ? "exclude" : "include", gf.gf_numsrc);
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
+/* Every group of the namespace in /proc/net/igmp{,6} that fd joined. */
+static int mc_dump(int fd, const struct opt *o, const char *what, SkOpt ***out, size_t *n)
+{
+	const char *table = o->size == 4 ? "/proc/net/igmp" : "/proc/net/igmp6";
+	FILE *fp = fopen(table, "re");
+	char line[256];
+	int ifindex = 0, ret = 0;
+
+	if (!fp) {
+		pr_err("%s: cannot read %s to find its multicast memberships: %m", what, table);
+		return -errno;
+	}
+	while (!ret && fgets(line, sizeof(line), fp)) {
+		uint8_t group[16];
+		struct val v = {0};
+		bool member;
+
+		if (o->size == 4) {
+			unsigned g;
+
+			/* "IDX DEVICE : ..." then a tab-indented line per group (raw hex) */
+			if (line[0] >= '0' && line[0] <= '9') {
+				ifindex = atoi(line);
+				continue;
+			}
+			if (line[0] != '\t' || sscanf(line, " %x", &g) != 1)
+				continue;
+			memcpy(group, &g, 4);
+		} else {
+			char hex[33];
+
+			if (sscanf(line, "%d %*s %32s", &ifindex, hex) != 2 || strlen(hex) != 32)
+				continue;
+			for (int i = 0; i < 16; i++)
+				sscanf(hex + 2 * i, "%2hhx", &group[i]);
+		}
+		ret = mc_member(fd, o, ifindex, group, &member, what);
+		if (ret || !member)
+			continue;
+		v.i = ifindex;
+		v.len = o->size;
+		v.data = malloc(o->size);
+		if (!v.data) {
+			ret = -ENOMEM;
+			break;
+		}
+		memcpy(v.data, group, o->size);
+		pr_debug("%s: member of %s", what, show_group(o, group, ifindex));
+		ret = add_opt(out, n, o, &v);
+		free(v.data);
+	}
+	fclose(fp);
+	return ret;
 }
 
 int sk_opts_dump(int fd, int family, int type, bool established, const char *what, SkOpt ***out,
@@ -320,6 +448,10 @@ int sk_opts_dump(int fd, int family, int type, bool established, const char *wha
 
 		if (!applies(o, family, type, established))
 			continue;
+		if (o->kind == K_MEMB) {
+			ret = mc_dump(fd, o, what, out, n);
+			continue;
+		}
 		if (get_opt(fresh, o, &def)) {
 			free(def.data);
 			continue; /* not on this kernel for this kind of socket */
@@ -383,19 +515,33 @@ int sk_opts_check(struct tree *t, SkOpt **s, size_t n, int family, int type, boo
 			return -EBADMSG;
 		}
 		for (size_t k = 0; k < i; k++)
-			if (!strcmp(s[k]->name, s[i]->name)) {
+			if (!strcmp(s[k]->name, s[i]->name) &&
+			    (o->kind != K_MEMB ||
+			     (s[k]->val == s[i]->val && s[k]->data.len == s[i]->data.len &&
+			      !memcmp(s[k]->data.data, s[i]->data.data, s[i]->data.len)))) {
 				pr_err("%s: the image holds %s twice; the image is corrupt", what,
 				       o->name);
 				return -EBADMSG;
 			}
 		is_int = o->kind == K_BOOL || o->kind == K_INT || o->kind == K_BUF;
-		if (is_int != s[i]->has_val || is_int == s[i]->has_data ||
-		    (is_int && (s[i]->val < INT32_MIN || s[i]->val > INT32_MAX)) ||
-		    (o->kind == K_BOOL && s[i]->val != 0 && s[i]->val != 1) ||
-		    (o->kind == K_BUF && s[i]->val <= 0) ||
-		    (o->kind == K_RAW && s[i]->data.len != o->size) ||
-		    (o->kind == K_STR &&
-		     (s[i]->data.len >= o->size || memchr(s[i]->data.data, 0, s[i]->data.len)))) {
+		if (o->kind == K_MEMB && (!s[i]->has_val || !s[i]->has_data || s[i]->val <= 0 ||
+					  s[i]->val > INT32_MAX || s[i]->data.len != o->size ||
+					  (o->size == 4 ? (s[i]->data.data[0] & 0xf0) != 0xe0
+							: s[i]->data.data[0] != 0xff))) {
+			pr_err("%s: the image holds an %s that is not a multicast group of %u "
+			       "bytes "
+			       "on an interface; the image is corrupt",
+			       what, o->name, o->size);
+			return -EBADMSG;
+		}
+		if (o->kind != K_MEMB &&
+		    (is_int != s[i]->has_val || is_int == s[i]->has_data ||
+		     (is_int && (s[i]->val < INT32_MIN || s[i]->val > INT32_MAX)) ||
+		     (o->kind == K_BOOL && s[i]->val != 0 && s[i]->val != 1) ||
+		     (o->kind == K_BUF && s[i]->val <= 0) ||
+		     (o->kind == K_RAW && s[i]->data.len != o->size) ||
+		     (o->kind == K_STR &&
+		      (s[i]->data.len >= o->size || memchr(s[i]->data.data, 0, s[i]->data.len))))) {
 			pr_err("%s: the image holds a value of %s out of its range or of the wrong "
 			       "size; the image is corrupt",
 			       what, o->name);
@@ -454,6 +600,12 @@ static int set_opt(int fd, const struct opt *o, const SkOpt *s)
 		return setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) ? -errno
 											 : 0;
 	}
+	case K_MEMB: {
+		struct group_req gr = {.gr_interface = (uint32_t)s->val};
+
+		mc_group(&gr.gr_group, o, s->data.data);
+		return setsockopt(fd, o->level, MCAST_JOIN_GROUP, &gr, sizeof(gr)) ? -errno : 0;
+	}
 	}
 	return -EINVAL;
 }
@@ -476,7 +628,21 @@ static int verify(int fd, SkOpt **s, size_t n, const char *what)
 		struct val want = {.i = s[i]->val, .data = s[i]->data.data, .len = s[i]->data.len};
 		struct val got;
 		char a[64], b[64];
-		int ret = get_opt(fd, o, &got);
+		bool member;
+		int ret;
+
+		if (o->kind == K_MEMB) {
+			ret = mc_member(fd, o, s[i]->val, s[i]->data.data, &member, what);
+			if (!ret && !member) {
+				pr_err("%s: %s of %s did not hold", what, o->name,
+				       show_group(o, s[i]->data.data, s[i]->val));
+				ret = -EIO;
+			}
+			if (ret)
+				return ret;
+			continue;
+		}
+		ret = get_opt(fd, o, &got);
 
 		if (ret) {
 			free(got.data);
@@ -515,7 +681,11 @@ int sk_opts_restore(struct tree *t, int fd, SkOpt **s, size_t n, bool late, cons
 			if (strcmp(s[k]->name, opts[i].name))
 				continue;
 			ret = set_opt(fd, &opts[i], s[k]);
-			if (ret)
+			if (ret && opts[i].kind == K_MEMB)
+				pr_err("%s: cannot join %s (%s): %s", what,
+				       show_group(&opts[i], s[k]->data.data, s[k]->val),
+				       opts[i].name, strerror(-ret));
+			else if (ret)
 				pr_err("%s: cannot set %s: %s", what, opts[i].name, strerror(-ret));
 		}
 	}

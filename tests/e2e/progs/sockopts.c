@@ -14,7 +14,9 @@
  *   - UDP and TCP over IPv6, unix socketpairs of stream and dgram type.
  *
  *   sockopts DIR       (dump/restore with --tcp-established)
- *   sockopts DIR mc    a UDP socket that joined 239.1.2.3 on lo as well
+ *   sockopts DIR mc    UDP sockets that joined 239.1.2.3 and ff12::4711 on lo as well
+ *   sockopts DIR mcsrc a UDP socket that joined 239.1.2.3 from one source only
+ *                      (which amber refuses to dump)
  */
 #include <arpa/inet.h>
 #include <linux/filter.h>
@@ -37,6 +39,7 @@
 #define PORT_U6	  47113
 #define PORT_L6	  47114
 #define PORT_MC	  47115
+#define PORT_MC6  47116
 #define FOREIGN	  "192.0.2.1" /* TEST-NET-1: on no interface */
 #define MAX_RECS  128
 #define N_CLIENTS 24
@@ -153,8 +156,10 @@ static void check_filter(int from, int fd, const struct sockaddr *to, socklen_t 
 
 int main(int argc, char **argv)
 {
-	int first = prog_init(argc, argv), l1, l2, l6, c, a, u4, fb, u6, up[2], ud[2], tx, mc = -1;
+	int first = prog_init(argc, argv), l1, l2, l6, c, a, u4, fb, u6, up[2], ud[2], tx;
+	int mc = -1, mc6 = -1;
 	bool with_mc = argc > first && !strcmp(argv[first], "mc");
+	bool mc_src = argc > first && !strcmp(argv[first], "mcsrc");
 	struct linger lg = {1, 7}, lg2 = {1, 0};
 	struct timeval rt = {2, 500000}, st = {3, 0};
 	struct so_timestamping ts = {.flags = SOF_TIMESTAMPING_RX_SOFTWARE |
@@ -293,6 +298,30 @@ int main(int argc, char **argv)
 		bind4(mc, "0.0.0.0", PORT_MC);
 		if (setsockopt(mc, SOL_IP, IP_ADD_MEMBERSHIP, &m, sizeof(m)))
 			prog_die("IP_ADD_MEMBERSHIP 239.1.2.3 on lo");
+		SET_INT(mc, "multicast", SOL_IP, IP_MULTICAST_TTL, 3);
+		SET_INT(mc, "multicast", SOL_IP, IP_MULTICAST_LOOP, 1);
+
+		struct ipv6_mreq m6 = {.ipv6mr_interface = m.imr_ifindex};
+
+		mc6 = sock(AF_INET6, SOCK_DGRAM);
+		inet_pton(AF_INET6, "ff12::4711", &m6.ipv6mr_multiaddr);
+		sa6 = (struct sockaddr_in6){.sin6_family = AF_INET6, .sin6_port = htons(PORT_MC6)};
+		if (bind(mc6, (struct sockaddr *)&sa6, sizeof(sa6)))
+			prog_die("bind [::]:%d", PORT_MC6);
+		if (setsockopt(mc6, SOL_IPV6, IPV6_ADD_MEMBERSHIP, &m6, sizeof(m6)))
+			prog_die("IPV6_ADD_MEMBERSHIP ff12::4711 on lo");
+		SET_INT(mc6, "multicast6", SOL_IPV6, IPV6_MULTICAST_IF, m.imr_ifindex);
+		SET_INT(mc6, "multicast6", SOL_IPV6, IPV6_MULTICAST_HOPS, 2);
+	}
+	if (mc_src) {
+		struct ip_mreq_source m = {0};
+
+		mc = sock(AF_INET, SOCK_DGRAM);
+		inet_pton(AF_INET, "239.1.2.3", &m.imr_multiaddr);
+		m.imr_interface.s_addr = htonl(INADDR_LOOPBACK);
+		m.imr_sourceaddr.s_addr = htonl(INADDR_LOOPBACK);
+		if (setsockopt(mc, SOL_IP, IP_ADD_SOURCE_MEMBERSHIP, &m, sizeof(m)))
+			prog_die("IP_ADD_SOURCE_MEMBERSHIP 239.1.2.3 from 127.0.0.1");
 	}
 
 	prog_ready();
@@ -300,6 +329,12 @@ int main(int argc, char **argv)
 
 	if (prog_sabotage())
 		recs[nr_recs / 2].val[0] ^= 1;
+	if (prog_sabotage() && mc6 >= 0) {
+		struct ipv6_mreq m6 = {.ipv6mr_interface = if_nametoindex("lo")};
+
+		inet_pton(AF_INET6, "ff12::4711", &m6.ipv6mr_multiaddr);
+		setsockopt(mc6, SOL_IPV6, IPV6_DROP_MEMBERSHIP, &m6, sizeof(m6));
+	}
 	for (int i = 0; i < nr_recs; i++) {
 		struct rec *r = &recs[i];
 		unsigned char got[64];
@@ -360,6 +395,18 @@ int main(int argc, char **argv)
 		    poll(&p, 1, 5000) == 1)
 			n = recv(mc, buf, sizeof(buf), MSG_DONTWAIT);
 		CHECK(n == 5, "the multicast group 239.1.2.3 on lo is still joined");
+		close(tx);
+
+		/* lo has no IPv6 multicast route: the kernel's word on the membership */
+		struct group_filter gf = {.gf_interface = if_nametoindex("lo")};
+		struct sockaddr_in6 *g6 = (struct sockaddr_in6 *)&gf.gf_group;
+
+		len = sizeof(gf);
+		g6->sin6_family = AF_INET6;
+		inet_pton(AF_INET6, "ff12::4711", &g6->sin6_addr);
+		CHECK(!getsockopt(mc6, SOL_IPV6, MCAST_MSFILTER, &gf, &len) &&
+			      gf.gf_fmode == MCAST_EXCLUDE && !gf.gf_numsrc,
+		      "the multicast group ff12::4711 on lo is still joined (%s)", strerror(errno));
 	}
 	return prog_done();
 }

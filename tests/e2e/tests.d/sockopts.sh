@@ -2,7 +2,8 @@
 # listeners in one SO_REUSEPORT group, an established connection, UDP over
 # IPv4 and IPv6, unix pairs, each with options set; after restore every one
 # reads back as before, and the filters, the group and IP_FREEBIND still work.
-TESTS+=(sockopts sockopts_image_refused sockopts_owner_refused)
+TESTS+=(sockopts sockopts_multicast sockopts_mcast_source_refused sockopts_image_refused
+	sockopts_owner_refused)
 
 t_sockopts() {
 	cycle -d "--tcp-established" -r "--tcp-established" -- "$PROGS/sockopts" "$T"
@@ -84,4 +85,23 @@ t_sockopts_owner_refused() {
 	refused priority "SO_PRIORITY = 7, which needs CAP_NET_ADMIN" files.img \
 		"$sk.unix_sk.opts.$n.name=SO_PRIORITY" "$sk.unix_sk.opts.$n.val=7" || ok=1
 	return $ok
+}
+
+# a UDP socket that joined a multicast group on lo receives the group's datagrams after restore
+t_sockopts_multicast() {
+	cycle -d "--tcp-established" -r "--tcp-established" -- "$PROGS/sockopts" "$T" mc
+}
+
+# a membership that filters sources is refused at dump, and the program runs on
+t_sockopts_mcast_source_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	local rc
+	start_prog "$PROGS/sockopts" "$T" mcsrc || return
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" --tcp-established
+	rc=$?
+	[ $rc != 0 ] || { fail "the dump of a source-specific membership succeeded"; return 1; }
+	grep -q "239.1.2.3 on lo (ifindex 1) filters sources" "$W/dump.log" ||
+		{ fail "the refusal does not name the membership"; attach "$W/dump.log"; return 1; }
+	runs_on "the refused dump" || return 1
+	note "amber said: $(grep -m1 error "$W/dump.log")"
 }
