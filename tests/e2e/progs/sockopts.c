@@ -25,6 +25,7 @@
 #include <netinet/in.h>
 #include <netinet/ip.h>
 #include <netinet/tcp.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <sys/socket.h>
@@ -201,6 +202,12 @@ int main(int argc, char **argv)
 	SET_INT(l1, "listener 1", SOL_TCP, TCP_FASTOPEN, 5);
 	SET_INT(l1, "listener 1", SOL_TCP, TCP_LINGER2, 33);
 	SET_INT(l1, "listener 1", SOL_TCP, TCP_WINDOW_CLAMP, 40000);
+	SET_INT(l1, "listener 1", SOL_TCP, TCP_THIN_LINEAR_TIMEOUTS, 1);
+	SET_INT(l1, "listener 1", SOL_TCP, TCP_SYNCNT, 3);
+	SET_INT(l1, "listener 1", SOL_TCP, TCP_SAVE_SYN, 1);
+	SET_INT(l1, "listener 1", SOL_TCP, TCP_INQ, 1);
+	SET_INT(l1, "listener 1", SOL_TCP, TCP_TX_DELAY, 10);
+	SET_INT(l2, "listener 2", SOL_IP, IP_BIND_ADDRESS_NO_PORT, 1);
 	SET_INT(l2, "listener 2", SOL_IP, IP_TRANSPARENT, 1);
 	SET_INT(l2, "listener 2", SOL_IP, IP_PKTINFO, 1);
 	SET_INT(l2, "listener 2", SOL_TCP, TCP_CORK, 1);
@@ -246,6 +253,14 @@ int main(int argc, char **argv)
 	SET_INT(u4, "udp4", SOL_IP, IP_MTU_DISCOVER, IP_PMTUDISC_PROBE);
 	SET_INT(u4, "udp4", SOL_SOCKET, SO_TIMESTAMPNS, 1);
 	SET_INT(u4, "udp4", SOL_SOCKET, SO_RCVBUF, 30000);
+	SET_INT(u4, "udp4", SOL_IP, IP_RECVTOS, 1);
+	SET_INT(u4, "udp4", SOL_IP, IP_RECVTTL, 1);
+	SET_INT(u4, "udp4", SOL_IP, IP_RECVORIGDSTADDR, 1);
+	SET_INT(u4, "udp4", SOL_SOCKET, SO_RXQ_OVFL, 1);
+	SET_INT(u4, "udp4", SOL_SOCKET, SO_ZEROCOPY, 1);
+	SET_INT(u4, "udp4", IPPROTO_UDP, UDP_SEGMENT, 1000);
+	SET_INT(u4, "udp4", IPPROTO_UDP, UDP_GRO, 1);
+	SET_INT(u4, "udp4", IPPROTO_UDP, UDP_CORK, 1);
 	bind4(u4, "127.0.0.1", PORT_U4);
 	attach_filter(u4, "udp4", 8);
 	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
@@ -264,6 +279,10 @@ int main(int argc, char **argv)
 	SET_INT(u6, "udp6", SOL_IPV6, IPV6_RECVERR, 1);
 	SET_INT(u6, "udp6", SOL_IPV6, IPV6_MTU_DISCOVER, IPV6_PMTUDISC_DO);
 	SET(u6, "udp6", SOL_SOCKET, SO_TIMESTAMPING, ts);
+	SET_INT(u6, "udp6", SOL_IPV6, IPV6_RECVTCLASS, 1);
+	SET_INT(u6, "udp6", SOL_IPV6, IPV6_RECVHOPLIMIT, 1);
+	SET_INT(u6, "udp6", SOL_IPV6, IPV6_DONTFRAG, 1);
+	SET_INT(u6, "udp6", SOL_IPV6, IPV6_RECVORIGDSTADDR, 1);
 	bind6(u6, PORT_U6);
 	l6 = sock(AF_INET6, SOCK_STREAM);
 	SET_INT(l6, "listener6", SOL_IPV6, IPV6_TCLASS, 0x48);
@@ -284,6 +303,10 @@ int main(int argc, char **argv)
 	SET_INT(up[0], "unix stream", SOL_SOCKET, SO_PRIORITY, 2);
 	SET_INT(up[1], "unix stream peer", SOL_SOCKET, SO_KEEPALIVE, 1);
 	SET_INT(up[1], "unix stream peer", SOL_SOCKET, SO_RCVLOWAT, 5);
+	SET_INT(up[1], "unix stream peer", SOL_SOCKET, SO_TIMESTAMPNS_NEW, 1);
+	SET_INT(up[1], "unix stream peer", SOL_SOCKET, SO_SELECT_ERR_QUEUE, 1);
+	SET_INT(up[0], "unix stream", SOL_SOCKET, SO_TIMESTAMP_NEW, 1);
+	SET(ud[1], "unix dgram peer", SOL_SOCKET, SO_TIMESTAMPING_NEW, ts);
 	SET_INT(ud[0], "unix dgram", SOL_SOCKET, SO_TIMESTAMP, 1);
 	SET_INT(ud[0], "unix dgram", SOL_SOCKET, SO_MARK, 7);
 	SET_INT(ud[0], "unix dgram", SOL_SOCKET, SO_PASSCRED, 1);
