@@ -314,7 +314,11 @@ static int add_opt(SkOpt ***out, size_t *n, const struct opt *o, struct val *v)
 	if (!s)
 		return -ENOMEM;
 	sk_opt__init(s);
-	s->name = (char *)o->name;
+	s->name = strdup(o->name);
+	if (!s->name) {
+		free(s);
+		return -ENOMEM;
+	}
 	if (o->kind == K_BOOL || o->kind == K_INT || o->kind == K_BUF || o->kind == K_MEMB) {
 		s->has_val = 1;
 		s->val = v->i;
@@ -325,6 +329,7 @@ static int add_opt(SkOpt ***out, size_t *n, const struct opt *o, struct val *v)
 		s->data.len = v->len;
 		v->data = NULL;
 		if (!s->data.data) {
+			free(s->name);
 			free(s);
 			return -ENOMEM;
 		}
@@ -491,7 +496,8 @@ int sk_opts_dump(int fd, int family, int type, bool established, const char *wha
 		} else if (o->kind == K_BUF &&
 			   !(locks & (o->opt == SO_SNDBUF ? SOCK_SNDBUF_LOCK : SOCK_RCVBUF_LOCK))) {
 			; /* the kernel's choice, not the user's: a new socket makes its own */
-		} else if (!same(o, &cur, &def)) {
+		} else if (o->kind == K_BUF || !same(o, &cur, &def)) {
+			/* a size the user set is kept even if today's default is the same */
 			why = not_restorable(o, &cur);
 			if (why) {
 				pr_err("%s: %s is set with %s, which amber cannot restore", what,
@@ -673,13 +679,14 @@ static int verify(int fd, SkOpt **s, size_t n, const char *what)
 			show_val(a, sizeof(a), o, &got);
 			show_val(b, sizeof(b), o, &want);
 			free(got.data);
-			pr_err("%s: %s is %s once set, not %s as in the image (the kernel limits "
-			       "it: "
-			       "%s)",
-			       what, o->name, a, b,
-			       o->kind == K_BUF ? "net.core.[rw]mem_max, which only CAP_NET_ADMIN "
-						  "passes"
-						: "a sysctl, or another option");
+			pr_err("%s: %s is %s once set, not %s as in the image (%s)", what, o->name,
+			       a, b,
+			       o->kind == K_BUF
+				       ? "the kernel sets twice what it is given, at least "
+					 "its minimum and at most net.core.[rw]mem_max "
+					 "without CAP_NET_ADMIN"
+				       : "the kernel limits it by a sysctl, or another option "
+					 "changed it");
 			return -ERANGE;
 		}
 		free(got.data);

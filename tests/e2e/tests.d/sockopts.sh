@@ -41,7 +41,7 @@ opt_refused() {
 
 t_sockopts_image_refused() {
 	[ $SELFTEST = 1 ] && return 77
-	local ka kak kf kfk cc cck big ok=0
+	local ka kak kf kfk cc cck rb rbk big ok=0
 	start_prog "$PROGS/sockopts" "$T" || return
 	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" --tcp-established ||
 		{ fail "amber dump failed"; attach "$W/dump.log"; return 1; }
@@ -64,6 +64,10 @@ t_sockopts_image_refused() {
 		"$kf.$(sk_kind "$kf").opts.$kfk.data=00112233445566" || ok=1
 	opt_refused twice "SO_KEEPALIVE twice" "$ka.$(sk_kind "$ka").opts.0.name=SO_KEEPALIVE" \
 		"$ka.$(sk_kind "$ka").opts.0.val=1" || ok=1
+	# a value the kernel changes (it doubles half of it): read back, and refused
+	read -r rb rbk <<<"$(sk_with_opt SO_RCVBUF)"
+	opt_refused odd_rcvbuf "SO_RCVBUF is 100000 once set, not 100001" \
+		"$rb.inet_sk.opts.$rbk.val=100001" || ok=1
 	# a value the kernel refuses: the error names the process, the fd and the option
 	opt_refused no_such_cc "pid $PID: fd [0-9]* (inet socket:\[[0-9]*\]): cannot set TCP_CONGESTION" \
 		"$cc.inet_sk.opts.$cck.data=$(printf nosuchcc | od -An -v -tx1 | tr -d ' \n')" || ok=1
