@@ -17,6 +17,7 @@
  *   sockopts DIR mc    UDP sockets that joined 239.1.2.3 and ff12::4711 on lo as well
  *   sockopts DIR mcsrc a UDP socket that joined 239.1.2.3 from one source only
  *                      (which amber refuses to dump)
+ *   sockopts DIR optid a UDP socket with SOF_TIMESTAMPING_OPT_ID (refused too)
  */
 #include <arpa/inet.h>
 #include <linux/filter.h>
@@ -161,6 +162,8 @@ int main(int argc, char **argv)
 	int mc = -1, mc6 = -1;
 	bool with_mc = argc > first && !strcmp(argv[first], "mc");
 	bool mc_src = argc > first && !strcmp(argv[first], "mcsrc");
+	bool opt_id = argc > first && !strcmp(argv[first], "optid");
+	int sp[2];
 	struct linger lg = {1, 7}, lg2 = {1, 0};
 	struct timeval rt = {2, 500000}, st = {3, 0};
 	struct so_timestamping ts = {.flags = SOF_TIMESTAMPING_RX_SOFTWARE |
@@ -311,6 +314,19 @@ int main(int argc, char **argv)
 	SET_INT(ud[0], "unix dgram", SOL_SOCKET, SO_MARK, 7);
 	SET_INT(ud[0], "unix dgram", SOL_SOCKET, SO_PASSCRED, 1);
 	attach_filter(ud[0], "unix dgram", 0);
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp))
+		prog_die("socketpair seqpacket");
+	SET_INT(sp[0], "unix seqpacket", SOL_SOCKET, SO_PASSCRED, 1);
+	SET(sp[0], "unix seqpacket", SOL_SOCKET, SO_LINGER, lg);
+	SET_INT(sp[1], "unix seqpacket peer", SOL_SOCKET, SO_RCVLOWAT, 9);
+	if (opt_id) {
+		struct so_timestamping id = {.flags = SOF_TIMESTAMPING_TX_SOFTWARE |
+						      SOF_TIMESTAMPING_SOFTWARE |
+						      SOF_TIMESTAMPING_OPT_ID};
+
+		tx = sock(AF_INET, SOCK_DGRAM);
+		SET(tx, "udp with OPT_ID", SOL_SOCKET, SO_TIMESTAMPING, id);
+	}
 
 	if (with_mc) {
 		struct ip_mreqn m = {.imr_ifindex = (int)if_nametoindex("lo")};

@@ -2,8 +2,8 @@
 # listeners in one SO_REUSEPORT group, an established connection, UDP over
 # IPv4 and IPv6, unix pairs, each with options set; after restore every one
 # reads back as before, and the filters, the group and IP_FREEBIND still work.
-TESTS+=(sockopts sockopts_multicast sockopts_mcast_source_refused sockopts_image_refused
-	sockopts_owner_refused)
+TESTS+=(sockopts sockopts_multicast sockopts_mcast_source_refused sockopts_optid_refused
+	sockopts_image_refused sockopts_owner_refused)
 
 t_sockopts() {
 	cycle -d "--tcp-established" -r "--tcp-established" -- "$PROGS/sockopts" "$T"
@@ -96,16 +96,28 @@ t_sockopts_multicast() {
 	cycle -d "--tcp-established" -r "--tcp-established" -- "$PROGS/sockopts" "$T" mc
 }
 
-# a membership that filters sources is refused at dump, and the program runs on
-t_sockopts_mcast_source_refused() {
+# sockopts_dump_refused MODE PATTERN: the dump of "sockopts DIR MODE" is
+# refused naming PATTERN, and the program runs on
+sockopts_dump_refused() {
 	[ $SELFTEST = 1 ] && return 77
 	local rc
-	start_prog "$PROGS/sockopts" "$T" mcsrc || return
+	start_prog "$PROGS/sockopts" "$T" "$1" || return
 	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" --tcp-established
 	rc=$?
-	[ $rc != 0 ] || { fail "the dump of a source-specific membership succeeded"; return 1; }
-	grep -q "239.1.2.3 on lo (ifindex 1) filters sources" "$W/dump.log" ||
-		{ fail "the refusal does not name the membership"; attach "$W/dump.log"; return 1; }
+	[ $rc != 0 ] || { fail "the dump of 'sockopts $1' succeeded"; return 1; }
+	grep -q -- "$2" "$W/dump.log" ||
+		{ fail "the refusal does not say '$2'"; attach "$W/dump.log"; return 1; }
+	[ ! -e "$W/img/inventory.img" ] || { fail "a refused dump left inventory.img"; return 1; }
 	runs_on "the refused dump" || return 1
 	note "amber said: $(grep -m1 error "$W/dump.log")"
+}
+
+# a membership that filters sources is refused at dump
+t_sockopts_mcast_source_refused() {
+	sockopts_dump_refused mcsrc "239.1.2.3 on lo (ifindex 1) filters sources"
+}
+
+# so is SOF_TIMESTAMPING_OPT_ID, whose counter cannot be set
+t_sockopts_optid_refused() {
+	sockopts_dump_refused optid "SO_TIMESTAMPING_OLD is set with SOF_TIMESTAMPING_OPT_ID"
 }
