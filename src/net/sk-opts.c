@@ -191,6 +191,8 @@ static const struct opt opts[] = {
 	B(SOL_TCP, TCP_SAVE_SYN, F_INET, T_STREAM, 0),
 	B(SOL_TCP, TCP_INQ, F_INET, T_STREAM, 0),
 	I(SOL_TCP, TCP_TX_DELAY, F_INET, T_STREAM, 0),
+	B(SOL_TCP, TCP_FASTOPEN_CONNECT, F_INET, T_STREAM, 0),
+	B(SOL_TCP, TCP_FASTOPEN_NO_COOKIE, F_INET, T_STREAM, 0),
 	B(IPPROTO_UDP, UDP_CORK, F_INET, T_DGRAM, 0),
 	I(IPPROTO_UDP, UDP_SEGMENT, F_INET, T_DGRAM, 0),
 	B(IPPROTO_UDP, UDP_GRO, F_INET, T_DGRAM, 0),
@@ -484,8 +486,7 @@ int sk_opts_dump(int fd, int family, int type, bool established, const char *wha
 		ret = get_opt(fd, o, &cur);
 		if (ret == -EACCES && o->kind == K_FILTER) {
 			pr_err("%s: an eBPF program is attached to the socket (SO_ATTACH_BPF), "
-			       "which "
-			       "amber cannot dump (classic filters only)",
+			       "which amber cannot dump (classic filters only)",
 			       what);
 			ret = -EOPNOTSUPP;
 		} else if (ret == -E2BIG) {

@@ -159,7 +159,7 @@ static void check_filter(int from, int fd, const struct sockaddr *to, socklen_t 
 int main(int argc, char **argv)
 {
 	int first = prog_init(argc, argv), l1, l2, l6, c, a, u4, fb, u6, up[2], ud[2], tx;
-	int mc = -1, mc6 = -1;
+	int mc = -1, mc6 = -1, tc;
 	bool with_mc = argc > first && !strcmp(argv[first], "mc");
 	bool mc_src = argc > first && !strcmp(argv[first], "mcsrc");
 	bool opt_id = argc > first && !strcmp(argv[first], "optid");
@@ -245,6 +245,14 @@ int main(int argc, char **argv)
 	SET_INT(a, "accepted", SOL_TCP, TCP_LINGER2, 20);
 	SET_INT(a, "accepted", SOL_IP, IP_TTL, 17);
 	SET_INT(a, "accepted", SOL_TCP, TCP_KEEPCNT, 2);
+
+	/* a TCP socket neither bound nor connected */
+	tc = sock(AF_INET6, SOCK_STREAM);
+	SET_INT(tc, "unbound tcp6", SOL_TCP, TCP_FASTOPEN_CONNECT, 1);
+	SET_INT(tc, "unbound tcp6", SOL_TCP, TCP_FASTOPEN_NO_COOKIE, 1);
+	SET_INT(tc, "unbound tcp6", SOL_SOCKET, SO_KEEPALIVE, 1);
+	SET_INT(tc, "unbound tcp6", SOL_IPV6, IPV6_V6ONLY, 1);
+	SET_INT(tc, "unbound tcp6", SOL_IP, IP_TOS, 0x04);
 
 	/* UDP v4: a filter, a device, IP options */
 	u4 = sock(AF_INET, SOCK_DGRAM);
