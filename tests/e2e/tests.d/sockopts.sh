@@ -121,3 +121,44 @@ t_sockopts_mcast_source_refused() {
 t_sockopts_optid_refused() {
 	sockopts_dump_refused optid "SO_TIMESTAMPING_OLD is set with SOF_TIMESTAMPING_OPT_ID"
 }
+
+# Options amber does not keep yet are refused at dump, naming them, and the
+# process runs on: IP_OPTIONS, SO_PEEK_OFF, SO_BUSY_POLL, SO_MAX_PACING_RATE.
+TESTS+=(sockopts_unkept_refused)
+t_sockopts_unkept_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	local opt ok=0
+	for opt in IP_OPTIONS SO_PEEK_OFF SO_BUSY_POLL SO_MAX_PACING_RATE; do
+		rm -rf "$T" "$W/img"
+		start_prog "$PY" -c 'import socket, sys, time
+o = sys.argv[2]
+if o == "IP_OPTIONS":
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_OPTIONS, b"\x01\x01\x01\x01")
+elif o == "SO_PEEK_OFF":
+    s, t = socket.socketpair()
+    s.setsockopt(socket.SOL_SOCKET, 42, 3)
+elif o == "SO_BUSY_POLL":
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, 46, 77)
+else:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, 47, 123456)
+open(sys.argv[1] + "/ready", "w").write("x")
+time.sleep(120)' "$T" "$opt" || return 1
+		if amber_to "$W/dump-$opt.log" 30 dump -t "$PID" -D "$W/img"; then
+			fail "$opt: a socket with it set was dumped"
+			ok=1
+		elif ! grep -q "$opt is set, which amber does not restore" "$W/dump-$opt.log"; then
+			fail "$opt: refused, but not naming it"
+			attach "$W/dump-$opt.log"
+			ok=1
+		elif ! is_alive "$PID"; then
+			fail "$opt: the refused dump harmed the process"
+			ok=1
+		fi
+		kill "$PID" 2>/dev/null
+		wait "$PID" 2>/dev/null
+	done
+	return $ok
+}
