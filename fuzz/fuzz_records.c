@@ -248,6 +248,8 @@ static void free_run(struct run *r)
 	for (size_t i = 0; i < t->nr_pstree; i++)
 		pstree_entry__free_unpacked(t->pstree[i], NULL);
 	free(t->pstree);
+	free(t->helpers);
+	free(t->creator);
 }
 
 /* amber show DIR, with a core file for the pid so that its other files are shown. */
