@@ -236,6 +236,7 @@ extern const struct resource_ops sched_ops;   /* sched.c: policy, affinity, iopr
 extern const struct resource_ops regs_ops;    /* regs.c: GP/FPU registers, TLS, sigmask */
 extern const struct resource_ops ipc_ops;     /* ipc/sysv.c: System V IPC, message queues */
 extern const struct resource_ops seccomp_ops; /* seccomp.c: strict mode, filters */
+extern const struct resource_ops membarrier_ops; /* membarrier.c: registrations */
 
 /* A command's options (opts.c): 0, or -errno with the reason logged. */
 int opts_parse(int argc, char **argv, struct opts *o, int cmd);

@@ -24,7 +24,7 @@
 #include "amber.h"
 
 const struct resource_ops *const resources[] = {
-	&task_ops,    &files_ops,   &tty_ops,	 &mem_ops, &threads_ops, &fs_ops,
-	&rlimits_ops, &signals_ops, &timers_ops, &ipc_ops, &seccomp_ops, &creds_ops,
-	&locks_ops,   &sched_ops,   &regs_ops,	 NULL,
+	&task_ops,    &files_ops,   &tty_ops,	     &mem_ops,	&threads_ops, &fs_ops,
+	&rlimits_ops, &signals_ops, &timers_ops,     &ipc_ops,	&seccomp_ops, &creds_ops,
+	&locks_ops,   &sched_ops,   &membarrier_ops, &regs_ops, NULL,
 };

@@ -380,6 +380,13 @@ int sys_seccomp(unsigned op, unsigned flags, const void *args)
 	return r < 0 ? -errno : (int)r;
 }
 
+int sys_membarrier(int cmd, unsigned flags)
+{
+	long r = syscall(SYS_membarrier, cmd, flags, 0);
+
+	return r < 0 ? -errno : (int)r;
+}
+
 long sys_clone3_set_tid(pid_t tid, int exit_signal, uint64_t flags)
 {
 	pid_t set_tid = tid;

@@ -89,5 +89,6 @@ int sys_ioprio_set(pid_t tid, int ioprio);
 int sys_thread_setid(uid_t euid, gid_t egid, const gid_t *groups, size_t n);
 /* seccomp(2) in the calling thread: 0 or -errno. */
 int sys_seccomp(unsigned op, unsigned flags, const void *args);
+int sys_membarrier(int cmd, unsigned flags);
 
 #endif

@@ -125,3 +125,20 @@ t_seccomp_owner_refused() {
 		"seccomp_filters.0.prog=$SC_ALLOW" || ok=1
 	return $ok
 }
+
+# membarrier (progs/membarrier.c): a parent registered for the global, private
+# and rseq expedited barriers, its child for SYNC_CORE only; each checks its
+# registrations and which barriers work (the others give EPERM).
+TESTS+=(membarrier membarrier_image_refused)
+t_membarrier() { cycle -- "$PROGS/membarrier" "$T"; }
+
+# A registration command the kernel does not have (bit 0 is the plain
+# MEMBARRIER_CMD_GLOBAL barrier, not a registration) is refused.
+t_membarrier_image_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	start_prog "$PROGS/membarrier" "$T" || return 1
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v ||
+		{ fail "amber dump failed"; attach "$W/dump.log"; return 1; }
+	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
+	refused mb_unknown "unknown commands" "core-$PID.img" "membarrier=17"
+}
