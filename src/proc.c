@@ -75,6 +75,25 @@ int proc_parse_stat(pid_t pid, struct proc_stat *st)
 	return 0;
 }
 
+bool proc_status_shstk(const char *status)
+{
+	const char *l = strstr(status, "\nx86_Thread_features:");
+
+	if (!l)
+		return false;
+	l += strlen("\nx86_Thread_features:");
+	while (*l && *l != '\n') {
+		size_t n;
+
+		l += strspn(l, " \t");
+		n = strcspn(l, " \t\n");
+		if (n == 5 && !strncmp(l, "shstk", 5))
+			return true;
+		l += n;
+	}
+	return false;
+}
+
 int proc_parse_status(pid_t pid, struct proc_status *st)
 {
 	char path[64], *buf, *line, *save;

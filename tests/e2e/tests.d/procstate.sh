@@ -142,3 +142,17 @@ t_membarrier_image_refused() {
 	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
 	refused mb_unknown "unknown commands" "core-$PID.img" "membarrier=17"
 }
+
+# A thread with an x86 user shadow stack is refused at dump, naming it, and
+# runs on (only where the CPU has user_shstk; the parser has a unit test).
+TESTS+=(shstk_refused)
+t_shstk_refused() {
+	grep -qw user_shstk /proc/cpuinfo || return 77
+	[ $SELFTEST = 1 ] && return 77
+	start_prog "$PROGS/shstk" "$T" || return 1
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v &&
+		{ fail "amber dump succeeded with a shadow stack on"; return 1; }
+	grep -q "pid $PID thread $PID: has an x86 user shadow stack" "$W/dump.log" ||
+		{ fail "the refusal does not name the shadow stack"; attach "$W/dump.log"; return 1; }
+	runs_on "the refused dump"
+}
