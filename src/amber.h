@@ -48,6 +48,7 @@ struct opts {
 	bool network_lock_skip; /* --network-lock skip: no nft lock (netlock.c) */
 	bool display_stats;	/* --display-stats: print stats.c's numbers at the end */
 	bool file_locks;	/* -l, --file-locks: dump and restore file locks (locks.c) */
+	bool link_remap;	/* --link-remap: links for unlinked, linked-elsewhere files */
 	uint64_t ghost_limit;	/* --ghost-limit: most data bytes of one deleted file */
 };
 
@@ -197,6 +198,9 @@ struct resource_ops {
 	/* Once per restore, in amber before any process exists: tree-wide objects
 	 * (file descriptions, pipes) that every restored process inherits. */
 	int (*restore_tree)(struct tree *t);
+	/* The restore is done, the processes run: remove what only the restore
+	 * needed (--link-remap links).  Cannot fail the restore. */
+	void (*restore_done)(struct tree *t);
 	/* The restore failed: remove what restore_tree made that outlives
 	 * amber's processes (System V objects, message queues). */
 	void (*restore_undo)(struct tree *t);
@@ -221,21 +225,21 @@ struct resource_ops {
 /* Dump order = restore order within each phase.  NULL-terminated. */
 extern const struct resource_ops *const resources[];
 
-extern const struct resource_ops task_ops;    /* task.c: identity, prctls */
-extern const struct resource_ops rlimits_ops; /* rlimits.c: resource limits */
-extern const struct resource_ops creds_ops;   /* creds.c: uids, gids, capabilities */
-extern const struct resource_ops fs_ops;      /* fs.c: cwd, root, umask */
-extern const struct resource_ops files_ops;   /* files.c: fds and open files */
-extern const struct resource_ops tty_ops;     /* tty.c: terminals */
-extern const struct resource_ops mem_ops;     /* mem.c: VMAs, pages, mm fields, vDSO */
-extern const struct resource_ops threads_ops; /* threads.c: the other threads */
-extern const struct resource_ops signals_ops; /* signals.c: actions, altstack, pending */
-extern const struct resource_ops timers_ops;  /* timers.c: itimers, POSIX timers */
-extern const struct resource_ops locks_ops;   /* locks.c: file locks, O_ASYNC owners */
-extern const struct resource_ops sched_ops;   /* sched.c: policy, affinity, ioprio */
-extern const struct resource_ops regs_ops;    /* regs.c: GP/FPU registers, TLS, sigmask */
-extern const struct resource_ops ipc_ops;     /* ipc/sysv.c: System V IPC, message queues */
-extern const struct resource_ops seccomp_ops; /* seccomp.c: strict mode, filters */
+extern const struct resource_ops task_ops;	 /* task.c: identity, prctls */
+extern const struct resource_ops rlimits_ops;	 /* rlimits.c: resource limits */
+extern const struct resource_ops creds_ops;	 /* creds.c: uids, gids, capabilities */
+extern const struct resource_ops fs_ops;	 /* fs.c: cwd, root, umask */
+extern const struct resource_ops files_ops;	 /* files.c: fds and open files */
+extern const struct resource_ops tty_ops;	 /* tty.c: terminals */
+extern const struct resource_ops mem_ops;	 /* mem.c: VMAs, pages, mm fields, vDSO */
+extern const struct resource_ops threads_ops;	 /* threads.c: the other threads */
+extern const struct resource_ops signals_ops;	 /* signals.c: actions, altstack, pending */
+extern const struct resource_ops timers_ops;	 /* timers.c: itimers, POSIX timers */
+extern const struct resource_ops locks_ops;	 /* locks.c: file locks, O_ASYNC owners */
+extern const struct resource_ops sched_ops;	 /* sched.c: policy, affinity, ioprio */
+extern const struct resource_ops regs_ops;	 /* regs.c: GP/FPU registers, TLS, sigmask */
+extern const struct resource_ops ipc_ops;	 /* ipc/sysv.c: System V IPC, message queues */
+extern const struct resource_ops seccomp_ops;	 /* seccomp.c: strict mode, filters */
 extern const struct resource_ops membarrier_ops; /* membarrier.c: registrations */
 
 /* A command's options (opts.c): 0, or -errno with the reason logged. */

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -241,6 +242,14 @@ static RegFile *new_file(const char *path, const struct stat *st, int flags, uin
  * Opened O_NOATIME at restore where the kernel allows it: mmap() of it
  * would touch its atime.
  */
+/* overlayfs maps the file below it: its map_files inode is not the path's */
+static bool on_overlayfs(const char *path)
+{
+	struct statfs sf;
+
+	return !statfs(path, &sf) && sf.f_type == 0x794c7630 /* OVERLAYFS_SUPER_MAGIC */;
+}
+
 int files_dump_path(struct dump_ctx *ctx, const char *procpath, const char *path, int flags,
 		    uint64_t pos, int *id)
 {
@@ -268,6 +277,11 @@ int files_dump_path(struct dump_ctx *ctx, const char *procpath, const char *path
 	f->kind = FILE_KIND__FILE_REG;
 	if (st.st_nlink == 0) {
 		ret = dump_ghost(ctx, procpath, f);
+		if (ret)
+			return ret;
+	} else if (!on_overlayfs(path)) {
+		/* a mapping's name may be gone, or name another file now */
+		ret = remap_dump(ctx, procpath, path, &st, f);
 		if (ret)
 			return ret;
 	}
@@ -381,6 +395,7 @@ struct fdslot {
 static int describe_fd(struct dump_ctx *ctx, int fd, unsigned flags, uint64_t pos, int *id)
 {
 	char procpath[64], path[PATH_MAX];
+	bool unlinked = false; /* its name removed, other links keep it */
 	struct stat st;
 	RegFile *f;
 	int ret;
@@ -392,23 +407,15 @@ static int describe_fd(struct dump_ctx *ctx, int fd, unsigned flags, uint64_t po
 		       strerror(ret < 0 ? -ret : errno));
 		return ret < 0 ? ret : -errno;
 	}
-	if (S_ISREG(st.st_mode) && st.st_nlink == 0) {
-		size_t len = strlen(path);
-
-		if (len > 10 && !strcmp(path + len - 10, " (deleted)"))
-			path[len - 10] = 0;
-	}
-	/* unlinked, but linked elsewhere: only a name of it could keep that link */
-	if (S_ISREG(st.st_mode) && st.st_nlink > 0 && strlen(path) > 10 &&
+	if (S_ISREG(st.st_mode) && strlen(path) > 10 &&
 	    !strcmp(path + strlen(path) - 10, " (deleted)")) {
 		struct stat named;
 
-		if (lstat(path, &named) || named.st_dev != st.st_dev || named.st_ino != st.st_ino) {
-			pr_err("pid %d: fd %d is %s, unlinked but with %lu other hard link(s); "
-			       "amber cannot restore it as the same file (no --link-remap yet, "
-			       "see README, Limits)",
-			       ctx->pid, fd, path, (unsigned long)st.st_nlink);
-			return -EOPNOTSUPP;
+		/* unless a file is really called so */
+		if (st.st_nlink == 0 || lstat(path, &named) || named.st_dev != st.st_dev ||
+		    named.st_ino != st.st_ino) {
+			path[strlen(path) - 10] = 0;
+			unlinked = st.st_nlink > 0;
 		}
 	}
 	/* a removed directory, device node or FIFO has no name to reopen it by */
@@ -429,11 +436,13 @@ static int describe_fd(struct dump_ctx *ctx, int fd, unsigned flags, uint64_t po
 		f->kind = S_ISDIR(st.st_mode) ? FILE_KIND__FILE_DIR : FILE_KIND__FILE_REG;
 	} else if (S_ISREG(st.st_mode) && !claimed(path, &st)) {
 		f->kind = FILE_KIND__FILE_REG;
-		if (st.st_nlink == 0) {
+		ret = 0;
+		if (st.st_nlink == 0)
 			ret = dump_ghost(ctx, procpath, f);
-			if (ret)
-				return ret;
-		}
+		else if (unlinked)
+			ret = remap_dump(ctx, procpath, path, &st, f);
+		if (ret)
+			return ret;
 	} else if (S_ISDIR(st.st_mode)) {
 		f->kind = FILE_KIND__FILE_DIR;
 	} else if (S_ISCHR(st.st_mode) && claimed(path, &st)) {
@@ -782,7 +791,7 @@ static int read_files_img(struct restore_ctx *ctx)
 		RegFile *f = t->rfiles[i];
 
 		if (f->id != i || (f->ghost && strchr(f->ghost, '/')) || !ghost_extents_ok(f) ||
-		    (f->n_ghost_extents && !f->ghost)) {
+		    (f->n_ghost_extents && !f->ghost) || !remap_valid(f)) {
 			pr_err("files.img: bad entry %u; the image is corrupt", f->id);
 			return -EBADMSG;
 		}
@@ -1101,6 +1110,8 @@ static int open_reg(struct tree *t, RegFile *f, int flags)
 				return tmpfile_desc(g, f);
 		return reopen_self(g, flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_TMPFILE), f->path);
 	}
+	if (f->link_remap)
+		return remap_open(f, flags & ~(O_CREAT | O_EXCL | O_TRUNC));
 	fd = open(f->path, (flags & ~(O_CREAT | O_EXCL | O_TRUNC)) | O_CLOEXEC);
 	if (fd < 0 && errno == EPERM && (flags & O_NOATIME)) /* not the file's owner */
 		fd = open(f->path, (flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOATIME)) | O_CLOEXEC);
@@ -1375,8 +1386,14 @@ static int files_restore_child(struct restore_ctx *ctx)
 	return 0;
 }
 
+static void files_restore_done(struct tree *t)
+{
+	remap_restore_done(t);
+}
+
 static void files_dump_undo(struct tree *t)
 {
+	remap_dump_undo();
 	for (const struct fd_type *const *ft = fd_types; *ft; ft++)
 		if ((*ft)->dump_undo)
 			(*ft)->dump_undo();
@@ -1390,4 +1407,5 @@ const struct resource_ops files_ops = {
 	.restore_read = files_restore_read,
 	.restore_tree = files_restore_tree,
 	.restore_child = files_restore_child,
+	.restore_done = files_restore_done,
 };

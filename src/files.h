@@ -77,6 +77,21 @@ int locks_dump_fd(struct dump_ctx *ctx, int fd, unsigned flags, RegFile *f);
  * memfd_finish: once filled, its mode and seals.
  */
 int memfd_dump(struct dump_ctx *ctx, int fd, RegFile *f);
+
+/*
+ * link-remap.c, --link-remap: remap_dump checks that a regular file with
+ * links (st) is still reached by path, else keeps it by a link it makes
+ * (f->link_remap) or refuses without the flag; remap_dump_undo removes the
+ * links of a failed dump.  remap_valid checks an image's link; remap_open
+ * opens f through it (as the owner); remap_restore_done removes the links
+ * once the restored processes run.
+ */
+int remap_dump(struct dump_ctx *ctx, const char *procpath, const char *path, const struct stat *st,
+	       RegFile *f);
+void remap_dump_undo(void);
+bool remap_valid(const RegFile *f);
+int remap_open(RegFile *f, int flags);
+void remap_restore_done(struct tree *t);
 int memfd_open(RegFile *f);
 int memfd_finish(RegFile *f, int fd);
 

@@ -42,6 +42,7 @@ enum {
 	O_JSON,
 	O_STATS,
 	O_GHOST_LIMIT,
+	O_LINK_REMAP,
 	O_UNIMPLEMENTED,
 	O_NEGATED = 1 << 12, /* --no-NAME of a flag: code | O_NEGATED */
 };
@@ -76,6 +77,8 @@ static const struct opt_def {
 	 "dump and restore file locks (flock, POSIX, OFD, leases)"},
 	{"ghost-limit", O_GHOST_LIMIT, required_argument, FOR_DUMP, "SIZE",
 	 "largest deleted file saved with its data (default 1M; K, M, G suffixes)"},
+	{"link-remap", O_LINK_REMAP, no_argument, FOR_DUMP, NULL,
+	 "an open file unlinked but linked elsewhere: keep it by a link made beside it"},
 	{"network-lock", O_NETWORK_LOCK, required_argument, FOR_DR, "nft|skip",
 	 "how TCP connections are held between dump and restore (default nft)"},
 	{"display-stats", O_DISPLAY_STATS, no_argument, FOR_DR, NULL,
@@ -388,6 +391,9 @@ static int set_opt(struct opts *o, int code, const char *arg, bool neg)
 		return 0;
 	case 'l':
 		o->file_locks = !neg;
+		return 0;
+	case O_LINK_REMAP:
+		o->link_remap = !neg;
 		return 0;
 	case O_TCP_ESTABLISHED:
 		o->tcp_established = !neg;

@@ -865,6 +865,9 @@ static int do_restore(struct opts *o)
 		if (ret)
 			goto kill_tree;
 	}
+	for (const struct resource_ops *const *r = resources; *r; r++)
+		if ((*r)->restore_done)
+			(*r)->restore_done(&t);
 	stats_stop(ST_RESTORE);
 	stats_stop(ST_TOTAL);
 	stats_write_restore(&t);

@@ -70,7 +70,7 @@ open(t + "/result", "w").write("0\n")
 	runs_on "the refused dump" 20 || return 1
 }
 
-# An unlinked file with another hard link: refused at dump (no --link-remap yet).
+# An unlinked file with another hard link: refused at dump without --link-remap.
 t_ghost_hardlink() {
 	[ $SELFTEST = 1 ] && return 77
 	local rc
@@ -93,7 +93,7 @@ open(t + "/result", "w").write("0\n")
 	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v
 	rc=$?
 	[ $rc != 0 ] || { fail "amber dump of an unlinked file with another link exited 0"; attach "$W/dump.log"; return 1; }
-	grep -q "fd 30 is $T/a (deleted), unlinked but with 1 other hard link" "$W/dump.log" ||
+	grep -q "$T/a (/proc/$PID/fd/30) lost that name (unlinked or replaced), but 1 other hard link(s) keep it; dump with --link-remap" "$W/dump.log" ||
 		{ fail "amber dump failed without naming the hard-linked file"; attach "$W/dump.log"; return 1; }
 	runs_on "the refused dump" 20 || return 1
 }
@@ -101,3 +101,48 @@ open(t + "/result", "w").write("0\n")
 # O_PATH fds on a file, a symlink (O_NOFOLLOW), a directory, a FIFO and a deleted file.
 TESTS+=(ghost_opath)
 t_ghost_opath() { cycle -f fds -- "$PROGS/ghost-opath" "$T"; }
+
+# --link-remap (progs/linkremap.c): an fd and a shared mapping on a file
+# unlinked while another link keeps it, an fd on a file whose name now is
+# another file's.  The links amber makes are gone after the restore, and the
+# fd shows the name the process used.
+TESTS+=(linkremap linkremap_refused linkremap_image_refused)
+linkremap_links() { ls -a "$T" | grep -c '^\.amber-link-remap\.'; }
+linkremap_dumped() {
+	[ "$(linkremap_links)" = 2 ] || { fail "expected 2 link-remap links after the dump: $(ls -a "$T")"; return 1; }
+}
+linkremap_after() {
+	[ "$(linkremap_links)" = 0 ] || { fail "link-remap links left after the restore: $(ls -a "$T")"; return 1; }
+	local fds
+	fds=$(ls -l /proc/$PID/fd/ | grep -c "$T/data (deleted)")
+	[ "$fds" = 1 ] || { fail "no fd shows $T/data (deleted): $(ls -l /proc/$PID/fd/)"; return 1; }
+	grep -q "$T/data (deleted)" /proc/$PID/maps || { fail "the mapping is not of $T/data (deleted)"; return 1; }
+}
+t_linkremap() {
+	cycle -d --link-remap -B linkremap_dumped -A linkremap_after -- "$PROGS/linkremap" "$T"
+}
+t_linkremap_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	start_prog "$PROGS/linkremap" "$T" || return 1
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v &&
+		{ fail "amber dump succeeded without --link-remap"; return 1; }
+	grep -q "$T/[a-z]* (/proc/$PID/.*) lost that name (unlinked or replaced), but 1 other hard link(s) keep it; dump with --link-remap" "$W/dump.log" ||
+		{ fail "the refusal does not name the file and --link-remap"; attach "$W/dump.log"; return 1; }
+	[ "$(linkremap_links)" = 0 ] || { fail "a refused dump left links: $(ls -a "$T")"; return 1; }
+	runs_on "the refused dump"
+}
+# An image's link-remap name must be amber's own, beside the file's name: else
+# a crafted image could make restore open and then unlink any file.
+t_linkremap_image_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	local ok=0 id
+	start_prog "$PROGS/linkremap" "$T" || return 1
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" --link-remap -v ||
+		{ fail "amber dump failed"; attach "$W/dump.log"; return 1; }
+	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
+	id=$("$AMBER" show "$W/img" | jq -r '[.files[] | select(.link_remap)][0].id')
+	[ -n "$id" ] && [ "$id" != null ] || { fail "no file with link_remap in the image"; return 1; }
+	refused lr_other "files.img: bad entry" files.img "$id.link_remap=$T/keep" || ok=1
+	refused lr_dir "files.img: bad entry" files.img "$id.link_remap=/etc/.amber-link-remap.1.0" || ok=1
+	return $ok
+}
