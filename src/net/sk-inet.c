@@ -549,9 +549,16 @@ static int inet_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 		}
 		e->has_backlog = 1;
 		e->backlog = backlog;
+		if (pending && !ctx->o->skip_in_flight) {
+			pr_err("%s: TCP listener %s has %u connection(s) not accept()ed yet, "
+			       "which amber cannot dump; dump with --skip-in-flight to drop them "
+			       "(their clients see a reset)",
+			       what, show_addr(e, false), pending);
+			return -EOPNOTSUPP;
+		}
 		if (pending)
-			pr_warn("%s: %u connection(s) to %s not accept()ed yet are not dumped; "
-				"their clients will see a reset",
+			pr_warn("%s: --skip-in-flight: %u connection(s) to %s not accept()ed yet "
+				"are dropped; their clients will see a reset",
 				what, pending, show_addr(e, false));
 		return 0;
 	}
