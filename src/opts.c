@@ -416,7 +416,8 @@ static int set_opt(struct opts *o, int code, const char *arg, bool neg)
 		return 0;
 	case O_GHOST_LIMIT:
 		if (parse_size(arg, &o->ghost_limit)) {
-			pr_err("--ghost-limit takes a size in bytes (or with K, M, G), not '%s'", arg);
+			pr_err("--ghost-limit takes a size in bytes (or with K, M, G), not '%s'",
+			       arg);
 			return -EINVAL;
 		}
 		return 0;
