@@ -392,6 +392,42 @@ struct fdslot {
 	int id;
 };
 
+/*
+ * A regular file without a path (a namespace file, "net:[4026531833]") has
+ * no name to reopen; a file of /proc/PID of a process outside the tree would
+ * be another process's at restore; those of the tree's own processes do not
+ * exist yet when amber opens the files.  Other /proc files reopen by name.
+ */
+static int proc_file_ok(struct dump_ctx *ctx, int fd, const char *path)
+{
+	unsigned long pid;
+	char *end;
+
+	if (path[0] != '/') {
+		pr_err("pid %d: fd %d is %s, a namespace file or another file without a path; "
+		       "amber cannot restore it (close it before the dump)",
+		       ctx->pid, fd, path);
+		return -EOPNOTSUPP;
+	}
+	if (strncmp(path, "/proc/", 6))
+		return 0;
+	pid = strtoul(path + 6, &end, 10);
+	if (end == path + 6 || (*end && *end != '/'))
+		return 0; /* /proc/sys, /proc/meminfo...: reopened by name */
+	if (!pid || pid > UINT32_MAX || !tree_entry(ctx->tree, (uint32_t)pid)) {
+		pr_err("pid %d: fd %d is %s, of process %lu, which is not in the dumped tree; at "
+		       "restore that pid would be another process's (dump its tree too, or "
+		       "close the fd)",
+		       ctx->pid, fd, path, pid);
+		return -EOPNOTSUPP;
+	}
+	/* amber opens files before the processes exist */
+	pr_err("pid %d: fd %d is %s, a /proc file of the tree's own process %lu; amber cannot "
+	       "reopen /proc files of restored processes yet (close the fd before the dump)",
+	       ctx->pid, fd, path, pid);
+	return -EOPNOTSUPP;
+}
+
 static int describe_fd(struct dump_ctx *ctx, int fd, unsigned flags, uint64_t pos, int *id)
 {
 	char procpath[64], path[PATH_MAX];
@@ -435,8 +471,10 @@ static int describe_fd(struct dump_ctx *ctx, int fd, unsigned flags, uint64_t po
 		/* a path fd (a symlink with O_NOFOLLOW, a FIFO, a device): only its name */
 		f->kind = S_ISDIR(st.st_mode) ? FILE_KIND__FILE_DIR : FILE_KIND__FILE_REG;
 	} else if (S_ISREG(st.st_mode) && !claimed(path, &st)) {
+		ret = proc_file_ok(ctx, fd, path);
+		if (ret)
+			return ret;
 		f->kind = FILE_KIND__FILE_REG;
-		ret = 0;
 		if (st.st_nlink == 0)
 			ret = dump_ghost(ctx, procpath, f);
 		else if (unlinked)

@@ -16,9 +16,12 @@ pg_sql() { # SOCKET-DIR-OR-HOST SQL: the rows, unaligned
 	pg "$PGBIN/psql" -X -h "$1" -p "$PG_PORT" -U postgres -d postgres -Atc "$2" 2>>"$W/psql.err"
 }
 pg_tree() { # the postmaster and its children: pid, ppid, command
-	local p
+	local p cmd
 	for p in $1 $(cat "/proc/$1/task/$1/children" 2>/dev/null); do
-		echo "$p $(awk '{print $4}' "/proc/$p/stat" 2>/dev/null) $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)"
+		# a child that is exiting (a psql connection's backend) is not the tree's
+		cmd=$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)
+		[ -n "$cmd" ] || continue
+		echo "$p $(awk '{print $4}' "/proc/$p/stat" 2>/dev/null) $cmd"
 	done
 }
 pg_shm() { # its System V segment (ipcs: key, id, mode, size, attaches, owners)
