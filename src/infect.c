@@ -16,6 +16,7 @@
 #include "infect.h"
 #include "pie-batch.h"
 #include "log.h"
+#include "proc.h"
 #include "sys.h"
 
 #ifndef PTRACE_GETSIGMASK
@@ -34,13 +35,16 @@ static bool is_job_stop_sig(int sig)
 }
 
 /*
- * Whether a trap of amber's would take a queued signal: a SIGTRAP in tid's
- * queue or its process's, or any synchronous signal in tid's own queue (the
- * kernel's dequeue_synchronous_signal() hands out the first one queued, even
- * a blocked one, as soon as one such signal, the trap, is unblocked).
+ * What /proc/TID/status tells of a seized thread: its seccomp mode, whether
+ * its shadow stack is on, and whether a trap of amber's would take a queued
+ * signal: a SIGTRAP in tid's queue or its process's, or any synchronous
+ * signal in tid's own queue (the kernel's dequeue_synchronous_signal() hands
+ * out the first one queued, even a blocked one, as soon as one such signal,
+ * the trap, is unblocked).
  */
-static int trap_queued(pid_t tid, bool *queued, int *seccomp)
+static int read_status(struct infect *inf)
 {
+	pid_t tid = inf->pid;
 	unsigned long long mask, own = 0, shared = 0;
 	char path[64], line[128];
 	FILE *f;
@@ -56,10 +60,13 @@ static int trap_queued(pid_t tid, bool *queued, int *seccomp)
 			own = mask;
 		else if (sscanf(line, "ShdPnd: %llx", &mask) == 1)
 			shared = mask;
+		else if (!strncmp(line, "x86_Thread_features:", 20))
+			inf->shstk = proc_status_shstk(line);
 		else
-			sscanf(line, "Seccomp: %d", seccomp);
+			sscanf(line, "Seccomp: %d", &inf->seccomp);
 	fclose(f);
-	*queued = (own & INFECT_SYNC_SIGNALS) || ((own | shared) & (1ULL << (SIGTRAP - 1)));
+	inf->trap_pending =
+		(own & INFECT_SYNC_SIGNALS) || ((own | shared) & (1ULL << (SIGTRAP - 1)));
 	return 0;
 }
 
@@ -76,7 +83,7 @@ static int save_state(struct infect *inf)
 		pr_err("pid %d: cannot read the signal mask: %s", inf->pid, strerror((int)-r));
 		return (int)r;
 	}
-	return trap_queued(inf->pid, &inf->trap_pending, &inf->seccomp);
+	return read_status(inf);
 }
 
 /*

@@ -23,6 +23,7 @@ struct infect {
 	bool mask_blocked;	      /* all signals blocked by us */
 	bool trap_pending;	      /* a trap would take a queued signal: syscall stops */
 	int seccomp;		      /* its seccomp mode at seize (filters suspended) */
+	bool shstk;		      /* its x86 user shadow stack is on */
 	unsigned long scratch;	      /* scratch mapping made by infect_scratch_map() */
 	size_t scratch_size;	      /* upper half: the batch executor and its table */
 	bool batch_loaded;

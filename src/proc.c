@@ -77,11 +77,16 @@ int proc_parse_stat(pid_t pid, struct proc_stat *st)
 
 bool proc_status_shstk(const char *status)
 {
-	const char *l = strstr(status, "\nx86_Thread_features:");
+	static const char key[] = "x86_Thread_features:";
+	const char *l = status;
 
-	if (!l)
-		return false;
-	l += strlen("\nx86_Thread_features:");
+	if (strncmp(l, key, strlen(key))) {
+		l = strstr(status, "\nx86_Thread_features:");
+		if (!l)
+			return false;
+		l++;
+	}
+	l += strlen(key);
 	while (*l && *l != '\n') {
 		size_t n;
 

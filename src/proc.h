@@ -37,7 +37,8 @@ struct proc_status {
 
 int proc_parse_stat(pid_t pid, struct proc_stat *st);
 int proc_parse_status(pid_t pid, struct proc_status *st);
-/* Whether a status text's x86_Thread_features line names shstk (shadow stack on). */
+/* Whether a status text's x86_Thread_features line (or that line alone)
+ * names shstk: the thread's shadow stack is on. */
 bool proc_status_shstk(const char *status);
 /* Reads maps + smaps VmFlags; caller frees with proc_free_vmas(). */
 int proc_parse_vmas(pid_t pid, struct vma **vmas, size_t *nr);

@@ -7,7 +7,6 @@
  */
 #include <elf.h>
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
@@ -17,7 +16,6 @@
 
 #include "amber.h"
 #include "log.h"
-#include "proc.h"
 #include "restore.h"
 #include "sys.h"
 
@@ -95,24 +93,16 @@ static void fixup_restart(struct user_regs_struct *r)
 /*
  * A thread with an x86 user shadow stack: amber does not restore the shadow
  * stack (its contents, pointer and token), and the thread's first return
- * after a restore would fault.
+ * after a restore would fault.  infect.c read its status at seize.
  */
-static int refuse_shstk(pid_t pid, pid_t tid)
+static int refuse_shstk(pid_t pid, const struct thread *t)
 {
-	char path[64], *buf;
-	bool on;
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", pid, tid);
-	if (sys_read_file(path, &buf, NULL))
-		return 0; /* a thread that is gone fails its dump elsewhere */
-	on = proc_status_shstk(buf);
-	free(buf);
-	if (!on)
+	if (!t->inf->shstk)
 		return 0;
 	pr_err("pid %d thread %d: has an x86 user shadow stack (x86_Thread_features: shstk), "
 	       "which amber cannot restore; start the program without it "
 	       "(GLIBC_TUNABLES=glibc.cpu.x86_shstk=off)",
-	       pid, tid);
+	       pid, t->tid);
 	return -EOPNOTSUPP;
 }
 
@@ -127,7 +117,7 @@ static int regs_dump_thread(struct dump_ctx *ctx, struct thread *t)
 	UserRegs *u;
 	long ret;
 
-	ret = refuse_shstk(ctx->pid, tid);
+	ret = refuse_shstk(ctx->pid, t);
 	if (ret)
 		return (int)ret;
 	u = malloc(sizeof(*u));
