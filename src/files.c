@@ -237,11 +237,6 @@ static RegFile *new_file(const char *path, const struct stat *st, int flags, uin
 	return f;
 }
 
-/*
- * The file behind a mapping or /proc/PID/exe; shared by (dev, ino, flags).
- * Opened O_NOATIME at restore where the kernel allows it: mmap() of it
- * would touch its atime.
- */
 /* overlayfs maps the file below it: its map_files inode is not the path's */
 static bool on_overlayfs(const char *path)
 {
@@ -250,6 +245,11 @@ static bool on_overlayfs(const char *path)
 	return !statfs(path, &sf) && sf.f_type == 0x794c7630 /* OVERLAYFS_SUPER_MAGIC */;
 }
 
+/*
+ * The file behind a mapping or /proc/PID/exe; shared by (dev, ino, flags).
+ * Opened O_NOATIME at restore where the kernel allows it: mmap() of it
+ * would touch its atime.
+ */
 int files_dump_path(struct dump_ctx *ctx, const char *procpath, const char *path, int flags,
 		    uint64_t pos, int *id)
 {
@@ -1132,6 +1132,15 @@ static int tmpfile_desc(int g, RegFile *f)
 	return fd;
 }
 
+int files_open_noatime(const char *path, int flags)
+{
+	int fd = open(path, flags | O_CLOEXEC);
+
+	if (fd < 0 && errno == EPERM && (flags & O_NOATIME)) /* not the file's owner */
+		fd = open(path, (flags & ~O_NOATIME) | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
 static int open_reg(struct tree *t, RegFile *f, int flags)
 {
 	struct stat st;
@@ -1149,12 +1158,12 @@ static int open_reg(struct tree *t, RegFile *f, int flags)
 		return reopen_self(g, flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_TMPFILE), f->path);
 	}
 	if (f->link_remap)
-		return remap_open(f, flags & ~(O_CREAT | O_EXCL | O_TRUNC));
-	fd = open(f->path, (flags & ~(O_CREAT | O_EXCL | O_TRUNC)) | O_CLOEXEC);
-	if (fd < 0 && errno == EPERM && (flags & O_NOATIME)) /* not the file's owner */
-		fd = open(f->path, (flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOATIME)) | O_CLOEXEC);
+		fd = remap_open(f, flags & ~(O_CREAT | O_EXCL | O_TRUNC)); /* logs its errors */
+	else
+		fd = files_open_noatime(f->path, flags & ~(O_CREAT | O_EXCL | O_TRUNC));
+	if (fd < 0 && f->link_remap)
+		return fd;
 	if (fd < 0) {
-		fd = -errno;
 		if ((fd == -EACCES || fd == -EPERM) && t->owner.switches)
 			pr_err("cannot open %s: %s: uid %u, whose image this is, may not open it "
 			       "(an fd a privileged parent opened for it must be reopened by "

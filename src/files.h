@@ -78,6 +78,13 @@ int locks_dump_fd(struct dump_ctx *ctx, int fd, unsigned flags, RegFile *f);
  */
 int memfd_dump(struct dump_ctx *ctx, int fd, RegFile *f);
 
+int memfd_open(RegFile *f);
+int memfd_finish(RegFile *f, int fd);
+
+/* open(path) for a file of the image, without O_NOATIME where the kernel
+ * refuses it (not the file's owner); the fd, or -errno. */
+int files_open_noatime(const char *path, int flags);
+
 /*
  * link-remap.c, --link-remap: remap_dump checks that a regular file with
  * links (st) is still reached by path, else keeps it by a link it makes
@@ -92,8 +99,6 @@ void remap_dump_undo(void);
 bool remap_valid(const RegFile *f);
 int remap_open(RegFile *f, int flags);
 void remap_restore_done(struct tree *t);
-int memfd_open(RegFile *f);
-int memfd_finish(RegFile *f, int fd);
 
 /*
  * Dump: fd is amber's own, on a file in flight (received by peeking at a

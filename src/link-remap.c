@@ -12,7 +12,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,11 +187,7 @@ int remap_open(RegFile *f, int flags)
 		by = f->path;
 		named = true;
 	}
-	fd = open(by, flags | O_CLOEXEC);
-	if (fd < 0 && errno == EPERM && (flags & O_NOATIME))
-		fd = open(by, (flags & ~O_NOATIME) | O_CLOEXEC);
-	if (fd < 0)
-		fd = -errno;
+	fd = files_open_noatime(by, flags);
 	if (named && unlink_if_same(f->path, st.st_dev, st.st_ino))
 		pr_warn("%s: cannot remove the name linked for the restore: %m", f->path);
 	if (fd < 0) {
