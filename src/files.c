@@ -398,17 +398,22 @@ struct fdslot {
  * be another process's at restore; those of the tree's own processes do not
  * exist yet when amber opens the files.  Other /proc files reopen by name.
  */
+static int nsfs_refused(struct dump_ctx *ctx, int fd, const char *path)
+{
+	if (path[0] == '/')
+		return 0;
+	pr_err("pid %d: fd %d is %s, a namespace file or another file without a path; "
+	       "amber cannot restore it (close it before the dump)",
+	       ctx->pid, fd, path);
+	return -EOPNOTSUPP;
+}
+
+/* Any kind: a directory or O_PATH fd in /proc/PID is refused alike. */
 static int proc_file_ok(struct dump_ctx *ctx, int fd, const char *path)
 {
 	unsigned long pid;
 	char *end;
 
-	if (path[0] != '/') {
-		pr_err("pid %d: fd %d is %s, a namespace file or another file without a path; "
-		       "amber cannot restore it (close it before the dump)",
-		       ctx->pid, fd, path);
-		return -EOPNOTSUPP;
-	}
 	if (strncmp(path, "/proc/", 6))
 		return 0;
 	pid = strtoul(path + 6, &end, 10);
@@ -454,6 +459,9 @@ static int describe_fd(struct dump_ctx *ctx, int fd, unsigned flags, uint64_t po
 			unlinked = st.st_nlink > 0;
 		}
 	}
+	ret = proc_file_ok(ctx, fd, path);
+	if (ret)
+		return ret;
 	/* a removed directory, device node or FIFO has no name to reopen it by */
 	if (!S_ISREG(st.st_mode) && st.st_nlink == 0 &&
 	    (S_ISDIR(st.st_mode) || S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ||
@@ -471,7 +479,7 @@ static int describe_fd(struct dump_ctx *ctx, int fd, unsigned flags, uint64_t po
 		/* a path fd (a symlink with O_NOFOLLOW, a FIFO, a device): only its name */
 		f->kind = S_ISDIR(st.st_mode) ? FILE_KIND__FILE_DIR : FILE_KIND__FILE_REG;
 	} else if (S_ISREG(st.st_mode) && !claimed(path, &st)) {
-		ret = proc_file_ok(ctx, fd, path);
+		ret = nsfs_refused(ctx, fd, path);
 		if (ret)
 			return ret;
 		f->kind = FILE_KIND__FILE_REG;

@@ -151,7 +151,7 @@ t_linkremap_image_refused() {
 # process outside the tree would be another process's at restore, and one of
 # the tree's own cannot be reopened yet: all are refused at dump, naming the
 # fd, and the process runs on.
-TESTS+=(procfd_ns_refused procfd_outside_refused procfd_own_refused)
+TESTS+=(procfd_ns_refused procfd_outside_refused procfd_own_refused procfd_dir_refused)
 procfd_refused() { # SETUP PATTERN
 	[ $SELFTEST = 1 ] && return 77
 	mkdir -p "$T"
@@ -170,4 +170,7 @@ t_procfd_outside_refused() {
 }
 t_procfd_own_refused() {
 	procfd_refused "exec 7</proc/self/status;" "fd 7 is /proc/[0-9]*/status, a /proc file of the tree's own process"
+}
+t_procfd_dir_refused() {
+	procfd_refused "exec 7</proc/$$;" "fd 7 is /proc/$$, of process $$, which is not in the dumped tree"
 }
