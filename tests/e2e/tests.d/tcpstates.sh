@@ -25,3 +25,67 @@ pending_logged() {
 	grep -q "skip-in-flight: 1 connection" "$W/dump.log" ||
 		{ fail "the dump does not say it dropped the connection"; attach "$W/dump.log"; return 1; }
 }
+
+# Half-closed and closing connections, connects in progress, --tcp-close, urgent data:
+# over IPv4, IPv6 (::1) and v4-mapped addresses on dual-stack IPv6 sockets (m).
+TESTS+=(tcpstates_half_4 tcpstates_half_6 tcpstates_half_m tcpstates_closing_4
+	tcpstates_closing_6 tcpstates_synsent_4 tcpstates_synsent_6 tcpstates_close_4
+	tcpstates_close_m tcpstates_close_restore tcpstates_half_needs_flag tcpstates_oob_refused)
+
+t_tcpstates_half_4() { cycle -d --tcp-established -r --tcp-established -- "$PROGS/tcpstates" "$T" half 4 47110; }
+t_tcpstates_half_6() { cycle -d --tcp-established -r --tcp-established -- "$PROGS/tcpstates" "$T" half 6 47111; }
+t_tcpstates_half_m() { cycle -d --tcp-established -r --tcp-established -- "$PROGS/tcpstates" "$T" half m 47112; }
+t_tcpstates_closing_4() { cycle -d --tcp-established -r --tcp-established -- "$PROGS/tcpstates" "$T" closing 4 47113; }
+t_tcpstates_closing_6() { cycle -d --tcp-established -r --tcp-established -- "$PROGS/tcpstates" "$T" closing 6 47114; }
+# a connect() in progress needs no flag
+t_tcpstates_synsent_4() { cycle -- "$PROGS/tcpstates" "$T" synsent 4 47115; }
+t_tcpstates_synsent_6() { cycle -- "$PROGS/tcpstates" "$T" synsent 6 47116; }
+
+# --tcp-close at dump: no TCP repair, no network lock; the restore needs no flag
+close_logged() {
+	grep -q "comes back reset" "$W/restore.log" ||
+		{ fail "the restore does not say the connections come back reset"; attach "$W/restore.log"; return 1; }
+}
+t_tcpstates_close_4() {
+	[ $SELFTEST = 1 ] && return 77 # without amber nothing is reset
+	cycle -d --tcp-close -A close_logged -- "$PROGS/tcpstates" "$T" close 4 47117
+}
+t_tcpstates_close_m() {
+	[ $SELFTEST = 1 ] && return 77
+	cycle -d --tcp-close -A close_logged -- "$PROGS/tcpstates" "$T" close m 47118
+}
+# dumped with TCP repair, restored with --tcp-close (instead of --tcp-established)
+t_tcpstates_close_restore() {
+	[ $SELFTEST = 1 ] && return 77
+	cycle -d --tcp-established -r --tcp-close -A close_logged -- "$PROGS/tcpstates" "$T" close 6 47119
+}
+
+# a half-closed connection without a flag: refused, naming both flags; the tree runs on
+t_tcpstates_half_needs_flag() {
+	[ $SELFTEST = 1 ] && return 77
+	local rc
+	start_prog "$PROGS/tcpstates" "$T" half 4 47120 || return
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v
+	rc=$?
+	[ $rc != 0 ] || { fail "the dump of half-closed connections without a flag succeeded"; return 1; }
+	grep -q -- "--tcp-established.*--tcp-close" "$W/dump.log" && grep -Eq "CLOSE_WAIT|FIN_WAIT2" "$W/dump.log" ||
+		{ fail "the refusal does not name the flags and the state"; attach "$W/dump.log"; return 1; }
+	[ ! -e "$W/img/inventory.img" ] || { fail "a refused dump left inventory.img"; return 1; }
+	note "amber said: $(grep -m1 -- --tcp-close "$W/dump.log")"
+	runs_on "the refused dump"
+}
+
+# urgent data not read yet: refused at dump, naming it; the tree runs on
+t_tcpstates_oob_refused() {
+	[ $SELFTEST = 1 ] && { cycle -- "$PROGS/tcpstates" "$T" oob 47121; return; }
+	local rc
+	start_prog "$PROGS/tcpstates" "$T" oob 47121 || return
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v --tcp-established
+	rc=$?
+	[ $rc != 0 ] || { fail "the dump of a connection with urgent data succeeded"; return 1; }
+	grep -q "urgent data (MSG_OOB) not read yet" "$W/dump.log" && grep -q "127.0.0.1:47121" "$W/dump.log" ||
+		{ fail "the refusal does not name the urgent data and the connection"; attach "$W/dump.log"; return 1; }
+	[ ! -e "$W/img/inventory.img" ] || { fail "a refused dump left inventory.img"; return 1; }
+	note "amber said: $(grep -m1 urgent "$W/dump.log")"
+	runs_on "the refused dump"
+}

@@ -1,0 +1,207 @@
+// SPDX-License-Identifier: MIT
+/*
+ * TCP connections past ESTABLISHED (sk-tcp.h).
+ *
+ * TCP repair rebuilds a connection only as ESTABLISHED: no socket option
+ * sets a state, marks a FIN received or queues one to send.  So sk-inet.c
+ * dumps a half-closed or closing connection with sequence numbers and
+ * queues that leave its FINs out, rebuilds it ESTABLISHED, and then replays
+ * what made it leave that state, in the order it happened:
+ *
+ *  - a FIN the peer sent (CLOSE_WAIT, LAST_ACK, CLOSING): a FIN segment
+ *    from the peer's address, at the receive sequence number, made here and
+ *    sent through a raw socket once the network lock is gone; the socket
+ *    takes it like the original one did (receive side shut, EOF after the
+ *    queued data, state CLOSE_WAIT) and acknowledges it, which a peer that
+ *    had it already takes as a duplicate;
+ *  - our own FIN (FIN_WAIT1/2, CLOSING, LAST_ACK): shutdown(SHUT_WR) once
+ *    repair mode is off and the unsent data is queued again, which sends a
+ *    FIN at the same sequence number as the first; a peer that acknowledged
+ *    it before acknowledges the duplicate again (FIN_WAIT2).
+ *
+ * A received FIN counts one sequence number (rcv_nxt is one past it) and
+ * stays out of SIOCINQ; a sent one counts one in write_seq and sits in the
+ * write queue, in SIOCOUTQ until acknowledged and in SIOCOUTQNSD until sent,
+ * but has no byte a peek could read: the dump takes it out of all of them.
+ *
+ * --tcp-close uses the same segments: a connection rebuilt ESTABLISHED is
+ * sent a reset, so the process finds it reset (ECONNRESET, then EOF and
+ * EPIPE) as if its peer had dropped it while it was away.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/ip.h>
+#include <netinet/ip6.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "sk-tcp.h"
+
+bool tcp_state_connected(unsigned s)
+{
+	return s == TCP_ESTABLISHED || s == TCP_CLOSE_WAIT || s == TCP_FIN_WAIT1 ||
+	       s == TCP_FIN_WAIT2 || s == TCP_LAST_ACK || s == TCP_CLOSING;
+}
+
+bool tcp_fin_sent(unsigned s)
+{
+	return s == TCP_FIN_WAIT1 || s == TCP_FIN_WAIT2 || s == TCP_LAST_ACK || s == TCP_CLOSING;
+}
+
+bool tcp_fin_acked(unsigned s)
+{
+	return s == TCP_FIN_WAIT2;
+}
+
+bool tcp_fin_received(unsigned s)
+{
+	return s == TCP_CLOSE_WAIT || s == TCP_LAST_ACK || s == TCP_CLOSING;
+}
+
+static uint32_t csum_add(uint32_t sum, const void *data, size_t len)
+{
+	const uint8_t *p = data;
+
+	for (size_t i = 0; i + 1 < len; i += 2)
+		sum += (uint32_t)(p[i] << 8 | p[i + 1]);
+	if (len & 1)
+		sum += (uint32_t)(p[len - 1] << 8);
+	return sum;
+}
+
+static uint16_t csum_fold(uint32_t sum)
+{
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return htons((uint16_t)~sum);
+}
+
+static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+/* The IPv4 address of a 4-byte or v4-mapped 16-byte one, or false. */
+static bool v4_of(const ProtobufCBinaryData *b, struct in_addr *a)
+{
+	if (b->len == 4)
+		memcpy(a, b->data, 4);
+	else if (b->len == 16 && !memcmp(b->data, v4mapped, 12))
+		memcpy(a, b->data + 12, 4);
+	else
+		return false;
+	return true;
+}
+
+int tcp_inject(const InetSkEntry *e, uint8_t flags, uint32_t seq, uint32_t ack, uint16_t win)
+{
+	union {
+		struct {
+			struct iphdr ip;
+			struct tcphdr th;
+		} v4;
+		struct {
+			struct ip6_hdr ip;
+			struct tcphdr th;
+		} v6;
+	} pkt;
+	struct tcphdr th = {
+		.source = htons((uint16_t)e->dst_port),
+		.dest = htons((uint16_t)e->src_port),
+		.seq = htonl(seq),
+		.ack_seq = htonl(ack),
+		.doff = sizeof(struct tcphdr) / 4,
+		.window = htons(win),
+	};
+	struct sockaddr_storage to = {0};
+	struct in_addr s4, d4;
+	uint32_t sum;
+	size_t len;
+	int fd, family, ret = 0;
+
+	th.th_flags = flags;
+	if (v4_of(&e->dst_addr, &s4) && v4_of(&e->src_addr, &d4)) {
+		struct sockaddr_in *in = (void *)&to;
+		uint8_t pseudo[12];
+
+		family = AF_INET;
+		memcpy(pseudo, &s4, 4);
+		memcpy(pseudo + 4, &d4, 4);
+		pseudo[8] = 0;
+		pseudo[9] = IPPROTO_TCP;
+		pseudo[10] = 0;
+		pseudo[11] = sizeof(th);
+		sum = csum_add(csum_add(0, pseudo, sizeof(pseudo)), &th, sizeof(th));
+		th.check = csum_fold(sum);
+		pkt.v4.ip = (struct iphdr){.version = 4,
+					   .ihl = 5,
+					   .tot_len = htons(sizeof(pkt.v4)),
+					   .frag_off = htons(IP_DF),
+					   .ttl = 64,
+					   .protocol = IPPROTO_TCP,
+					   .saddr = s4.s_addr,
+					   .daddr = d4.s_addr};
+		pkt.v4.th = th;
+		len = sizeof(pkt.v4);
+		in->sin_family = AF_INET;
+		in->sin_addr = d4;
+	} else if (e->dst_addr.len == 16 && e->src_addr.len == 16) {
+		struct sockaddr_in6 *in6 = (void *)&to;
+		uint8_t pseudo[40] = {0};
+
+		family = AF_INET6;
+		memcpy(pseudo, e->dst_addr.data, 16);
+		memcpy(pseudo + 16, e->src_addr.data, 16);
+		pseudo[35] = sizeof(th);
+		pseudo[39] = IPPROTO_TCP;
+		sum = csum_add(csum_add(0, pseudo, sizeof(pseudo)), &th, sizeof(th));
+		th.check = csum_fold(sum);
+		memset(&pkt.v6.ip, 0, sizeof(pkt.v6.ip));
+		pkt.v6.ip.ip6_flow = htonl(6u << 28);
+		pkt.v6.ip.ip6_plen = htons(sizeof(th));
+		pkt.v6.ip.ip6_nxt = IPPROTO_TCP;
+		pkt.v6.ip.ip6_hlim = 64;
+		memcpy(&pkt.v6.ip.ip6_src, e->dst_addr.data, 16);
+		memcpy(&pkt.v6.ip.ip6_dst, e->src_addr.data, 16);
+		pkt.v6.th = th;
+		len = sizeof(pkt.v6);
+		in6->sin6_family = AF_INET6;
+		memcpy(&in6->sin6_addr, e->src_addr.data, 16);
+	} else {
+		pr_err("TCP connection: addresses of lengths %zu and %zu, not of one family",
+		       e->src_addr.len, e->dst_addr.len);
+		return -EINVAL;
+	}
+	/* IPPROTO_RAW: the header is ours (IP_HDRINCL; IPv6 too since Linux 4.5) */
+	fd = socket(family, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
+	if (fd < 0) {
+		pr_err("cannot create a raw socket to replay the peer's %s: %m (needs "
+		       "CAP_NET_RAW)",
+		       flags & TH_RST ? "reset" : "FIN");
+		return -errno;
+	}
+	if (sendto(fd, &pkt, len, 0, (struct sockaddr *)&to,
+		   family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6)) !=
+	    (ssize_t)len) {
+		ret = -errno;
+		pr_err("cannot send the replayed %s of the peer: %m",
+		       flags & TH_RST ? "reset" : "FIN");
+	}
+	close(fd);
+	return ret;
+}
+
+int tcp_wait_state(int fd, unsigned state)
+{
+	for (int i = 0; i < 2000; i++) {
+		struct tcp_info ti;
+		socklen_t len = sizeof(ti);
+
+		if (getsockopt(fd, SOL_TCP, TCP_INFO, &ti, &len))
+			return -errno;
+		if (ti.tcpi_state == state)
+			return 0;
+		usleep(1000);
+	}
+	return -ETIMEDOUT;
+}
