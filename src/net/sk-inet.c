@@ -133,6 +133,8 @@ static bool inet_match(const char *link, const struct stat *st)
 struct tcp_diag {
 	uint32_t rqueue, wqueue;
 	uint8_t shutdown;
+	uint8_t dst[16]; /* the peer's address (a connect in progress has no getpeername) */
+	uint16_t dport;
 };
 
 static int tcp_diag(int family, uint64_t ino, uint32_t states, struct tcp_diag *d)
@@ -179,6 +181,8 @@ static int tcp_diag(int family, uint64_t ino, uint32_t states, struct tcp_diag *
 			}
 			if (m->idiag_inode != ino)
 				continue;
+			memcpy(d->dst, m->id.idiag_dst, sizeof(d->dst));
+			d->dport = ntohs(m->id.idiag_dport);
 			d->rqueue = m->idiag_rqueue;
 			d->wqueue = m->idiag_wqueue;
 			d->shutdown = 0;
@@ -421,19 +425,22 @@ static int check_urgent(int dup, const InetSkEntry *e, const char *what)
 static int dump_syn_sent(uint64_t ino, InetSkEntry *e, const char *what)
 {
 	struct tcp_diag d = {0};
+	size_t len = e->family == AF_INET ? 4 : 16;
 	int ret;
 
-	if (!e->has_dst_addr) {
-		pr_err("%s: TCP socket %s in SYN_SENT has no peer address", what,
-		       show_addr(e, false));
-		return -EIO;
-	}
 	ret = tcp_diag((int)e->family, ino, 1 << TCP_SYN_SENT, &d);
 	if (ret) {
-		pr_err("%s: inet_diag cannot describe the TCP connect %s -> %s: %s", what,
-		       show_addr(e, false), show_addr(e, true), strerror(-ret));
+		pr_err("%s: inet_diag cannot describe the TCP connect from %s: %s", what,
+		       show_addr(e, false), strerror(-ret));
 		return ret;
 	}
+	e->dst_addr.data = malloc(len);
+	if (!e->dst_addr.data)
+		return -ENOMEM;
+	memcpy(e->dst_addr.data, d.dst, len);
+	e->dst_addr.len = len;
+	e->has_dst_addr = e->has_dst_port = 1;
+	e->dst_port = d.dport;
 	if (d.wqueue > 1) {
 		pr_err("%s: TCP connect %s -> %s in progress with %u bytes sent along its SYN "
 		       "(TCP fast open), which amber cannot dump; dump again once it is "
@@ -1020,7 +1027,7 @@ static int replay_peer_fin(struct isk *s, uint32_t want)
 	uint32_t win = e->snd_wnd >> (e->has_snd_wscale ? e->snd_wscale : 0);
 	int ret;
 
-	ret = tcp_inject(e, TH_FIN | TH_ACK, e->rcv_seq, una, win > 0xffff ? 0xffff : (uint16_t)win);
+	ret = tcp_inject(e, false, TH_FIN | TH_ACK, e->rcv_seq, una, win > 0xffff ? 0xffff : (uint16_t)win);
 	if (!ret)
 		ret = tcp_wait_state(s->fd, want);
 	if (ret)
@@ -1109,7 +1116,15 @@ static int finish_reset(struct isk *s)
 	InetSkEntry *e = s->e;
 	int off = TCP_REPAIR_OFF_NO_WP, ret;
 
-	ret = tcp_inject(e, TH_RST, e->has_rcv_seq ? e->rcv_seq : 0, 0, 0);
+	ret = tcp_inject(e, false, TH_RST, e->has_rcv_seq ? e->rcv_seq : 0, 0, 0);
+	/*
+	 * Dumped with TCP repair, the peer heard nothing of the dump: it gets a
+	 * reset too, at the sequence number it expects (snd_nxt; an older one
+	 * gets a challenge ACK, which our closed port answers with a reset).
+	 */
+	if (!ret && !e->closed && e->has_snd_seq)
+		ret = tcp_inject(e, true, TH_RST, e->snd_seq - e->snd_queue_unsent +
+						  tcp_fin_sent(e->state), 0, 0);
 	if (!ret) {
 		ret = tcp_wait_state(s->fd, TCP_CLOSE);
 		if (ret)

@@ -93,8 +93,11 @@ static bool v4_of(const ProtobufCBinaryData *b, struct in_addr *a)
 	return true;
 }
 
-int tcp_inject(const InetSkEntry *e, uint8_t flags, uint32_t seq, uint32_t ack, uint16_t win)
+int tcp_inject(const InetSkEntry *e, bool to_peer, uint8_t flags, uint32_t seq, uint32_t ack,
+	       uint16_t win)
 {
+	const ProtobufCBinaryData *from = to_peer ? &e->src_addr : &e->dst_addr;
+	const ProtobufCBinaryData *dest = to_peer ? &e->dst_addr : &e->src_addr;
 	union {
 		struct {
 			struct iphdr ip;
@@ -106,8 +109,8 @@ int tcp_inject(const InetSkEntry *e, uint8_t flags, uint32_t seq, uint32_t ack, 
 		} v6;
 	} pkt;
 	struct tcphdr th = {
-		.source = htons((uint16_t)e->dst_port),
-		.dest = htons((uint16_t)e->src_port),
+		.source = htons((uint16_t)(to_peer ? e->src_port : e->dst_port)),
+		.dest = htons((uint16_t)(to_peer ? e->dst_port : e->src_port)),
 		.seq = htonl(seq),
 		.ack_seq = htonl(ack),
 		.doff = sizeof(struct tcphdr) / 4,
@@ -120,7 +123,7 @@ int tcp_inject(const InetSkEntry *e, uint8_t flags, uint32_t seq, uint32_t ack, 
 	int fd, family, ret = 0;
 
 	th.th_flags = flags;
-	if (v4_of(&e->dst_addr, &s4) && v4_of(&e->src_addr, &d4)) {
+	if (v4_of(from, &s4) && v4_of(dest, &d4)) {
 		struct sockaddr_in *in = (void *)&to;
 		uint8_t pseudo[12];
 
@@ -145,13 +148,13 @@ int tcp_inject(const InetSkEntry *e, uint8_t flags, uint32_t seq, uint32_t ack, 
 		len = sizeof(pkt.v4);
 		in->sin_family = AF_INET;
 		in->sin_addr = d4;
-	} else if (e->dst_addr.len == 16 && e->src_addr.len == 16) {
+	} else if (from->len == 16 && dest->len == 16) {
 		struct sockaddr_in6 *in6 = (void *)&to;
 		uint8_t pseudo[40] = {0};
 
 		family = AF_INET6;
-		memcpy(pseudo, e->dst_addr.data, 16);
-		memcpy(pseudo + 16, e->src_addr.data, 16);
+		memcpy(pseudo, from->data, 16);
+		memcpy(pseudo + 16, dest->data, 16);
 		pseudo[35] = sizeof(th);
 		pseudo[39] = IPPROTO_TCP;
 		sum = csum_add(csum_add(0, pseudo, sizeof(pseudo)), &th, sizeof(th));
@@ -161,12 +164,12 @@ int tcp_inject(const InetSkEntry *e, uint8_t flags, uint32_t seq, uint32_t ack, 
 		pkt.v6.ip.ip6_plen = htons(sizeof(th));
 		pkt.v6.ip.ip6_nxt = IPPROTO_TCP;
 		pkt.v6.ip.ip6_hlim = 64;
-		memcpy(&pkt.v6.ip.ip6_src, e->dst_addr.data, 16);
-		memcpy(&pkt.v6.ip.ip6_dst, e->src_addr.data, 16);
+		memcpy(&pkt.v6.ip.ip6_src, from->data, 16);
+		memcpy(&pkt.v6.ip.ip6_dst, dest->data, 16);
 		pkt.v6.th = th;
 		len = sizeof(pkt.v6);
 		in6->sin6_family = AF_INET6;
-		memcpy(&in6->sin6_addr, e->src_addr.data, 16);
+		memcpy(&in6->sin6_addr, dest->data, 16);
 	} else {
 		pr_err("TCP connection: addresses of lengths %zu and %zu, not of one family",
 		       e->src_addr.len, e->dst_addr.len);
@@ -175,8 +178,7 @@ int tcp_inject(const InetSkEntry *e, uint8_t flags, uint32_t seq, uint32_t ack, 
 	/* IPPROTO_RAW: the header is ours (IP_HDRINCL; IPv6 too since Linux 4.5) */
 	fd = socket(family, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
 	if (fd < 0) {
-		pr_err("cannot create a raw socket to replay the peer's %s: %m (needs "
-		       "CAP_NET_RAW)",
+		pr_err("cannot create a raw socket to send a %s: %m (needs CAP_NET_RAW)",
 		       flags & TH_RST ? "reset" : "FIN");
 		return -errno;
 	}
@@ -184,8 +186,8 @@ int tcp_inject(const InetSkEntry *e, uint8_t flags, uint32_t seq, uint32_t ack, 
 		   family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6)) !=
 	    (ssize_t)len) {
 		ret = -errno;
-		pr_err("cannot send the replayed %s of the peer: %m",
-		       flags & TH_RST ? "reset" : "FIN");
+		pr_err("cannot send a %s %s: %m", flags & TH_RST ? "reset" : "FIN",
+		       to_peer ? "to the peer" : "from the peer");
 	}
 	close(fd);
 	return ret;

@@ -24,11 +24,13 @@ bool tcp_fin_received(unsigned state);
 
 /*
  * Send the socket of e (its src_addr:src_port) a segment from its peer
- * (dst_addr:dst_port) with these flags (TH_FIN, TH_RST, TH_ACK), sequence and
- * acknowledgement numbers and window, through a raw socket: the one way to
- * make a socket take a FIN or a reset that its peer sent before the dump.
+ * (dst_addr:dst_port), or with to_peer the peer one from it, with these
+ * flags (TH_FIN, TH_RST, TH_ACK), sequence and acknowledgement numbers and
+ * window, through a raw socket: the one way to make a socket take a FIN or a
+ * reset that its peer sent before the dump.
  */
-int tcp_inject(const InetSkEntry *e, uint8_t flags, uint32_t seq, uint32_t ack, uint16_t win);
+int tcp_inject(const InetSkEntry *e, bool to_peer, uint8_t flags, uint32_t seq, uint32_t ack,
+	       uint16_t win);
 
 /* Wait (up to 2 s) for the socket fd to reach state; -ETIMEDOUT if it does not. */
 int tcp_wait_state(int fd, unsigned state);
