@@ -381,10 +381,11 @@ static int peer_closing(uint16_t port)
 		peer_result("our data and FINs after the drop ends: %s", w);
 		return 1;
 	}
+	peer_result("ok");
+	wait_file("peer.close"); /* P checks x3 in FIN_WAIT2 first */
 	close(x3);
 	close(x4);
 	close(x5);
-	peer_result("ok");
 	return 0;
 }
 
@@ -577,6 +578,7 @@ static int closing_main(uint16_t port)
 	check_state(x4, TCP_CLOSE, "LAST_ACK once E answers");
 	check_state(x5, TCP_CLOSE, "CLOSING once E answers (TIME_WAIT)");
 	peer_verdict("our 500 bytes and FINs once the drop ends");
+	prog_write_atomic("peer.close", "1\n");
 	return prog_done();
 }
 
