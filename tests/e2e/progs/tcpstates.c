@@ -586,7 +586,7 @@ static int synsent_main(uint16_t port)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = mkaddr(&ss, port, 0);
-	int c = socket(fam, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), err = -1;
+	int c = socket(fam, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), err = -1, sab;
 	struct pollfd p;
 
 	spawn_outside("synsent", port);
@@ -601,13 +601,12 @@ static int synsent_main(uint16_t port)
 		prog_die("the connect left SYN_SENT (%s)", sname(tstate(c)));
 	prog_ready();
 	prog_wait_go();
-	if (prog_sabotage())
-		close(c);
+	sab = prog_sabotage();
 	p = (struct pollfd){.fd = c, .events = POLLOUT};
 	CHECK(poll(&p, 1, TMO) == 1 && (p.revents & POLLOUT) && !(p.revents & POLLERR),
 	      "the connect() in progress completes once E accepts (revents 0x%x)", p.revents);
 	len = sizeof(err);
-	CHECK(!getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &len) && err == 0,
+	CHECK(!getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &len) && err == (sab ? ECONNREFUSED : 0),
 	      "SO_ERROR says it connected (%d)", err);
 	CHECK(tstate(c) == TCP_ESTABLISHED, "state %s", sname(tstate(c)));
 	{
