@@ -1251,18 +1251,7 @@ static int check_isk(const struct isk *s, struct tree *t)
 {
 	const struct opts *o = t->o;
 	const InetSkEntry *e = s->e;
-	int ret;
 
-	if (!e) {
-		pr_err("files.img: inet socket entry %u has no socket state; the image is corrupt",
-		       s->f->id);
-		return -EBADMSG;
-	}
-	if (e->type == SOCK_STREAM) {
-		ret = check_tcp_state(e);
-		if (ret)
-			return ret;
-	}
 	if (is_conn(e) && !is_reset(e, o) && !o->tcp_established) {
 		pr_err("the image holds the %s TCP connection %s -> %s; restore with "
 		       "--tcp-established (or with --tcp-close to have it come back reset)",
@@ -1296,8 +1285,18 @@ static int inet_prepare(struct tree *t, RegFile **files, size_t n, int *fds)
 	for (size_t i = 0; i < n && !ret; i++) {
 		isks[i] = (struct isk){.f = files[i], .e = files[i]->inet_sk, .fd = -1};
 		snprintf(isks[i].who, sizeof(isks[i].who), "%s", sk_who(t, files[i], "inet"));
-		ret = check_isk(&isks[i], t);
+		if (!isks[i].e) {
+			pr_err("files.img: inet socket entry %u has no socket state; the image is "
+			       "corrupt",
+			       files[i]->id);
+			ret = -EBADMSG;
+		} else if (isks[i].e->type == SOCK_STREAM) {
+			ret = check_tcp_state(isks[i].e);
+		}
 	}
+	/* what the image may hold, every entry, before what this restore may take */
+	for (size_t i = 0; i < n && !ret; i++)
+		ret = check_isk(&isks[i], t);
 	/* listeners first: established sockets on their port bind with repair's force-reuse */
 	for (size_t i = 0; i < nr_isks && !ret; i++)
 		if (isks[i].e->type == SOCK_STREAM &&

@@ -89,3 +89,31 @@ t_tcpstates_oob_refused() {
 	note "amber said: $(grep -m1 urgent "$W/dump.log")"
 	runs_on "the refused dump"
 }
+
+# The image's TCP state and shutdown bits are checked before any socket is made:
+# a state amber does not restore, bits outside sk_shutdown's, bits the state
+# cannot have, "closed" on a listener.
+TESTS+=(tcpstates_image_refused)
+tcp_entry() { # JQ-SELECT: the files.img index of the first inet socket it selects
+	"$AMBER" show "$W/img" | jq -r "[.files | to_entries[] | select(.value.inet_sk) | select($1)][0].key"
+}
+t_tcpstates_image_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	local ok=0 cw ls
+	start_prog "$PROGS/tcpstates" "$T" half 4 47122 || return 1
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" --tcp-established -v ||
+		{ fail "amber dump failed"; attach "$W/dump.log"; return 1; }
+	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
+	cw=$(tcp_entry '.value.inet_sk.state == 8')
+	ls=$(tcp_entry '.value.inet_sk.state == 10')
+	[ "$cw" != null ] && [ "$ls" != null ] || { fail "no CLOSE_WAIT connection or listener in the image"; return 1; }
+	refused tcp_state "state 99 (?) with a state amber does not restore" files.img "$cw.inet_sk.state=99" || ok=1
+	refused tcp_synrecv "state 3 (SYN_RECV) with a state amber does not restore" files.img "$cw.inet_sk.state=3" || ok=1
+	refused tcp_bits "unknown shutdown bits" files.img "$cw.inet_sk.shutdown=5" || ok=1
+	refused tcp_cw_sent "shutdown bits its state cannot have" files.img "$cw.inet_sk.shutdown=3" || ok=1
+	refused tcp_cw_rcv "shutdown bits its state cannot have" files.img "$cw.inet_sk.shutdown=0" || ok=1
+	refused tcp_closed "closed but not a connection" files.img "$ls.inet_sk.closed=true" || ok=1
+	# the network lock the dump left stays for a restore that never comes
+	nft list tables | awk '/amber-'"$PID"'-/ {print $3}' | while read -r t; do nft delete table inet "$t"; done
+	return $ok
+}
