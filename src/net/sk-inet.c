@@ -638,8 +638,8 @@ static int inet_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 	e->state = ti.tcpi_state;
 	/* before repair mode, which changes some (SO_REUSEADDR) */
 	ret = sk_opts_dump(dup, (int)e->family, (int)e->type,
-			   e->state != TCP_CLOSE && e->state != TCP_LISTEN, what,
-			   &e->opts, &e->n_opts);
+			   e->state != TCP_CLOSE && e->state != TCP_LISTEN, what, &e->opts,
+			   &e->n_opts);
 	if (ret)
 		return ret;
 	switch (e->state) {
@@ -712,8 +712,8 @@ static int inet_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 		       what, show_addr(e, false), show_addr(e, true));
 		return -EOPNOTSUPP;
 	default:
-		pr_err("%s: TCP socket %s in state %s, which amber cannot dump",
-		       what, show_addr(e, false), state_name(e->state));
+		pr_err("%s: TCP socket %s in state %s, which amber cannot dump", what,
+		       show_addr(e, false), state_name(e->state));
 		return -EOPNOTSUPP;
 	}
 sockopt_fail:
@@ -1027,7 +1027,8 @@ static int replay_peer_fin(struct isk *s, uint32_t want)
 	uint32_t win = e->snd_wnd >> (e->has_snd_wscale ? e->snd_wscale : 0);
 	int ret;
 
-	ret = tcp_inject(e, false, TH_FIN | TH_ACK, e->rcv_seq, una, win > 0xffff ? 0xffff : (uint16_t)win);
+	ret = tcp_inject(e, false, TH_FIN | TH_ACK, e->rcv_seq, una,
+			 win > 0xffff ? 0xffff : (uint16_t)win);
 	if (!ret)
 		ret = tcp_wait_state(s->fd, want);
 	if (ret)
@@ -1067,8 +1068,8 @@ static int finish_established(struct isk *s)
 		if (ret == -ETIMEDOUT && !tcp_wait_state(s->fd, TCP_CLOSE))
 			ret = 0;
 	}
-	if (!ret && e->has_shutdown && (e->shutdown & TCP_SHUT_RCV) && !tcp_fin_received(e->state) &&
-	    shutdown(s->fd, SHUT_RD)) {
+	if (!ret && e->has_shutdown && (e->shutdown & TCP_SHUT_RCV) &&
+	    !tcp_fin_received(e->state) && shutdown(s->fd, SHUT_RD)) {
 		ret = -errno;
 		pr_err("TCP %s -> %s: cannot shut its receiving side down again: %m",
 		       show_addr(e, false), show_addr(e, true));
@@ -1123,8 +1124,8 @@ static int finish_reset(struct isk *s)
 	 * gets a challenge ACK, which our closed port answers with a reset).
 	 */
 	if (!ret && !e->closed && e->has_snd_seq)
-		ret = tcp_inject(e, true, TH_RST, e->snd_seq - e->snd_queue_unsent +
-						  tcp_fin_sent(e->state), 0, 0);
+		ret = tcp_inject(e, true, TH_RST,
+				 e->snd_seq - e->snd_queue_unsent + tcp_fin_sent(e->state), 0, 0);
 	if (!ret) {
 		ret = tcp_wait_state(s->fd, TCP_CLOSE);
 		if (ret)
@@ -1262,14 +1263,12 @@ static int check_isk(const struct isk *s, struct tree *t)
 		pr_err("the image holds the %s TCP connection %s -> %s, and belongs to "
 		       "uid %u: TCP repair would let its writer set any connection's state with "
 		       "root's CAP_NET_ADMIN; only root's own images restore connections",
-		       state_name(e->state), show_addr(e, false), show_addr(e, true),
-		       t->owner.uid);
+		       state_name(e->state), show_addr(e, false), show_addr(e, true), t->owner.uid);
 		return -EPERM;
 	}
-	return sk_opts_check(t, e->opts, e->n_opts, (int)e->family, (int)e->type,
-			     e->type == SOCK_STREAM && e->state != TCP_CLOSE &&
-				     e->state != TCP_LISTEN,
-			     s->who);
+	return sk_opts_check(
+		t, e->opts, e->n_opts, (int)e->family, (int)e->type,
+		e->type == SOCK_STREAM && e->state != TCP_CLOSE && e->state != TCP_LISTEN, s->who);
 }
 
 /* Every inet socket of the image at once: listeners before the connections on their ports. */
