@@ -43,14 +43,19 @@
  *     ECONNRESET, then EOF; send says EPIPE; tcp_info says CLOSE.  E sees its
  *     end closed (EOF or reset).
  *
- *   tcpstates DIR oob PORT   a connection in the tree with an urgent byte
- *     (MSG_OOB) not read yet: the dump must be refused.
+ *   tcpstates DIR synsentb FAM PORT   the same, but a child of the tree is
+ *     blocked in connect() on it: after go its connect() returns 0.
+ *
+ *   tcpstates DIR oob PORT [inline]   a connection in the tree with an urgent
+ *     byte (MSG_OOB) not read yet (inline: received with SO_OOBINLINE, so
+ *     only its mark would be lost): the dump must be refused.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
@@ -93,9 +98,16 @@ static int listener(uint16_t port, int backlog)
 	int one = 1, zero = 0, l = socket(fam, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	if (l < 0 || setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-	    (mapped && setsockopt(l, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero))) ||
-	    bind(l, (struct sockaddr *)&ss, len) || listen(l, backlog))
-		prog_die("listener on %u", port);
+	    (mapped && setsockopt(l, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero))))
+		prog_die("listener socket");
+	/* sockets of an earlier run may hold the port a little longer */
+	for (int i = 0; bind(l, (struct sockaddr *)&ss, len); i++)
+		if (errno != EADDRINUSE || i == 500)
+			prog_die("bind to %u", port);
+		else
+			usleep(10 * 1000);
+	if (listen(l, backlog))
+		prog_die("listen on %u", port);
 	return l;
 }
 
@@ -582,17 +594,31 @@ static int closing_main(uint16_t port)
 	return prog_done();
 }
 
-static int synsent_main(uint16_t port)
+/*
+ * blocking: a child C of the tree is blocked in connect() on the socket they
+ * share; after go it must return 0 and C exit 0.
+ */
+static int synsent_main(uint16_t port, int blocking)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = mkaddr(&ss, port, 0);
-	int c = socket(fam, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), err = -1, sab;
+	int c = socket(fam, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), err = -1, sab, rc;
 	struct pollfd p;
+
+	pid_t child = -1;
 
 	spawn_outside("synsent", port);
 	wait_file("peer.ready");
 	usleep(100 * 1000);
-	if (c < 0 || !connect(c, (struct sockaddr *)&ss, len) || errno != EINPROGRESS)
+	if (blocking) {
+		if (c < 0 || fcntl(c, F_SETFL, 0))
+			prog_die("a blocking socket");
+		child = fork();
+		if (child < 0)
+			prog_die("fork");
+		if (child == 0)
+			_exit(connect(c, (struct sockaddr *)&ss, len) ? 10 + errno : 0);
+	} else if (c < 0 || !connect(c, (struct sockaddr *)&ss, len) || errno != EINPROGRESS)
 		prog_die("a connect() that stays in progress");
 	if (wait_state(c, TCP_SYN_SENT) != TCP_SYN_SENT)
 		prog_die("the connect is not in SYN_SENT (%s)", sname(tstate(c)));
@@ -602,17 +628,27 @@ static int synsent_main(uint16_t port)
 	prog_ready();
 	prog_wait_go();
 	sab = prog_sabotage();
+	if (blocking) {
+		int st = -1;
+		pid_t w = waitpid(child, &st, 0);
+
+		CHECK(w == child && WIFEXITED(st) && WEXITSTATUS(st) == (sab ? 1 : 0),
+		      "the child blocked in connect() sees it succeed (wait status 0x%x)", st);
+		fcntl(c, F_SETFL, O_NONBLOCK);
+	}
 	p = (struct pollfd){.fd = c, .events = POLLOUT};
-	CHECK(poll(&p, 1, TMO) == 1 && (p.revents & POLLOUT) && !(p.revents & POLLERR),
+	rc = poll(&p, 1, TMO);
+	CHECK(rc == 1 && (p.revents & POLLOUT) && !(p.revents & POLLERR),
 	      "the connect() in progress completes once E accepts (revents 0x%x)", p.revents);
 	len = sizeof(err);
-	CHECK(!getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &len) && err == (sab ? ECONNREFUSED : 0),
-	      "SO_ERROR says it connected (%d)", err);
-	CHECK(tstate(c) == TCP_ESTABLISHED, "state %s", sname(tstate(c)));
+	rc = getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &len);
+	CHECK(!rc && err == (sab ? ECONNREFUSED : 0), "SO_ERROR says it connected (%d)", err);
+	rc = tstate(c);
+	CHECK(rc == TCP_ESTABLISHED, "state %s", sname(rc));
 	{
 		int fl = fcntl(c, F_GETFL);
 
-		CHECK(fl >= 0 && (fl & O_NONBLOCK), "still non-blocking");
+		CHECK(fl >= 0 && (fl & O_NONBLOCK), "non-blocking as it was");
 		fcntl(c, F_SETFL, 0);
 	}
 	send_pat(c, 36, 0, 100);
@@ -676,18 +712,31 @@ static int close_main(uint16_t port)
 	return prog_done();
 }
 
-static int oob_main(uint16_t port)
+static int oob_main(uint16_t port, int inl)
 {
-	int l = listener(port, 8), a = connect_to(port), s = accept_one(l);
+	int l = listener(port, 8), a = connect_to(port), s = accept_one(l), one = 1;
 	char c = 0;
 
+	if (inl && setsockopt(s, SOL_SOCKET, SO_OOBINLINE, &one, sizeof(one)))
+		prog_die("SO_OOBINLINE");
 	send_pat(a, 8, 0, 100);
 	if (send(a, "U", 1, MSG_OOB) != 1)
 		prog_die("send MSG_OOB");
 	usleep(100 * 1000);
 	prog_ready();
 	prog_wait_go();
-	CHECK(recv(s, &c, 1, MSG_OOB) == 1 && c == (prog_sabotage() ? 'V' : 'U'),
+	if (inl) {
+		int mark = -1, r;
+
+		check_recv(s, 8, 0, 100, 0, "the stream before the urgent byte");
+		r = ioctl(s, SIOCATMARK, &mark);
+		CHECK(r == 0 && mark == !prog_sabotage(), "at the urgent mark (%d)", mark);
+		r = (int)recv(s, &c, 1, 0);
+		CHECK(r == 1 && c == 'U', "the urgent byte inline ('%c')", c);
+		return prog_done();
+	}
+	one = (int)recv(s, &c, 1, MSG_OOB);
+	CHECK(one == 1 && c == (prog_sabotage() ? 'V' : 'U'),
 	      "the urgent byte is still there ('%c')", c);
 	check_recv(s, 8, 0, 100, 0, "the stream");
 	return prog_done();
@@ -743,7 +792,7 @@ int main(int argc, char **argv)
 		return pending_main((uint16_t)atoi(argv[i + 1]));
 	if (argc > i + 1 && !strcmp(argv[i], "oob")) {
 		set_fam("4");
-		return oob_main((uint16_t)atoi(argv[i + 1]));
+		return oob_main((uint16_t)atoi(argv[i + 1]), argc > i + 2);
 	}
 	if (argc > i + 3 && !strcmp(argv[i], "peer")) {
 		set_fam(argv[i + 2]);
@@ -759,7 +808,9 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "closing"))
 			rc = closing_main(port);
 		else if (!strcmp(argv[i], "synsent"))
-			rc = synsent_main(port);
+			rc = synsent_main(port, 0);
+		else if (!strcmp(argv[i], "synsentb"))
+			rc = synsent_main(port, 1);
 		else if (!strcmp(argv[i], "close"))
 			rc = close_main(port);
 		drop_none();

@@ -30,16 +30,52 @@ pending_logged() {
 # over IPv4, IPv6 (::1) and v4-mapped addresses on dual-stack IPv6 sockets (m).
 TESTS+=(tcpstates_half_4 tcpstates_half_6 tcpstates_half_m tcpstates_closing_4
 	tcpstates_closing_6 tcpstates_synsent_4 tcpstates_synsent_6 tcpstates_close_4
-	tcpstates_close_m tcpstates_close_restore tcpstates_half_needs_flag tcpstates_oob_refused)
+	tcpstates_close_m tcpstates_close_restore tcpstates_half_needs_flag tcpstates_oob_refused
+	tcpstates_synsent_blocking tcpstates_half_leave_running tcpstates_oobinline_refused)
 
-t_tcpstates_half_4() { cycle -d --tcp-established -r --tcp-established -- "$PROGS/tcpstates" "$T" half 4 47110; }
-t_tcpstates_half_6() { cycle -d --tcp-established -r --tcp-established -- "$PROGS/tcpstates" "$T" half 6 47111; }
-t_tcpstates_half_m() { cycle -d --tcp-established -r --tcp-established -- "$PROGS/tcpstates" "$T" half m 47112; }
-t_tcpstates_closing_4() { cycle -d --tcp-established -r --tcp-established -- "$PROGS/tcpstates" "$T" closing 4 47113; }
-t_tcpstates_closing_6() { cycle -d --tcp-established -r --tcp-established -- "$PROGS/tcpstates" "$T" closing 6 47114; }
+# What ss (sock_diag) says of every socket on the test's port, but TIME_WAIT ones:
+# state, local and peer address; the same after the restore as before the dump.
+ss_states() {
+	ss -tanH exclude time-wait "( sport = :$TCPPORT or dport = :$TCPPORT )" | awk '{print $1, $4, $5}' | sort
+}
+ss_before() {
+	ss_states >"$W/ss.before"
+	[ -s "$W/ss.before" ] || { fail "ss lists no socket on port $TCPPORT"; return 1; }
+}
+ss_after() {
+	wait_for 5 eval 'ss_states >"$W/ss.after"; cmp -s "$W/ss.before" "$W/ss.after"' || {
+		fail "the sockets' states (ss) differ after the restore (- before, + after):"
+		diff -u "$W/ss.before" "$W/ss.after" | sed 's/^/    /' >>"$W/log"
+		return 1
+	}
+	note "ss after the restore: $(tr '\n' ';' <"$W/ss.after")"
+}
+tcp_cycle() { # MODE FAM PORT [cycle options]
+	local mode=$1 fam=$2
+	TCPPORT=$3
+	shift 3
+	cycle -P ss_before -A ss_after "$@" -- "$PROGS/tcpstates" "$T" "$mode" "$fam" "$TCPPORT"
+}
+t_tcpstates_half_4() { tcp_cycle half 4 47110 -d --tcp-established -r --tcp-established; }
+t_tcpstates_half_6() { tcp_cycle half 6 47111 -d --tcp-established -r --tcp-established; }
+t_tcpstates_half_m() { tcp_cycle half m 47112 -d --tcp-established -r --tcp-established; }
+t_tcpstates_closing_4() { tcp_cycle closing 4 47113 -d --tcp-established -r --tcp-established; }
+t_tcpstates_closing_6() { tcp_cycle closing 6 47114 -d --tcp-established -r --tcp-established; }
 # a connect() in progress needs no flag
-t_tcpstates_synsent_4() { cycle -- "$PROGS/tcpstates" "$T" synsent 4 47115; }
-t_tcpstates_synsent_6() { cycle -- "$PROGS/tcpstates" "$T" synsent 6 47116; }
+t_tcpstates_synsent_4() { tcp_cycle synsent 4 47115; }
+t_tcpstates_synsent_6() { tcp_cycle synsent 6 47116; }
+t_tcpstates_synsent_blocking() { tcp_cycle synsentb m 47123; }
+
+# -R: repair mode goes again on half-closed connections, which keep working
+t_tcpstates_half_leave_running() {
+	[ $SELFTEST = 1 ] && return 77
+	local rc
+	start_prog "$PROGS/tcpstates" "$T" half 6 47124 || return
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -R --tcp-established -v
+	rc=$?
+	[ $rc = 0 ] || { fail "amber dump -R --tcp-established exited with $rc"; attach "$W/dump.log"; return 1; }
+	runs_on "dump -R"
+}
 
 # --tcp-close at dump: no TCP repair, no network lock; the restore needs no flag
 close_logged() {
@@ -76,14 +112,16 @@ t_tcpstates_half_needs_flag() {
 }
 
 # urgent data not read yet: refused at dump, naming it; the tree runs on
-t_tcpstates_oob_refused() {
-	[ $SELFTEST = 1 ] && { cycle -- "$PROGS/tcpstates" "$T" oob 47121; return; }
+t_tcpstates_oob_refused() { oob_refused 47121; }
+t_tcpstates_oobinline_refused() { oob_refused 47125 inline; }
+oob_refused() { # PORT [inline]
+	[ $SELFTEST = 1 ] && { cycle -- "$PROGS/tcpstates" "$T" oob "$@"; return; }
 	local rc
-	start_prog "$PROGS/tcpstates" "$T" oob 47121 || return
+	start_prog "$PROGS/tcpstates" "$T" oob "$@" || return
 	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v --tcp-established
 	rc=$?
 	[ $rc != 0 ] || { fail "the dump of a connection with urgent data succeeded"; return 1; }
-	grep -q "urgent data (MSG_OOB) not read yet" "$W/dump.log" && grep -q "127.0.0.1:47121" "$W/dump.log" ||
+	grep -q "urgent data (MSG_OOB) not read yet" "$W/dump.log" && grep -q "127.0.0.1:$1" "$W/dump.log" ||
 		{ fail "the refusal does not name the urgent data and the connection"; attach "$W/dump.log"; return 1; }
 	[ ! -e "$W/img/inventory.img" ] || { fail "a refused dump left inventory.img"; return 1; }
 	note "amber said: $(grep -m1 urgent "$W/dump.log")"
