@@ -1019,55 +1019,96 @@ static int open_established(struct isk *s)
 	return ret;
 }
 
-/* The peer's FIN, sent again (sk-tcp.c): at our receive sequence, acknowledging what we sent. */
-static int replay_peer_fin(struct isk *s, uint32_t want)
+/*
+ * A segment from the peer (sk-tcp.c): its FIN at our receive sequence, or
+ * (ack_fin) an acknowledgement of ours; then wait for the state it brings.
+ */
+static int replay_peer(struct isk *s, bool ack_fin, unsigned want)
 {
 	InetSkEntry *e = s->e;
 	uint32_t una = e->snd_seq - (uint32_t)e->snd_queue.len;
 	uint32_t win = e->snd_wnd >> (e->has_snd_wscale ? e->snd_wscale : 0);
 	int ret;
 
-	ret = tcp_inject(e, false, TH_FIN | TH_ACK, e->rcv_seq, una,
-			 win > 0xffff ? 0xffff : (uint16_t)win);
+	ret = tcp_inject(e, false, ack_fin ? TH_ACK : TH_FIN | TH_ACK, e->rcv_seq,
+			 ack_fin ? e->snd_seq + 1 : una, win > 0xffff ? 0xffff : (uint16_t)win);
 	if (!ret)
 		ret = tcp_wait_state(s->fd, want);
 	if (ret)
-		pr_err("TCP %s -> %s: the replayed FIN of the peer did not take it to %s: %s",
-		       show_addr(e, false), show_addr(e, true), state_name(e->state),
+		pr_err("TCP %s -> %s: the replayed %s of the peer did not take it to %s: %s",
+		       show_addr(e, false), show_addr(e, true),
+		       ack_fin ? "acknowledgement of our FIN" : "FIN", state_name(want),
 		       strerror(-ret));
 	return ret;
 }
 
+/* Our FIN had left (nothing unsent before it): queued again as sent, in repair mode. */
+static bool fin_on_wire(const InetSkEntry *e)
+{
+	return tcp_fin_sent(e->state) && !e->snd_queue_unsent;
+}
+
+static int shut_wr(struct isk *s)
+{
+	if (shutdown(s->fd, SHUT_WR)) {
+		pr_err("TCP %s -> %s: cannot shut its sending side down again: %m",
+		       show_addr(s->e, false), show_addr(s->e, true));
+		return -errno;
+	}
+	return 0;
+}
+
 /*
- * Every socket exists: leave repair mode (a window probe), then the unsent
- * data, then what closed it halfway, in the order its state says: the
- * peer's FIN before ours (CLOSE_WAIT, LAST_ACK) or after it (CLOSING).
+ * Once the network lock is gone, still in repair mode: the FINs that were
+ * on the wire, in the order the state says.  The peer's comes as a segment
+ * (before ours: CLOSE_WAIT, LAST_ACK; after: CLOSING).  Ours is queued by
+ * shutdown() with the send queue selected, which marks it sent without a
+ * packet, like the data before it (the retransmission timer sends it again
+ * if it is not acknowledged); an acknowledgement from the peer then makes
+ * FIN_WAIT2.
+ */
+static int replay_fins(struct isk *s)
+{
+	InetSkEntry *e = s->e;
+	int q = TCP_SEND_QUEUE, ret = 0;
+
+	if (tcp_fin_received(e->state) && e->state != TCP_CLOSING)
+		ret = replay_peer(s, false, TCP_CLOSE_WAIT);
+	if (ret || !fin_on_wire(e))
+		return ret;
+	ret = tcp_setopt(s->fd, TCP_REPAIR_QUEUE, &q, sizeof(q), e, "TCP_REPAIR_QUEUE");
+	if (!ret)
+		ret = shut_wr(s);
+	q = TCP_NO_QUEUE;
+	if (!ret)
+		ret = tcp_setopt(s->fd, TCP_REPAIR_QUEUE, &q, sizeof(q), e, "TCP_REPAIR_QUEUE");
+	if (!ret && e->state == TCP_FIN_WAIT2)
+		ret = replay_peer(s, true, TCP_FIN_WAIT2);
+	if (!ret && e->state == TCP_CLOSING)
+		ret = replay_peer(s, false, TCP_CLOSING);
+	return ret;
+}
+
+/*
+ * Leave repair mode (a window probe, if ESTABLISHED), then the unsent data,
+ * then a FIN that waited behind it, and the peer's after that (CLOSING),
+ * and a shutdown of the receiving side.
  */
 static int finish_established(struct isk *s)
 {
 	InetSkEntry *e = s->e;
 	int off = 0, ret;
-	bool theirs_first = tcp_fin_received(e->state) && e->state != TCP_CLOSING;
 
 	ret = tcp_setopt(s->fd, TCP_REPAIR, &off, sizeof(off), e, "TCP_REPAIR off");
 	if (!ret)
 		ret = set_reuse(s->fd, e->reuseaddr);
-	if (!ret && theirs_first)
-		ret = replay_peer_fin(s, TCP_CLOSE_WAIT);
 	if (!ret && e->snd_queue_unsent)
 		ret = fill(s->fd, e->snd_queue.data + (e->snd_queue.len - e->snd_queue_unsent),
 			   e->snd_queue_unsent, e, "send (unsent part)");
-	if (!ret && tcp_fin_sent(e->state) && shutdown(s->fd, SHUT_WR)) {
-		ret = -errno;
-		pr_err("TCP %s -> %s: cannot shut its sending side down again: %m",
-		       show_addr(e, false), show_addr(e, true));
-	}
-	/* a peer alive meanwhile may have acknowledged our FIN: CLOSING went on to TIME_WAIT */
-	if (!ret && e->state == TCP_CLOSING) {
-		ret = replay_peer_fin(s, TCP_CLOSING);
-		if (ret == -ETIMEDOUT && !tcp_wait_state(s->fd, TCP_CLOSE))
-			ret = 0;
-	}
+	if (!ret && tcp_fin_sent(e->state) && !fin_on_wire(e))
+		ret = shut_wr(s);
+	if (!ret && e->state == TCP_CLOSING && !fin_on_wire(e))
+		ret = replay_peer(s, false, TCP_CLOSING);
 	if (!ret && e->has_shutdown && (e->shutdown & TCP_SHUT_RCV) &&
 	    !tcp_fin_received(e->state) && shutdown(s->fd, SHUT_RD)) {
 		ret = -errno;
@@ -1310,10 +1351,12 @@ static int inet_prepare(struct tree *t, RegFile **files, size_t n, int *fds)
 							: open_established(&isks[i]);
 	if (!ret)
 		ret = unlock_network(t);
-	/* the resets first: a peer in the tree must not take one of their probes */
 	for (size_t i = 0; i < nr_isks && !ret; i++)
 		if (is_reset(isks[i].e, t->o))
 			ret = finish_reset(&isks[i]);
+	for (size_t i = 0; i < nr_isks && !ret; i++)
+		if (is_conn(isks[i].e) && !is_reset(isks[i].e, t->o))
+			ret = replay_fins(&isks[i]);
 	for (size_t i = 0; i < nr_isks && !ret; i++)
 		if (is_conn(isks[i].e) && !is_reset(isks[i].e, t->o))
 			ret = finish_established(&isks[i]);

@@ -24,6 +24,10 @@
  * write queue, in SIOCOUTQ until acknowledged and in SIOCOUTQNSD until sent,
  * but has no byte a peek could read: the dump takes it out of all of them.
  *
+ * The segments carry fwmark TCP_REPLAY_MARK: they leave through this
+ * host's output hooks like any packet, where a rule that drops the peer's
+ * traffic would drop them too (sendto() says EPERM).
+ *
  * --tcp-close uses the same segments: a connection rebuilt ESTABLISHED is
  * sent a reset, so the process finds it reset (ECONNRESET, then EOF and
  * EPIPE) as if its peer had dropped it while it was away.
@@ -182,6 +186,8 @@ int tcp_inject(const InetSkEntry *e, bool to_peer, uint8_t flags, uint32_t seq, 
 		       flags & TH_RST ? "reset" : "FIN");
 		return -errno;
 	}
+	if (setsockopt(fd, SOL_SOCKET, SO_MARK, &(int){TCP_REPLAY_MARK}, sizeof(int)))
+		pr_debug("cannot mark the replayed segment: %m");
 	if (sendto(fd, &pkt, len, 0, (struct sockaddr *)&to,
 		   family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6)) !=
 	    (ssize_t)len) {

@@ -12,6 +12,9 @@
 
 #include "amber.h"
 
+/* fwmark of the segments amber sends for a peer, so that a firewall can let them pass */
+#define TCP_REPLAY_MARK 0xa3be
+
 #define TCP_SHUT_RCV  1 /* sk_shutdown's RCV_SHUTDOWN */
 #define TCP_SHUT_SEND 2 /* SEND_SHUTDOWN */
 

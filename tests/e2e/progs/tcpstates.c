@@ -27,11 +27,13 @@
  *     it may (EPIPE where not), and closing one end gives the other EOF.
  *
  *   tcpstates DIR closing FAM PORT   the states a peer that does not answer
- *     leaves (an nft table of the program's own drops our packets to E):
- *     FIN_WAIT1 (data and FIN unacknowledged), LAST_ACK and CLOSING.  After
- *     go they are still in those states; once the table is gone, E's
- *     acknowledgements take them on (FIN_WAIT2, CLOSE, CLOSE) and E reads
- *     our data and FINs.
+ *     leaves (an nft table of the program's own drops our packets to E, or
+ *     one direction of a connection in the tree): FIN_WAIT1 (data and FIN
+ *     unacknowledged), LAST_ACK and CLOSING, to E and with both ends in the
+ *     tree.  After go they are still in those states; once the table is
+ *     gone, the acknowledgements take them on (FIN_WAIT2, CLOSE, CLOSE), and
+ *     the peers read the data and FINs.  (The table lets amber's own
+ *     segments pass: fwmark 0xa3be.)
  *
  *   tcpstates DIR synsent FAM PORT   a non-blocking connect() in progress:
  *     E's listener has a full accept queue, so our SYN gets no answer
@@ -313,7 +315,7 @@ static int nft(const char *script)
 	return pclose(p);
 }
 
-static void drop_to_peer(uint16_t sport)
+static void drop_to_peer(uint16_t sport, uint16_t dport)
 {
 	char s[512];
 
@@ -328,7 +330,9 @@ static void drop_to_peer(uint16_t sport)
 			prog_die("nft table %s", nft_table);
 		atexit(drop_none);
 	}
-	snprintf(s, sizeof(s), "add rule inet %s out tcp sport %u drop\n", nft_table, sport);
+	snprintf(s, sizeof(s),
+		 "add rule inet %s out tcp sport %u tcp dport %u meta mark != 0xa3be drop\n",
+		 nft_table, sport, dport);
 	if (nft(s))
 		prog_die("nft rule");
 }
@@ -550,7 +554,7 @@ static int half_main(uint16_t port)
 
 static int closing_main(uint16_t port)
 {
-	int l = listener(port, 8), x3, x4, x5, sab;
+	int l = listener(port, 8), x3, x4, x5, c3, s3, c4, s4, c5, s5, sab;
 
 	spawn_outside("closing", port);
 	x3 = accept_one(l);
@@ -558,24 +562,51 @@ static int closing_main(uint16_t port)
 	x5 = accept_one(l);
 	wait_file("peer.ready");
 	/* FIN_WAIT1: 500 bytes and the FIN dropped */
-	drop_to_peer(port_of(x3, 0));
+	drop_to_peer(port, port_of(x3, 1));
 	send_pat(x3, 33, 0, 500);
 	shutdown(x3, SHUT_WR);
 	/* LAST_ACK: E's FIN came, ours is dropped */
 	if (wait_state(x4, TCP_CLOSE_WAIT) != TCP_CLOSE_WAIT)
 		prog_die("x4 is not in CLOSE_WAIT");
-	drop_to_peer(port_of(x4, 0));
+	drop_to_peer(port, port_of(x4, 1));
 	shutdown(x4, SHUT_WR);
 	/* CLOSING: our FIN dropped, then E's FIN */
-	drop_to_peer(port_of(x5, 0));
+	drop_to_peer(port, port_of(x5, 1));
 	shutdown(x5, SHUT_WR);
 	prog_write_atomic("x5.shut", "1\n");
 	wait_file("peer.x5");
+	/* the same three with both ends in the tree */
+	c3 = connect_to(port);
+	s3 = accept_one(l);
+	drop_to_peer(port_of(c3, 0), port);
+	send_pat(c3, 37, 0, 400);
+	shutdown(c3, SHUT_WR);
+	c4 = connect_to(port);
+	s4 = accept_one(l);
+	shutdown(c4, SHUT_WR);
+	if (wait_state(s4, TCP_CLOSE_WAIT) != TCP_CLOSE_WAIT)
+		prog_die("s4 is not in CLOSE_WAIT");
+	drop_to_peer(port, port_of(c4, 0));
+	shutdown(s4, SHUT_WR);
+	c5 = connect_to(port);
+	s5 = accept_one(l);
+	drop_to_peer(port, port_of(c5, 0));
+	shutdown(s5, SHUT_WR);
+	usleep(50 * 1000);
+	shutdown(c5, SHUT_WR);
 	if (wait_state(x3, TCP_FIN_WAIT1) != TCP_FIN_WAIT1 ||
 	    wait_state(x4, TCP_LAST_ACK) != TCP_LAST_ACK ||
-	    wait_state(x5, TCP_CLOSING) != TCP_CLOSING)
-		prog_die("the connections did not reach their states (%s %s %s)", sname(tstate(x3)),
-			 sname(tstate(x4)), sname(tstate(x5)));
+	    wait_state(x5, TCP_CLOSING) != TCP_CLOSING ||
+	    wait_state(c3, TCP_FIN_WAIT1) != TCP_FIN_WAIT1 ||
+	    wait_state(s4, TCP_LAST_ACK) != TCP_LAST_ACK ||
+	    wait_state(c4, TCP_FIN_WAIT2) != TCP_FIN_WAIT2 ||
+	    wait_state(s5, TCP_CLOSING) != TCP_CLOSING ||
+	    wait_state(c5, TCP_FIN_WAIT1) != TCP_FIN_WAIT1)
+		prog_die("the connections did not reach their states (%s %s %s, in the tree %s %s "
+			 "%s %s %s %s)",
+			 sname(tstate(x3)), sname(tstate(x4)), sname(tstate(x5)), sname(tstate(c3)),
+			 sname(tstate(s3)), sname(tstate(c4)), sname(tstate(s4)), sname(tstate(c5)),
+			 sname(tstate(s5)));
 	prog_ready();
 	prog_wait_go();
 	sab = prog_sabotage();
@@ -583,12 +614,28 @@ static int closing_main(uint16_t port)
 	check_state(x3, sab ? TCP_FIN_WAIT2 : TCP_FIN_WAIT1, "our data and FIN unanswered");
 	check_state(x4, TCP_LAST_ACK, "E's FIN, then ours unanswered");
 	check_state(x5, TCP_CLOSING, "our FIN unanswered, then E's");
+	check_state(c3, TCP_FIN_WAIT1, "in the tree, data and FIN dropped");
+	check_state(s3, TCP_ESTABLISHED, "in the tree, its peer");
+	check_state(s4, TCP_LAST_ACK, "in the tree, FIN received, ours dropped");
+	check_state(c4, TCP_FIN_WAIT2, "in the tree, its peer");
+	check_state(s5, TCP_CLOSING, "in the tree, our FIN dropped, then the peer's");
+	check_state(c5, TCP_FIN_WAIT1, "in the tree, its peer");
 	check_recv(x4, 0, 0, 0, 1, "LAST_ACK:");
 	check_recv(x5, 0, 0, 0, 1, "CLOSING:");
+	check_recv(s4, 0, 0, 0, 1, "LAST_ACK in the tree:");
+	check_recv(s5, 0, 0, 0, 1, "CLOSING in the tree:");
 	drop_none();
 	check_state(x3, TCP_FIN_WAIT2, "FIN_WAIT1 once E answers");
 	check_state(x4, TCP_CLOSE, "LAST_ACK once E answers");
 	check_state(x5, TCP_CLOSE, "CLOSING once E answers (TIME_WAIT)");
+	check_recv(s3, 37, 0, 400, 1, "in the tree, once the drop ends: the FIN_WAIT1 peer's");
+	check_state(s3, TCP_CLOSE_WAIT, "in the tree, the FIN_WAIT1 peer's FIN came");
+	check_state(c3, TCP_FIN_WAIT2, "in the tree, FIN_WAIT1 once acknowledged");
+	check_recv(c4, 0, 0, 0, 1, "in the tree, the LAST_ACK peer's FIN:");
+	check_state(s4, TCP_CLOSE, "in the tree, LAST_ACK once acknowledged");
+	check_recv(c5, 0, 0, 0, 1, "in the tree, the CLOSING peer's FIN:");
+	check_state(s5, TCP_CLOSE, "in the tree, CLOSING once acknowledged (TIME_WAIT)");
+	check_state(c5, TCP_CLOSE, "in the tree, FIN_WAIT1 with the peer's FIN (TIME_WAIT)");
 	peer_verdict("our 500 bytes and FINs once the drop ends");
 	prog_write_atomic("peer.close", "1\n");
 	return prog_done();
