@@ -6,19 +6,21 @@
  * sets a state, marks a FIN received or queues one to send.  So sk-inet.c
  * dumps a half-closed or closing connection with sequence numbers and
  * queues that leave its FINs out, rebuilds it ESTABLISHED, and then replays
- * what made it leave that state, in the order it happened:
+ * what made it leave that state, in the order it happened, once the
+ * network lock is gone:
  *
  *  - a FIN the peer sent (CLOSE_WAIT, LAST_ACK, CLOSING): a FIN segment
  *    from the peer's address, at the receive sequence number, made here and
- *    sent through a raw socket once the network lock is gone; the socket
- *    takes it like the original one did (receive side shut, EOF after the
- *    queued data, state CLOSE_WAIT) and acknowledges it, which a peer that
- *    had it already takes as a duplicate;
- *  - our own FIN (FIN_WAIT1/2, CLOSING, LAST_ACK): shutdown(SHUT_WR) once
- *    repair mode is off and the unsent data is queued again, which sends a
- *    FIN at the same sequence number as the first; a peer that acknowledged
- *    it before acknowledges the duplicate again (FIN_WAIT2).
- *
+ *    sent through a raw socket; the socket takes it like the original one
+ *    did (receive side shut, EOF after the queued data, state CLOSE_WAIT)
+ *    and acknowledges it, which the peer takes as a duplicate ACK;
+ *  - our own FIN (FIN_WAIT1/2, CLOSING, LAST_ACK): shutdown(SHUT_WR).  If
+ *    it had left, still in repair mode with the send queue selected, which
+ *    queues it as sent without a packet (the retransmission timer sends it
+ *    again if no acknowledgement comes); FIN_WAIT2 then takes an
+ *    acknowledgement of it, a segment from the peer again.  If unsent data
+ *    was queued before it, after repair mode, behind that data.
+
  * A received FIN counts one sequence number (rcv_nxt is one past it) and
  * stays out of SIOCINQ; a sent one counts one in write_seq and sits in the
  * write queue, in SIOCOUTQ until acknowledged and in SIOCOUTQNSD until sent,
