@@ -490,6 +490,29 @@ static int dump_established(struct dump_ctx *ctx, int dup, InetSkEntry *e, const
 			return ret;
 		}
 	}
+	/*
+	 * The peer's packets are dropped now, but one may have come since the
+	 * state was read (its FIN, its ACK of ours): the queues follow the state.
+	 */
+	ret = tcp_getopt(dup, TCP_INFO, &ti, sizeof(ti), what, "TCP_INFO");
+	if (ret)
+		goto off;
+	if (ti.tcpi_state != e->state) {
+		if (!tcp_state_connected(ti.tcpi_state) ||
+		    tcp_fin_sent(ti.tcpi_state) != tcp_fin_sent(e->state)) {
+			pr_err("%s: TCP connection %s -> %s went from %s to %s during the dump; "
+			       "dump again",
+			       what, show_addr(e, false), show_addr(e, true), state_name(e->state),
+			       state_name(ti.tcpi_state));
+			ret = -EAGAIN;
+			goto off;
+		}
+		pr_debug("%s: went from %s to %s before the network lock", what,
+			 state_name(e->state), state_name(ti.tcpi_state));
+		e->state = ti.tcpi_state;
+		if (tcp_fin_received(e->state))
+			e->shutdown |= TCP_SHUT_RCV;
+	}
 	if (ioctl(dup, SIOCINQ, &inq) || ioctl(dup, SIOCOUTQ, &outq) ||
 	    ioctl(dup, SIOCOUTQNSD, &unsq)) {
 		ret = -errno;
