@@ -1044,7 +1044,8 @@ static int open_established(struct isk *s)
 
 /*
  * A segment from the peer (sk-tcp.c): its FIN at our receive sequence, or
- * (ack_fin) an acknowledgement of ours; then wait for the state it brings.
+ * (ack_fin) an acknowledgement of ours; then wait for the state it brings
+ * (CLOSING, or CLOSE if a live peer acknowledged our FIN sent just before).
  */
 static int replay_peer(struct isk *s, bool ack_fin, unsigned want)
 {
@@ -1056,7 +1057,8 @@ static int replay_peer(struct isk *s, bool ack_fin, unsigned want)
 	ret = tcp_inject(e, false, ack_fin ? TH_ACK : TH_FIN | TH_ACK, e->rcv_seq,
 			 ack_fin ? e->snd_seq + 1 : una, win > 0xffff ? 0xffff : (uint16_t)win);
 	if (!ret)
-		ret = tcp_wait_state(s->fd, want);
+		ret = tcp_wait_state(s->fd,
+				     1u << want | (want == TCP_CLOSING ? 1u << TCP_CLOSE : 0));
 	if (ret)
 		pr_err("TCP %s -> %s: the replayed %s of the peer did not take it to %s: %s",
 		       show_addr(e, false), show_addr(e, true),
@@ -1191,7 +1193,7 @@ static int finish_reset(struct isk *s)
 		ret = tcp_inject(e, true, TH_RST,
 				 e->snd_seq - e->snd_queue_unsent + tcp_fin_sent(e->state), 0, 0);
 	if (!ret) {
-		ret = tcp_wait_state(s->fd, TCP_CLOSE);
+		ret = tcp_wait_state(s->fd, 1u << TCP_CLOSE);
 		if (ret)
 			pr_err("TCP %s -> %s: the reset sent to it did not close it: %s",
 			       show_addr(e, false), show_addr(e, true), strerror(-ret));

@@ -201,7 +201,7 @@ int tcp_inject(const InetSkEntry *e, bool to_peer, uint8_t flags, uint32_t seq, 
 	return ret;
 }
 
-int tcp_wait_state(int fd, unsigned state)
+int tcp_wait_state(int fd, unsigned states)
 {
 	for (int i = 0; i < 2000; i++) {
 		struct tcp_info ti;
@@ -209,7 +209,7 @@ int tcp_wait_state(int fd, unsigned state)
 
 		if (getsockopt(fd, SOL_TCP, TCP_INFO, &ti, &len))
 			return -errno;
-		if (ti.tcpi_state == state)
+		if (ti.tcpi_state < 32 && (states & (1u << ti.tcpi_state)))
 			return 0;
 		usleep(1000);
 	}

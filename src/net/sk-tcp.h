@@ -35,7 +35,7 @@ bool tcp_fin_received(unsigned state);
 int tcp_inject(const InetSkEntry *e, bool to_peer, uint8_t flags, uint32_t seq, uint32_t ack,
 	       uint16_t win);
 
-/* Wait (up to 2 s) for the socket fd to reach state; -ETIMEDOUT if it does not. */
-int tcp_wait_state(int fd, unsigned state);
+/* Wait (up to 2 s) for the socket fd to reach one of states (a mask); else -ETIMEDOUT. */
+int tcp_wait_state(int fd, unsigned states);
 
 #endif
