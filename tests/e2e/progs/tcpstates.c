@@ -48,6 +48,10 @@
  *   tcpstates DIR synsentb FAM PORT   the same, but a child of the tree is
  *     blocked in connect() on it: after go its connect() returns 0.
  *
+ *   tcpstates DIR synsentr FAM PORT   the same as synsent, but the test
+ *     kills E (its pid in DIR/peer.pid) between dump and restore: after go
+ *     the connect() has failed, SO_ERROR ECONNREFUSED.
+ *
  *   tcpstates DIR oob PORT [inline]   a connection in the tree with an urgent
  *     byte (MSG_OOB) not read yet (inline: received with SO_OOBINLINE, so
  *     only its mark would be lost): the dump must be refused.
@@ -410,8 +414,12 @@ static int peer_synsent(uint16_t port)
 	int l = listener(port, 0), f, a, b;
 	const char *w;
 
+	char pid[16];
+
 	/* one connection fills the accept queue of backlog 0: later SYNs are dropped */
 	f = connect_to(port);
+	snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+	prog_write_atomic("peer.pid", pid);
 	prog_write_atomic("peer.ready", "1\n");
 	prog_wait_go();
 	a = accept_one(l);
@@ -645,13 +653,12 @@ static int closing_main(uint16_t port)
  * blocking: a child C of the tree is blocked in connect() on the socket they
  * share; after go it must return 0 and C exit 0.
  */
-static int synsent_main(uint16_t port, int blocking)
+static int synsent_main(uint16_t port, int blocking, int refused)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = mkaddr(&ss, port, 0);
 	int c = socket(fam, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), err = -1, sab, rc;
 	struct pollfd p;
-
 	pid_t child = -1;
 
 	spawn_outside("synsent", port);
@@ -685,6 +692,15 @@ static int synsent_main(uint16_t port, int blocking)
 	}
 	p = (struct pollfd){.fd = c, .events = POLLOUT};
 	rc = poll(&p, 1, TMO);
+	if (refused) {
+		CHECK(rc == 1 && (p.revents & POLLERR), "the connect() fails (revents 0x%x)",
+		      p.revents);
+		len = sizeof(err);
+		rc = getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &len);
+		CHECK(!rc && err == (sab ? 0 : ECONNREFUSED), "SO_ERROR says ECONNREFUSED (%s)",
+		      strerror(err));
+		return prog_done();
+	}
 	CHECK(rc == 1 && (p.revents & POLLOUT) && !(p.revents & POLLERR),
 	      "the connect() in progress completes once E accepts (revents 0x%x)", p.revents);
 	len = sizeof(err);
@@ -855,9 +871,11 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "closing"))
 			rc = closing_main(port);
 		else if (!strcmp(argv[i], "synsent"))
-			rc = synsent_main(port, 0);
+			rc = synsent_main(port, 0, 0);
 		else if (!strcmp(argv[i], "synsentb"))
-			rc = synsent_main(port, 1);
+			rc = synsent_main(port, 1, 0);
+		else if (!strcmp(argv[i], "synsentr"))
+			rc = synsent_main(port, 0, 1);
 		else if (!strcmp(argv[i], "close"))
 			rc = close_main(port);
 		drop_none();
