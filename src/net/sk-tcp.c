@@ -20,7 +20,7 @@
  *    again if no acknowledgement comes); FIN_WAIT2 then takes an
  *    acknowledgement of it, a segment from the peer again.  If unsent data
  *    was queued before it, after repair mode, behind that data.
-
+ *
  * A received FIN counts one sequence number (rcv_nxt is one past it) and
  * stays out of SIOCINQ; a sent one counts one in write_seq and sits in the
  * write queue, in SIOCOUTQ until acknowledged and in SIOCOUTQNSD until sent,
@@ -32,7 +32,8 @@
  *
  * --tcp-close uses the same segments: a connection rebuilt ESTABLISHED is
  * sent a reset, so the process finds it reset (ECONNRESET, then EOF and
- * EPIPE) as if its peer had dropped it while it was away.
+ * EPIPE) as if its peer had dropped it while it was away; a peer that the
+ * dump left waiting behind the network lock is sent one too.
  */
 #include <errno.h>
 #include <netinet/in.h>
