@@ -717,6 +717,10 @@ static int inet_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 		if (ctx->o->tcp_close && !ctx->o->tcp_established) {
 			/* closed by the dump (FIN or reset), restored reset */
 			e->has_closed = e->closed = 1;
+			pr_info("%s: --tcp-close: %s TCP connection %s -> %s closes with the dump "
+				"and comes back reset",
+				what, state_name(e->state), show_addr(e, false),
+				show_addr(e, true));
 			return 0;
 		}
 		if (!ctx->o->tcp_established) {
@@ -735,8 +739,9 @@ static int inet_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 		       what, show_addr(e, false), show_addr(e, true));
 		return -EOPNOTSUPP;
 	default:
-		pr_err("%s: TCP socket %s in state %s, which amber cannot dump", what,
-		       show_addr(e, false), state_name(e->state));
+		pr_err("%s: TCP socket %s in state %s (%u), which amber cannot dump: a process's "
+		       "socket is not expected in it",
+		       what, show_addr(e, false), state_name(e->state), e->state);
 		return -EOPNOTSUPP;
 	}
 sockopt_fail:
