@@ -1170,6 +1170,12 @@ static int open_reset(struct isk *s)
 	seq = e->has_rcv_seq ? e->rcv_seq : 0;
 	if (!ret)
 		ret = tcp_setopt(s->fd, TCP_QUEUE_SEQ, &seq, sizeof(seq), e, "TCP_QUEUE_SEQ");
+	q = TCP_SEND_QUEUE;
+	if (!ret)
+		ret = tcp_setopt(s->fd, TCP_REPAIR_QUEUE, &q, sizeof(q), e, "TCP_REPAIR_QUEUE");
+	seq = e->has_snd_seq ? e->snd_seq : 0;
+	if (!ret)
+		ret = tcp_setopt(s->fd, TCP_QUEUE_SEQ, &seq, sizeof(seq), e, "TCP_QUEUE_SEQ");
 	if (!ret)
 		ret = bind_src(s->fd, e);
 	if (ret)
@@ -1183,18 +1189,50 @@ static int open_reset(struct isk *s)
 	return 0;
 }
 
+static bool same_addr(const ProtobufCBinaryData *a, const ProtobufCBinaryData *b)
+{
+	return a->len == b->len && !memcmp(a->data, b->data, a->len);
+}
+
+/* Is the other end of connection e in the image too? */
+static bool peer_in_image(const InetSkEntry *e)
+{
+	for (size_t i = 0; i < nr_isks; i++) {
+		const InetSkEntry *p = isks[i].e;
+
+		if (p != e && p->type == SOCK_STREAM && tcp_state_connected(p->state) &&
+		    p->src_port == e->dst_port && p->dst_port == e->src_port &&
+		    same_addr(&p->src_addr, &e->dst_addr) && same_addr(&p->dst_addr, &e->src_addr))
+			return true;
+	}
+	return false;
+}
+
 static int finish_reset(struct isk *s)
 {
 	InetSkEntry *e = s->e;
-	int off = TCP_REPAIR_OFF_NO_WP, ret;
+	int off = TCP_REPAIR_OFF_NO_WP, ret = 0;
+	uint32_t rcv = e->has_rcv_seq ? e->rcv_seq : 0, snd = e->has_snd_seq ? e->snd_seq : 0;
 
-	ret = tcp_inject(e, false, TH_RST, e->has_rcv_seq ? e->rcv_seq : 0, 0, 0);
+	/* its peer's FIN first: a reset in CLOSE_WAIT says EPIPE, not ECONNRESET */
+	if (e->state == TCP_CLOSE_WAIT) {
+		ret = tcp_inject(e, false, TH_FIN | TH_ACK, rcv++, snd, 0xffff);
+		if (!ret)
+			ret = tcp_wait_state(s->fd, 1u << TCP_CLOSE_WAIT);
+		if (ret)
+			pr_err("TCP %s -> %s: the replayed FIN of the peer did not take it to "
+			       "CLOSE_WAIT: %s",
+			       show_addr(e, false), show_addr(e, true), strerror(-ret));
+	}
+	if (!ret)
+		ret = tcp_inject(e, false, TH_RST, rcv, 0, 0);
 	/*
 	 * Dumped with TCP repair, the peer heard nothing of the dump: it gets a
 	 * reset too, at the sequence number it expects (snd_nxt; an older one
-	 * gets a challenge ACK, which our closed port answers with a reset).
+	 * gets a challenge ACK, which our closed port answers with a reset).  A
+	 * peer in the image gets its own.
 	 */
-	if (!ret && !e->closed && e->has_snd_seq)
+	if (!ret && !e->closed && e->has_snd_seq && !peer_in_image(e))
 		ret = tcp_inject(e, true, TH_RST,
 				 e->snd_seq - e->snd_queue_unsent + tcp_fin_sent(e->state), 0, 0);
 	if (!ret) {
