@@ -19,6 +19,7 @@
  *       (FIN_WAIT2), its server with that data unread (CLOSE_WAIT) and data
  *       of its own queued back; a connection whose server shut down its
  *       receiving side (SHUT_RD, still ESTABLISHED) with data queued both ways;
+ *       one whose client shut down both sides (SHUT_RDWR) with data queued;
  *     - to E: one E sent data on and shut down (CLOSE_WAIT here, our data
  *       unread by E), one we sent data on and shut down (FIN_WAIT2, E's data
  *       unread here).
@@ -497,7 +498,7 @@ static void check_recv(int fd, int seed, size_t off, size_t n, int eof, const ch
 
 static int half_main(uint16_t port)
 {
-	int l = listener(port, 8), a1, s1, b1, s2, x1, x2, sab;
+	int l = listener(port, 8), a1, s1, b1, s2, d1, s3, x1, x2, sab;
 	char c;
 
 	spawn_outside("half", port);
@@ -514,8 +515,14 @@ static int half_main(uint16_t port)
 	/* s2 has 1500 bytes from b1 and shuts its receiving side; b1 has 700 from s2 */
 	send_pat(b1, 3, 0, 1500);
 	send_pat(s2, 4, 0, 700);
+	/* d1 sends 800 bytes, has 600 from s3 unread, and shuts down both sides */
+	d1 = connect_to(port);
+	s3 = accept_one(l);
+	send_pat(d1, 5, 0, 800);
+	send_pat(s3, 6, 0, 600);
 	usleep(100 * 1000);
 	shutdown(s2, SHUT_RD);
+	shutdown(d1, SHUT_RDWR);
 	/* E: x1 got E's 4000 bytes and FIN; x2 sends 3300 bytes and its FIN */
 	wait_file("peer.ready");
 	send_pat(x1, 31, 0, 2500);
@@ -524,7 +531,8 @@ static int half_main(uint16_t port)
 	if (wait_state(a1, TCP_FIN_WAIT2) != TCP_FIN_WAIT2 ||
 	    wait_state(s1, TCP_CLOSE_WAIT) != TCP_CLOSE_WAIT ||
 	    wait_state(x1, TCP_CLOSE_WAIT) != TCP_CLOSE_WAIT ||
-	    wait_state(x2, TCP_FIN_WAIT2) != TCP_FIN_WAIT2)
+	    wait_state(x2, TCP_FIN_WAIT2) != TCP_FIN_WAIT2 ||
+	    wait_state(d1, TCP_FIN_WAIT2) != TCP_FIN_WAIT2)
 		prog_die("the connections did not reach their states (%s %s %s %s)",
 			 sname(tstate(a1)), sname(tstate(s1)), sname(tstate(x1)),
 			 sname(tstate(x2)));
@@ -556,6 +564,11 @@ static int half_main(uint16_t port)
 	close(x1);
 	check_recv(x2, 42, 0, 2700, 1, "FIN_WAIT2 to E: E's 1800 before the dump, 900 after,");
 	CHECK(recv(s2, &c, 1, MSG_DONTWAIT) == 0, "SHUT_RD: recv says EOF at once");
+	check_state(d1, TCP_FIN_WAIT2, "SHUT_RDWR in the tree");
+	check_state(s3, TCP_CLOSE_WAIT, "SHUT_RDWR in the tree, its peer");
+	check_recv(s3, 5, 0, 800, 1, "SHUT_RDWR, its peer: the");
+	check_recv(d1, 6, 0, 600, 1, "SHUT_RDWR: the data queued before, then");
+	CHECK(recv(d1, &c, 1, MSG_DONTWAIT) == 0, "SHUT_RDWR: recv says EOF at once");
 	peer_verdict("our queued data then EOF on both connections");
 	return prog_done();
 }
