@@ -51,23 +51,10 @@ ss_after() {
 	}
 	note "ss after the restore: $(tr '\n' ';' <"$W/ss.after")"
 }
-# The ports are in the ephemeral range: a client socket of another test may hold
-# one (in TIME_WAIT for up to 60 s), which would keep the listener from binding.
-port_free() { # can a dual-stack listener with SO_REUSEADDR bind [::]:PORT?
-	"$PY" -c 'import socket, sys
-s = socket.socket(socket.AF_INET6)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-s.bind(("::", int(sys.argv[1])))' "$1" 2>/dev/null
-}
-free_port() {
-	wait_for 70 port_free "$1" || { fail "port $1 stays in use: $(ss -tanH "( sport = :$1 )" | head -n 3)"; return 1; }
-}
 tcp_cycle() { # MODE FAM PORT [cycle options]
 	local mode=$1 fam=$2
 	TCPPORT=$3
 	shift 3
-	[ $SELFTEST = 1 ] || free_port "$TCPPORT" || return 1
 	cycle -P ss_before -A ss_after "$@" -- "$PROGS/tcpstates" "$T" "$mode" "$fam" "$TCPPORT"
 }
 t_tcpstates_half_4() { tcp_cycle half 4 47110 -d --tcp-established -r --tcp-established; }
@@ -83,7 +70,6 @@ t_tcpstates_synsent_blocking() { tcp_cycle synsentb m 47123; }
 kill_peer() { kill -9 "$(cat "$T/peer.pid")"; }
 t_tcpstates_synsent_refused() {
 	[ $SELFTEST = 1 ] && return 77 # without amber E lives on
-	free_port 47126 || return 1
 	cycle -B kill_peer -- "$PROGS/tcpstates" "$T" synsentr 4 47126
 }
 
@@ -91,7 +77,6 @@ t_tcpstates_synsent_refused() {
 t_tcpstates_half_leave_running() {
 	[ $SELFTEST = 1 ] && return 77
 	local rc
-	free_port 47124 || return 1
 	start_prog "$PROGS/tcpstates" "$T" half 6 47124 || return
 	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -R --tcp-established -v
 	rc=$?
@@ -106,18 +91,15 @@ close_logged() {
 }
 t_tcpstates_close_4() {
 	[ $SELFTEST = 1 ] && return 77 # without amber nothing is reset
-	free_port 47117 || return 1
 	cycle -d --tcp-close -A close_logged -- "$PROGS/tcpstates" "$T" close 4 47117
 }
 t_tcpstates_close_m() {
 	[ $SELFTEST = 1 ] && return 77
-	free_port 47118 || return 1
 	cycle -d --tcp-close -A close_logged -- "$PROGS/tcpstates" "$T" close m 47118
 }
 # dumped with TCP repair, restored with --tcp-close (instead of --tcp-established)
 t_tcpstates_close_restore() {
 	[ $SELFTEST = 1 ] && return 77
-	free_port 47119 || return 1
 	cycle -d --tcp-established -r --tcp-close -A close_logged -- "$PROGS/tcpstates" "$T" close 6 47119
 }
 
@@ -125,7 +107,6 @@ t_tcpstates_close_restore() {
 t_tcpstates_half_needs_flag() {
 	[ $SELFTEST = 1 ] && return 77
 	local rc
-	free_port 47120 || return 1
 	start_prog "$PROGS/tcpstates" "$T" half 4 47120 || return
 	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v
 	rc=$?
@@ -143,7 +124,6 @@ t_tcpstates_oobinline_refused() { oob_refused 47125 inline; }
 oob_refused() { # PORT [inline]
 	[ $SELFTEST = 1 ] && { cycle -- "$PROGS/tcpstates" "$T" oob "$@"; return; }
 	local rc
-	free_port "$1" || return 1
 	start_prog "$PROGS/tcpstates" "$T" oob "$@" || return
 	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v --tcp-established
 	rc=$?
@@ -165,7 +145,6 @@ tcp_entry() { # JQ-SELECT: the files.img index of the first inet socket it selec
 t_tcpstates_image_refused() {
 	[ $SELFTEST = 1 ] && return 77
 	local ok=0 cw ls
-	free_port 47122 || return 1
 	start_prog "$PROGS/tcpstates" "$T" half 4 47122 || return 1
 	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" --tcp-established -v ||
 		{ fail "amber dump failed"; attach "$W/dump.log"; return 1; }
