@@ -246,6 +246,23 @@ static bool on_overlayfs(const char *path)
 }
 
 /*
+ * memfd_secret() memory is unmapped from the kernel's direct map: only its
+ * process can read it, not /proc/PID/mem nor a reopened fd.  what: "fd 3",
+ * "the mapping at 0x...".
+ */
+static int secretmem_refused(struct dump_ctx *ctx, const char *procpath, const char *what)
+{
+	struct statfs sf;
+
+	if (statfs(procpath, &sf) || sf.f_type != 0x5345434d /* SECRETMEM_MAGIC */)
+		return 0;
+	pr_err("pid %d: %s is secret memory (memfd_secret), which no process but its own can "
+	       "read; amber cannot dump it (see README, Limits)",
+	       ctx->pid, what);
+	return -EOPNOTSUPP;
+}
+
+/*
  * The file behind a mapping or /proc/PID/exe; shared by (dev, ino, flags).
  * Opened O_NOATIME at restore where the kernel allows it: mmap() of it
  * would touch its atime.
@@ -253,6 +270,7 @@ static bool on_overlayfs(const char *path)
 int files_dump_path(struct dump_ctx *ctx, const char *procpath, const char *path, int flags,
 		    uint64_t pos, int *id)
 {
+	struct statfs sf;
 	struct stat st;
 	RegFile *f;
 	int ret;
@@ -261,6 +279,12 @@ int files_dump_path(struct dump_ctx *ctx, const char *procpath, const char *path
 	if (stat(procpath, &st)) {
 		pr_err("pid %d: cannot stat %s (%s): %m", ctx->pid, path, procpath);
 		return -errno;
+	}
+	if (statfs(procpath, &sf) == 0 && sf.f_type == 0x5345434d) {
+		char what[PATH_MAX + 100];
+
+		snprintf(what, sizeof(what), "%s (%s)", path, procpath);
+		return secretmem_refused(ctx, procpath, what);
 	}
 	for (size_t i = 0; i < ctx->files->n; i++) {
 		RegFile *o = ctx->files->f[i];
@@ -435,7 +459,7 @@ static int proc_file_ok(struct dump_ctx *ctx, int fd, const char *path)
 
 static int describe_fd(struct dump_ctx *ctx, int fd, unsigned flags, uint64_t pos, int *id)
 {
-	char procpath[64], path[PATH_MAX];
+	char procpath[64], path[PATH_MAX], what[24];
 	bool unlinked = false; /* its name removed, other links keep it */
 	struct stat st;
 	RegFile *f;
@@ -460,6 +484,10 @@ static int describe_fd(struct dump_ctx *ctx, int fd, unsigned flags, uint64_t po
 		}
 	}
 	ret = proc_file_ok(ctx, fd, path);
+	if (ret)
+		return ret;
+	snprintf(what, sizeof(what), "fd %d", fd);
+	ret = secretmem_refused(ctx, procpath, what);
 	if (ret)
 		return ret;
 	/* a removed directory, device node or FIFO has no name to reopen it by */
