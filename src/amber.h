@@ -271,6 +271,8 @@ int sessions_dump(struct tree *t);
 /* Who creates each process (t->creator, t->helpers); 0 or -errno, logged. */
 int sessions_plan(struct tree *t);
 bool sessions_is_helper(const struct tree *t, uint32_t pid);
+/* Whether pid is a zombie that makes members of its session (it dies early). */
+bool sessions_zombie_leads(const struct tree *t, uint32_t pid);
 
 /* The pstree.img entry of pid, or NULL. */
 static inline PstreeEntry *tree_entry(const struct tree *t, uint32_t pid)

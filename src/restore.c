@@ -207,7 +207,8 @@ int read_pstree(struct tree *t)
 
 		if (!e->pid || e->pid > (1U << 22) || find_entry(t, e->pid, n) ||
 		    (n == 0 && (e->pid != t->inv->root_pid || e->zombie)) ||
-		    (n > 0 && !find_entry(t, e->ppid, n))) {
+		    (e->comm && strlen(e->comm) > 15) ||
+		    (n > 0 && (!find_entry(t, e->ppid, n) || find_entry(t, e->ppid, n)->zombie))) {
 			pr_err("pstree.img: bad entry for pid %u; the image is corrupt", e->pid);
 			return -EBADMSG;
 		}
@@ -325,6 +326,8 @@ static void __attribute__((noreturn)) become_zombie(PstreeEntry *e)
 	int sig = e->exit_status & 0x7f;
 	sigset_t set;
 
+	if (e->comm)
+		prctl(PR_SET_NAME, e->comm, 0, 0, 0);
 	if (sig) {
 		signal(sig, SIG_DFL);
 		sigemptyset(&set);
@@ -426,6 +429,31 @@ static int reap_helpers(struct tree *t, uint32_t creator)
 }
 
 /*
+ * Zombie idx has made its session or group, and, if it leads members of its
+ * session, made them and died (unreaped: its parent waits with WNOWAIT).
+ */
+static int zombie_made(struct tree *t, size_t idx)
+{
+	uint32_t pid = t->pstree[idx]->pid;
+	struct child_report rep;
+	siginfo_t si;
+
+	if (read(syncs[idx].report[0], &rep, sizeof(rep)) != sizeof(rep) || !rep.ok) {
+		rep.msg[sizeof(rep.msg) - 1] = 0;
+		pr_err("zombie %u: %s", pid, rep.ok ? "died while setting up" : rep.msg);
+		return -EIO;
+	}
+	if (!sessions_zombie_leads(t, pid))
+		return 0;
+	while (waitid(P_PID, pid, &si, WEXITED | WNOWAIT))
+		if (errno != EINTR) {
+			pr_err("zombie %u: cannot wait for it: %m", pid);
+			return -errno;
+		}
+	return 0;
+}
+
+/*
  * In a restored process (or amber, creator 0, or a helper): create the
  * processes it creates, each with its old pid: its children, and the
  * helpers of sessions and groups whose leader is gone, which make some of
@@ -462,6 +490,12 @@ static int fork_children(struct tree *t, uint32_t creator)
 
 		if (t->creator[i] != creator)
 			continue;
+		/* the members a zombie leader makes become ours when it dies */
+		if (!helpers && creator && sessions_zombie_leads(t, c->pid) &&
+		    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) {
+			pr_err("pid %u: cannot become a child subreaper: %m", creator);
+			return -errno;
+		}
 		if (c->clone_vm) {
 			pid = clone_vm_child(t, i, flags);
 			if (pid < 0)
@@ -475,6 +509,9 @@ static int fork_children(struct tree *t, uint32_t creator)
 		if (pid < 0)
 			return (int)pid;
 	}
+	for (size_t i = 0; i < t->nr_pstree; i++)
+		if (t->creator[i] == creator && t->pstree[i]->zombie && zombie_made(t, i))
+			return -EIO;
 	return helpers ? reap_helpers(t, creator) : 0;
 }
 
@@ -495,12 +532,13 @@ static void __attribute__((noreturn)) helper_main(struct tree *t, struct tree_he
 	_exit(fork_children(t, h->pid) ? 1 : 0);
 }
 
-/* Whether pid is one of the helpers, or the one that made idx's parent. */
+/* Whether pid is one of the helpers, idx's zombie session leader, or idx's parent. */
 static bool parent_expected(struct tree *t, size_t idx, pid_t ppid)
 {
 	pid_t real = idx ? (pid_t)t->pstree[idx]->ppid : amber_pid;
 
-	return ppid == real || sessions_is_helper(t, (uint32_t)ppid);
+	return ppid == real || sessions_is_helper(t, (uint32_t)ppid) ||
+	       (idx && (uint32_t)ppid == t->creator[idx]);
 }
 
 /*
@@ -525,6 +563,37 @@ static int wait_go(struct tree *t, size_t idx)
 	return getppid() == real ? 0 : -1;
 }
 
+/*
+ * A zombie makes its session or group as any process does (they last until
+ * it is reaped), and the members of its session it leads; it dies then, or
+ * with the other zombies once everything else is in place.
+ */
+static void __attribute__((noreturn)) zombie_main(struct tree *t, size_t idx)
+{
+	PstreeEntry *e = t->pstree[idx];
+	int report_fd = syncs[idx].report[1];
+	bool leads = sessions_zombie_leads(t, e->pid);
+
+	if (e->sid == e->pid && setsid() < 0) {
+		pr_err("zombie %u: setsid failed: %m", e->pid);
+		child_report(report_fd, "setsid failed");
+		_exit(1);
+	}
+	if (e->pgid == e->pid && e->sid != e->pid && setpgid(0, 0)) {
+		pr_err("zombie %u: setpgid failed: %m", e->pid);
+		child_report(report_fd, "setpgid failed");
+		_exit(1);
+	}
+	if (leads && fork_children(t, e->pid)) {
+		child_report(report_fd, "cannot create the members of its session");
+		_exit(1);
+	}
+	child_report(report_fd, NULL);
+	if (!leads && wait_go(t, idx))
+		_exit(1);
+	become_zombie(e);
+}
+
 static void __attribute__((noreturn)) child_main(struct tree *t, size_t idx)
 {
 	sigset_t all;
@@ -542,10 +611,10 @@ static void __attribute__((noreturn)) child_main(struct tree *t, size_t idx)
 	} else if (!parent_expected(t, idx, getppid())) {
 		_exit(1); /* (its helper may have exited already) */
 	}
+	if (t->pstree[idx]->zombie)
+		zombie_main(t, idx);
 	if (wait_go(t, idx))
 		_exit(1);
-	if (t->pstree[idx]->zombie)
-		become_zombie(t->pstree[idx]);
 	child_setup(t, idx, false);
 }
 
