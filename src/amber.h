@@ -51,6 +51,7 @@ struct opts {
 	bool file_locks;	/* -l, --file-locks: dump and restore file locks (locks.c) */
 	bool link_remap;	/* --link-remap: links for unlinked, linked-elsewhere files */
 	uint64_t ghost_limit;	/* --ghost-limit: most data bytes of one deleted file */
+	bool new_pidns;		/* restore --new-pidns: in a new pid namespace (ns/pidns.c) */
 };
 
 /* One line of /proc/PID/maps plus what smaps adds. */

@@ -44,6 +44,7 @@ enum {
 	O_STATS,
 	O_GHOST_LIMIT,
 	O_LINK_REMAP,
+	O_NEW_PIDNS,
 	O_UNIMPLEMENTED,
 	O_NEGATED = 1 << 12, /* --no-NAME of a flag: code | O_NEGATED */
 };
@@ -72,6 +73,8 @@ static const struct opt_def {
 	 "write the restored root's pid to FILE"},
 	{"shell-job", 'j', no_argument, FOR_DR, NULL,
 	 "a job of a shell: it takes amber's terminal, session and group"},
+	{"new-pidns", O_NEW_PIDNS, no_argument, FOR_RESTORE, NULL,
+	 "restore in a new pid namespace, where the pids are free (amber stays as its init)"},
 	{"tcp-established", O_TCP_ESTABLISHED, no_argument, FOR_DR, NULL,
 	 "dump and restore established TCP connections (TCP repair)"},
 	{"skip-in-flight", O_SKIP_IN_FLIGHT, no_argument, FOR_DUMP, NULL,
@@ -397,6 +400,9 @@ static int set_opt(struct opts *o, int code, const char *arg, bool neg)
 		return 0;
 	case O_LINK_REMAP:
 		o->link_remap = !neg;
+		return 0;
+	case O_NEW_PIDNS:
+		o->new_pidns = !neg;
 		return 0;
 	case O_TCP_ESTABLISHED:
 		o->tcp_established = !neg;

@@ -30,6 +30,7 @@
 #include "stats.h"
 #include "log.h"
 #include "restore.h"
+#include "ns/ns.h"
 #include "sys.h"
 
 static bool pid_in_use(pid_t pid, char *comm, size_t len)
@@ -111,7 +112,7 @@ static int wait_child_stop(pid_t pid)
 	return 0;
 }
 
-static int write_pidfile(const char *path, pid_t pid)
+int write_pidfile(const char *path, pid_t pid)
 {
 	char buf[32];
 	int len = snprintf(buf, sizeof(buf), "%d\n", pid);
@@ -841,7 +842,7 @@ static void kill_tree(struct tree *t)
 		;
 }
 
-static int do_restore(struct opts *o)
+static int do_restore(struct opts *o, uint32_t *root)
 {
 	struct tree t = {.o = o};
 	int ret, vret;
@@ -946,6 +947,8 @@ static int do_restore(struct opts *o)
 	/* they run: a failing script cannot undo that, only say so */
 	if (action_run(o, "post-resume", t.pstree[0]->pid))
 		pr_warn("the processes run, but the post-resume script failed");
+	if (root)
+		*root = t.pstree[0]->pid;
 	if (o->pidfile && write_pidfile(o->pidfile, t.pstree[0]->pid))
 		pr_warn("pid %u runs, but the pidfile was not written", t.pstree[0]->pid);
 	if (!o->detached)
@@ -982,7 +985,7 @@ int cmd_restore(int argc, char **argv)
 		opts_usage(stdout, CMD_RESTORE);
 		return 0;
 	}
-	ret = do_restore(&o);
+	ret = o.new_pidns ? pidns_restore(&o, do_restore) : do_restore(&o, NULL);
 	if (ret > 0 && (ret & RESTORE_WAITED)) /* -errno has that bit set too */
 		return ret & 0xff;
 	return ret ? 1 : 0;
