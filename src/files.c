@@ -280,11 +280,19 @@ int files_dump_path(struct dump_ctx *ctx, const char *procpath, const char *path
 		pr_err("pid %d: cannot stat %s (%s): %m", ctx->pid, path, procpath);
 		return -errno;
 	}
-	if (statfs(procpath, &sf) == 0 && sf.f_type == 0x5345434d) {
+	/* special memory lives on file systems of anonymous devices (major 0) */
+	if (!major(st.st_dev) && !statfs(procpath, &sf)) {
 		char what[PATH_MAX + 100];
 
 		snprintf(what, sizeof(what), "%s (%s)", path, procpath);
-		return secretmem_refused(ctx, procpath, what);
+		if (sf.f_type == 0x5345434d /* SECRETMEM_MAGIC */)
+			return secretmem_refused(ctx, procpath, what);
+		if (sf.f_type == 0x958458f6 /* HUGETLBFS_MAGIC */) {
+			pr_err("pid %d: %s is hugetlb memory (MAP_HUGETLB or a hugetlbfs file, "
+			       "pages of %lu KiB); amber cannot restore huge pages yet",
+			       ctx->pid, what, (unsigned long)sf.f_bsize >> 10);
+			return -EOPNOTSUPP;
+		}
 	}
 	for (size_t i = 0; i < ctx->files->n; i++) {
 		RegFile *o = ctx->files->f[i];
