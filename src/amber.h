@@ -65,6 +65,7 @@ struct vma {
 	unsigned vmflags; /* VMF_* from smaps VmFlags */
 	int kind;	  /* VmaKind, or -1 for mappings amber skips ([vsyscall]) */
 	int file_id;	  /* -1, or index into the dump's file table */
+	unsigned hugetlb_kib; /* private MAP_HUGETLB memory: its page size */
 };
 
 enum {
