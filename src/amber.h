@@ -46,6 +46,7 @@ struct opts {
 	bool detached;
 	bool tcp_established;	/* dump/restore established TCP connections (TCP_REPAIR) */
 	bool skip_in_flight;	/* drop connections not yet accept()ed */
+	bool tcp_close;		/* connections: dump without repair, restore reset */
 	bool network_lock_skip; /* --network-lock skip: no nft lock (netlock.c) */
 	bool display_stats;	/* --display-stats: print stats.c's numbers at the end */
 	bool file_locks;	/* -l, --file-locks: dump and restore file locks (locks.c) */

@@ -35,6 +35,7 @@ enum {
 	O_PIDFILE = 256,
 	O_TCP_ESTABLISHED,
 	O_SKIP_IN_FLIGHT,
+	O_TCP_CLOSE,
 	O_NETWORK_LOCK,
 	O_DISPLAY_STATS,
 	O_CONFIG,
@@ -77,6 +78,8 @@ static const struct opt_def {
 	 "restore in a new pid namespace, where the pids are free (amber stays as its init)"},
 	{"tcp-established", O_TCP_ESTABLISHED, no_argument, FOR_DR, NULL,
 	 "dump and restore established TCP connections (TCP repair)"},
+	{"tcp-close", O_TCP_CLOSE, no_argument, FOR_DR, NULL,
+	 "connections come back reset (dump: taken without TCP repair)"},
 	{"skip-in-flight", O_SKIP_IN_FLIGHT, no_argument, FOR_DUMP, NULL,
 	 "drop connections waiting in a listener's accept queue (else refused)"},
 	{"file-locks", 'l', no_argument, FOR_DR, NULL,
@@ -409,6 +412,9 @@ static int set_opt(struct opts *o, int code, const char *arg, bool neg)
 		return 0;
 	case O_SKIP_IN_FLIGHT:
 		o->skip_in_flight = !neg;
+		return 0;
+	case O_TCP_CLOSE:
+		o->tcp_close = !neg;
 		return 0;
 	case O_NETWORK_LOCK:
 		if (strcmp(arg, "nft") && strcmp(arg, "skip")) {

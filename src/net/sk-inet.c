@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <linux/sock_diag.h>
 #include <linux/sockios.h>
 #include <netinet/in.h>
@@ -44,6 +45,7 @@
 #include "log.h"
 #include "netlock.h"
 #include "sk.h"
+#include "sk-tcp.h"
 
 #ifndef TCP_REPAIR_OFF_NO_WP
 #define TCP_REPAIR_OFF_NO_WP -1
@@ -123,8 +125,19 @@ static bool inet_match(const char *link, const struct stat *st)
 	return true;
 }
 
-/* A listener's backlog and pending connections, from inet_diag. */
-static int listen_diag(int family, uint64_t ino, uint32_t *backlog, uint32_t *pending)
+/*
+ * What inet_diag tells of TCP socket ino in one of states (a mask): a
+ * listener's backlog and pending connections, a connection's queue lengths,
+ * and its sk_shutdown bits.
+ */
+struct tcp_diag {
+	uint32_t rqueue, wqueue;
+	uint8_t shutdown;
+	uint8_t dst[16]; /* the peer's address (a connect in progress has no getpeername) */
+	uint16_t dport;
+};
+
+static int tcp_diag(int family, uint64_t ino, uint32_t states, struct tcp_diag *d)
 {
 	struct {
 		struct nlmsghdr nlh;
@@ -135,7 +148,7 @@ static int listen_diag(int family, uint64_t ino, uint32_t *backlog, uint32_t *pe
 			.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP},
 		.r = {.sdiag_family = (uint8_t)family,
 		      .sdiag_protocol = IPPROTO_TCP,
-		      .idiag_states = 1 << TCP_LISTEN},
+		      .idiag_states = states},
 	};
 	struct sockaddr_nl nl = {.nl_family = AF_NETLINK};
 	static char buf[32768];
@@ -159,16 +172,24 @@ static int listen_diag(int family, uint64_t ino, uint32_t *backlog, uint32_t *pe
 		}
 		for (h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
 			struct inet_diag_msg *m = NLMSG_DATA(h);
+			struct rtattr *a = (struct rtattr *)(m + 1);
+			int alen = (int)h->nlmsg_len - (int)NLMSG_LENGTH(sizeof(*m));
 
 			if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR) {
 				done = true;
 				break;
 			}
-			if (m->idiag_inode == ino) {
-				*pending = m->idiag_rqueue;
-				*backlog = m->idiag_wqueue;
-				ret = 0;
-			}
+			if (m->idiag_inode != ino)
+				continue;
+			memcpy(d->dst, m->id.idiag_dst, sizeof(d->dst));
+			d->dport = ntohs(m->id.idiag_dport);
+			d->rqueue = m->idiag_rqueue;
+			d->wqueue = m->idiag_wqueue;
+			d->shutdown = 0;
+			for (; RTA_OK(a, alen); a = RTA_NEXT(a, alen))
+				if (a->rta_type == INET_DIAG_SHUTDOWN && RTA_PAYLOAD(a) >= 1)
+					d->shutdown = *(uint8_t *)RTA_DATA(a);
+			ret = 0;
 		}
 	}
 close_sock:
@@ -349,10 +370,84 @@ static int peek_queue(int fd, uint32_t len, ProtobufCBinaryData *b, const char *
 		return 0;
 	n = recv(fd, b->data, len, MSG_PEEK | MSG_DONTWAIT);
 	if (n != (ssize_t)len) {
-		pr_err("%s: peeked %zd of the %u queued bytes: %m", what, n, len);
+		/* a short peek: stopped at the mark of urgent data read with MSG_OOB */
+		pr_err("%s: peeked %zd of the %u queued bytes: %m%s", what, n, len,
+		       n >= 0 && n < (ssize_t)len ? " (urgent data read with MSG_OOB still marks "
+						    "the queue: have the process read up to it)"
+						  : "");
 		return n < 0 ? -errno : -EIO;
 	}
 	b->len = len;
+	return 0;
+}
+
+/*
+ * Urgent data (MSG_OOB) waiting to be read: TCP repair cannot queue it again
+ * (nor its mark), so it is refused.  A peek with MSG_OOB says: 1 byte, the
+ * urgent byte is there; EAGAIN, the peer announced one that has not arrived;
+ * EINVAL, none.  With SO_OOBINLINE the byte sits in the stream and only
+ * its mark would be lost, but the peek says EINVAL whatever is pending: the
+ * option is turned off for the peek (the process is frozen).
+ */
+static int check_urgent(int dup, const InetSkEntry *e, const char *what)
+{
+	int inl = 0, off = 0;
+	socklen_t len = sizeof(inl);
+	ssize_t n;
+	char c;
+
+	getsockopt(dup, SOL_SOCKET, SO_OOBINLINE, &inl, &len);
+	if (inl && setsockopt(dup, SOL_SOCKET, SO_OOBINLINE, &off, sizeof(off))) {
+		pr_err("%s: cannot look for urgent data: %m", what);
+		return -errno;
+	}
+	n = recv(dup, &c, 1, MSG_OOB | MSG_PEEK | MSG_DONTWAIT);
+	if (n < 0 && errno != EINVAL && errno != EAGAIN)
+		pr_debug("%s: urgent data peek: %m", what);
+	if (inl)
+		setsockopt(dup, SOL_SOCKET, SO_OOBINLINE, &inl, sizeof(inl));
+	if (n == 1 || (n < 0 && errno == EAGAIN)) {
+		pr_err("%s: TCP connection %s -> %s has urgent data (MSG_OOB) %s, which amber "
+		       "cannot restore (TCP repair has no urgent pointer); have the process "
+		       "read it first",
+		       what, show_addr(e, false), show_addr(e, true),
+		       n == 1 ? "not read yet" : "announced by the peer and not arrived yet");
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
+/*
+ * A connect() in progress: only its addresses; the restore connects again
+ * from the same address (a new SYN, new initial sequence number).  Data
+ * sent with the SYN (TCP fast open) would be lost: refused.
+ */
+static int dump_syn_sent(uint64_t ino, InetSkEntry *e, const char *what)
+{
+	struct tcp_diag d = {0};
+	size_t len = e->family == AF_INET ? 4 : 16;
+	int ret;
+
+	ret = tcp_diag((int)e->family, ino, 1 << TCP_SYN_SENT, &d);
+	if (ret) {
+		pr_err("%s: inet_diag cannot describe the TCP connect from %s: %s", what,
+		       show_addr(e, false), strerror(-ret));
+		return ret;
+	}
+	e->dst_addr.data = malloc(len);
+	if (!e->dst_addr.data)
+		return -ENOMEM;
+	memcpy(e->dst_addr.data, d.dst, len);
+	e->dst_addr.len = len;
+	e->has_dst_addr = e->has_dst_port = 1;
+	e->dst_port = d.dport;
+	if (d.wqueue > 1) {
+		pr_err("%s: TCP connect %s -> %s in progress with %u bytes sent along its SYN "
+		       "(TCP fast open), which amber cannot dump; dump again once it is "
+		       "connected",
+		       what, show_addr(e, false), show_addr(e, true), d.wqueue - 1);
+		return -EOPNOTSUPP;
+	}
 	return 0;
 }
 
@@ -365,6 +460,9 @@ static int dump_established(struct dump_ctx *ctx, int dup, InetSkEntry *e, const
 	uint32_t seq = 0, mss, ts;
 	const char *table;
 
+	ret = check_urgent(dup, e, what);
+	if (ret)
+		return ret;
 	/* Locked before repair mode: from here on the peer's packets get no reset. */
 	ret = netlock_connection(ctx, e, what, &table);
 	if (ret)
@@ -392,11 +490,39 @@ static int dump_established(struct dump_ctx *ctx, int dup, InetSkEntry *e, const
 			return ret;
 		}
 	}
+	/*
+	 * The peer's packets are dropped now, but one may have come since the
+	 * state was read (its FIN, its ACK of ours): the queues follow the state.
+	 */
+	ret = tcp_getopt(dup, TCP_INFO, &ti, sizeof(ti), what, "TCP_INFO");
+	if (ret)
+		goto off;
+	if (ti.tcpi_state != e->state) {
+		if (!tcp_state_connected(ti.tcpi_state) ||
+		    tcp_fin_sent(ti.tcpi_state) != tcp_fin_sent(e->state)) {
+			pr_err("%s: TCP connection %s -> %s went from %s to %s during the dump; "
+			       "dump again",
+			       what, show_addr(e, false), show_addr(e, true), state_name(e->state),
+			       state_name(ti.tcpi_state));
+			ret = -EAGAIN;
+			goto off;
+		}
+		pr_debug("%s: went from %s to %s before the network lock", what,
+			 state_name(e->state), state_name(ti.tcpi_state));
+		e->state = ti.tcpi_state;
+		if (tcp_fin_received(e->state))
+			e->shutdown |= TCP_SHUT_RCV;
+	}
 	if (ioctl(dup, SIOCINQ, &inq) || ioctl(dup, SIOCOUTQ, &outq) ||
 	    ioctl(dup, SIOCOUTQNSD, &unsq)) {
 		ret = -errno;
 		pr_err("%s: cannot read the queue lengths: %m", what);
 		goto off;
+	}
+	/* our FIN has no byte to peek at: out of the queues while unacknowledged (unsent) */
+	if (tcp_fin_sent(e->state) && !tcp_fin_acked(e->state)) {
+		outq -= outq > 0;
+		unsq -= unsq > 0;
 	}
 	len = sizeof(peek_old);
 	getsockopt(dup, SOL_SOCKET, SO_PEEK_OFF, &peek_old, &len);
@@ -406,7 +532,7 @@ static int dump_established(struct dump_ctx *ctx, int dup, InetSkEntry *e, const
 	if (!ret)
 		ret = tcp_getopt(dup, TCP_QUEUE_SEQ, &seq, sizeof(seq), what, "TCP_QUEUE_SEQ");
 	e->has_rcv_seq = e->has_rcv_queue = 1;
-	e->rcv_seq = seq;
+	e->rcv_seq = seq - tcp_fin_received(e->state); /* rcv_nxt is one past a FIN */
 	if (!ret)
 		ret = peek_queue(dup, (uint32_t)inq, &e->rcv_queue, what);
 	if (peek_old >= 0)
@@ -416,7 +542,7 @@ static int dump_established(struct dump_ctx *ctx, int dup, InetSkEntry *e, const
 	if (!ret)
 		ret = tcp_getopt(dup, TCP_QUEUE_SEQ, &seq, sizeof(seq), what, "TCP_QUEUE_SEQ");
 	e->has_snd_seq = e->has_snd_queue = e->has_snd_queue_unsent = 1;
-	e->snd_seq = seq;
+	e->snd_seq = seq - tcp_fin_sent(e->state); /* write_seq is one past ours */
 	e->snd_queue_unsent = (uint32_t)unsq;
 	if (!ret)
 		ret = peek_queue(dup, (uint32_t)outq, &e->snd_queue, what);
@@ -452,6 +578,9 @@ static int dump_established(struct dump_ctx *ctx, int dup, InetSkEntry *e, const
 	e->max_window = w.max_window;
 	e->rcv_wnd = w.rcv_wnd;
 	e->rcv_wup = w.rcv_wup;
+	/* an acknowledged FIN moved it one past the data the restore queues */
+	if ((int32_t)(e->rcv_wup - e->rcv_seq) > 0)
+		e->rcv_wup = e->rcv_seq;
 off:
 	/* -R: the process runs on with its connection; a failure is cleaned up at exit. */
 	if (ctx->o->leave_running && repair_off(dup, reuse)) {
@@ -531,17 +660,21 @@ static int inet_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 		goto sockopt_fail;
 	e->state = ti.tcpi_state;
 	/* before repair mode, which changes some (SO_REUSEADDR) */
-	ret = sk_opts_dump(dup, (int)e->family, (int)e->type, e->state == TCP_ESTABLISHED, what,
-			   &e->opts, &e->n_opts);
+	ret = sk_opts_dump(dup, (int)e->family, (int)e->type,
+			   e->state != TCP_CLOSE && e->state != TCP_LISTEN, what, &e->opts,
+			   &e->n_opts);
 	if (ret)
 		return ret;
 	switch (e->state) {
 	case TCP_CLOSE:
 		return 0;
 	case TCP_LISTEN: {
-		uint32_t backlog = SOMAXCONN, pending = 0;
+		struct tcp_diag d = {.wqueue = SOMAXCONN};
+		uint32_t backlog, pending;
 
-		ret = listen_diag(e->family, f->ino, &backlog, &pending);
+		ret = tcp_diag((int)e->family, f->ino, 1 << TCP_LISTEN, &d);
+		backlog = d.wqueue;
+		pending = d.rqueue;
 		if (ret) {
 			pr_err("%s: inet_diag cannot describe the listener %s: %s", what,
 			       show_addr(e, false), strerror(-ret));
@@ -562,18 +695,53 @@ static int inet_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 				what, pending, show_addr(e, false));
 		return 0;
 	}
+	case TCP_SYN_SENT:
+		return dump_syn_sent(f->ino, e, what);
 	case TCP_ESTABLISHED:
+	case TCP_CLOSE_WAIT:
+	case TCP_FIN_WAIT1:
+	case TCP_FIN_WAIT2:
+	case TCP_LAST_ACK:
+	case TCP_CLOSING: {
+		struct tcp_diag d;
+
+		ret = tcp_diag((int)e->family, f->ino, 1u << e->state, &d);
+		if (ret) {
+			pr_err("%s: inet_diag cannot describe the TCP connection %s -> %s (%s): %s",
+			       what, show_addr(e, false), show_addr(e, true), state_name(e->state),
+			       strerror(-ret));
+			return ret;
+		}
+		e->has_shutdown = 1;
+		e->shutdown = d.shutdown & (TCP_SHUT_RCV | TCP_SHUT_SEND);
+		if (ctx->o->tcp_close && !ctx->o->tcp_established) {
+			/* closed by the dump (FIN or reset), restored reset */
+			e->has_closed = e->closed = 1;
+			pr_info("%s: --tcp-close: %s TCP connection %s -> %s closes with the dump "
+				"and comes back reset",
+				what, state_name(e->state), show_addr(e, false),
+				show_addr(e, true));
+			return 0;
+		}
 		if (!ctx->o->tcp_established) {
-			pr_err("%s: established TCP connection %s -> %s; dump (and restore) with "
-			       "--tcp-established to take it along",
-			       what, show_addr(e, false), show_addr(e, true));
+			pr_err("%s: %s TCP connection %s -> %s; dump (and restore) with "
+			       "--tcp-established to take it along, or with --tcp-close to "
+			       "have it come back reset",
+			       what, state_name(e->state), show_addr(e, false), show_addr(e, true));
 			return -EOPNOTSUPP;
 		}
 		return dump_established(ctx, dup, e, what);
+	}
+	case TCP_SYN_RECV:
+		pr_err("%s: TCP socket %s -> %s in state SYN_RECV (a TCP fast open connection "
+		       "not yet acknowledged), which amber cannot dump; dump again once its "
+		       "handshake is over",
+		       what, show_addr(e, false), show_addr(e, true));
+		return -EOPNOTSUPP;
 	default:
-		pr_err("%s: TCP socket %s in state %s, which amber cannot dump (only LISTEN, "
-		       "ESTABLISHED and unconnected ones)",
-		       what, show_addr(e, false), state_name(e->state));
+		pr_err("%s: TCP socket %s in state %s (%u), which amber cannot dump: a process's "
+		       "socket is not expected in it",
+		       what, show_addr(e, false), state_name(e->state), e->state);
 		return -EOPNOTSUPP;
 	}
 sockopt_fail:
@@ -879,7 +1047,83 @@ static int open_established(struct isk *s)
 	return ret;
 }
 
-/* Every socket exists: leave repair mode (a window probe), then the unsent data. */
+/*
+ * A segment from the peer (sk-tcp.c): its FIN at our receive sequence, or
+ * (ack_fin) an acknowledgement of ours; then wait for the state it brings
+ * (CLOSING, or CLOSE if a live peer acknowledged our FIN sent just before).
+ */
+static int replay_peer(struct isk *s, bool ack_fin, unsigned want)
+{
+	InetSkEntry *e = s->e;
+	uint32_t una = e->snd_seq - (uint32_t)e->snd_queue.len;
+	uint32_t win = e->snd_wnd >> (e->has_snd_wscale ? e->snd_wscale : 0);
+	int ret;
+
+	ret = tcp_inject(e, false, ack_fin ? TH_ACK : TH_FIN | TH_ACK, e->rcv_seq,
+			 ack_fin ? e->snd_seq + 1 : una, win > 0xffff ? 0xffff : (uint16_t)win);
+	if (!ret)
+		ret = tcp_wait_state(s->fd,
+				     1u << want | (want == TCP_CLOSING ? 1u << TCP_CLOSE : 0));
+	if (ret)
+		pr_err("TCP %s -> %s: the replayed %s of the peer did not take it to %s: %s",
+		       show_addr(e, false), show_addr(e, true),
+		       ack_fin ? "acknowledgement of our FIN" : "FIN", state_name(want),
+		       strerror(-ret));
+	return ret;
+}
+
+/* Our FIN had left (nothing unsent before it): queued again as sent, in repair mode. */
+static bool fin_on_wire(const InetSkEntry *e)
+{
+	return tcp_fin_sent(e->state) && !e->snd_queue_unsent;
+}
+
+static int shut_wr(struct isk *s)
+{
+	if (shutdown(s->fd, SHUT_WR)) {
+		pr_err("TCP %s -> %s: cannot shut its sending side down again: %m",
+		       show_addr(s->e, false), show_addr(s->e, true));
+		return -errno;
+	}
+	return 0;
+}
+
+/*
+ * Once the network lock is gone, still in repair mode: the FINs that were
+ * on the wire, in the order the state says.  The peer's comes as a segment
+ * (before ours: CLOSE_WAIT, LAST_ACK; after: CLOSING).  Ours is queued by
+ * shutdown() with the send queue selected, which marks it sent without a
+ * packet, like the data before it (the retransmission timer sends it again
+ * if it is not acknowledged); an acknowledgement from the peer then makes
+ * FIN_WAIT2.
+ */
+static int replay_fins(struct isk *s)
+{
+	InetSkEntry *e = s->e;
+	int q = TCP_SEND_QUEUE, ret = 0;
+
+	if (tcp_fin_received(e->state) && e->state != TCP_CLOSING)
+		ret = replay_peer(s, false, TCP_CLOSE_WAIT);
+	if (ret || !fin_on_wire(e))
+		return ret;
+	ret = tcp_setopt(s->fd, TCP_REPAIR_QUEUE, &q, sizeof(q), e, "TCP_REPAIR_QUEUE");
+	if (!ret)
+		ret = shut_wr(s);
+	q = TCP_NO_QUEUE;
+	if (!ret)
+		ret = tcp_setopt(s->fd, TCP_REPAIR_QUEUE, &q, sizeof(q), e, "TCP_REPAIR_QUEUE");
+	if (!ret && e->state == TCP_FIN_WAIT2)
+		ret = replay_peer(s, true, TCP_FIN_WAIT2);
+	if (!ret && e->state == TCP_CLOSING)
+		ret = replay_peer(s, false, TCP_CLOSING);
+	return ret;
+}
+
+/*
+ * Leave repair mode (a window probe, if ESTABLISHED), then the unsent data,
+ * then a FIN that waited behind it, and the peer's after that (CLOSING),
+ * and a shutdown of the receiving side.
+ */
 static int finish_established(struct isk *s)
 {
 	InetSkEntry *e = s->e;
@@ -891,7 +1135,118 @@ static int finish_established(struct isk *s)
 	if (!ret && e->snd_queue_unsent)
 		ret = fill(s->fd, e->snd_queue.data + (e->snd_queue.len - e->snd_queue_unsent),
 			   e->snd_queue_unsent, e, "send (unsent part)");
+	if (!ret && tcp_fin_sent(e->state) && !fin_on_wire(e))
+		ret = shut_wr(s);
+	if (!ret && e->state == TCP_CLOSING && !fin_on_wire(e))
+		ret = replay_peer(s, false, TCP_CLOSING);
+	if (!ret && e->has_shutdown && (e->shutdown & TCP_SHUT_RCV) &&
+	    !tcp_fin_received(e->state) && shutdown(s->fd, SHUT_RD)) {
+		ret = -errno;
+		pr_err("TCP %s -> %s: cannot shut its receiving side down again: %m",
+		       show_addr(e, false), show_addr(e, true));
+	}
 	return ret;
+}
+
+/*
+ * --tcp-close: the connection rebuilt in repair mode (no packet leaves),
+ * then reset by a segment from its peer: the process finds it reset.
+ */
+static int open_reset(struct isk *s)
+{
+	InetSkEntry *e = s->e;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int on = 1, q, ret;
+	uint32_t seq;
+
+	s->fd = new_sock(s);
+	if (s->fd < 0)
+		return s->fd;
+	ret = tcp_setopt(s->fd, TCP_REPAIR, &on, sizeof(on), e, "TCP_REPAIR");
+	q = TCP_RECV_QUEUE;
+	if (!ret)
+		ret = tcp_setopt(s->fd, TCP_REPAIR_QUEUE, &q, sizeof(q), e, "TCP_REPAIR_QUEUE");
+	seq = e->has_rcv_seq ? e->rcv_seq : 0;
+	if (!ret)
+		ret = tcp_setopt(s->fd, TCP_QUEUE_SEQ, &seq, sizeof(seq), e, "TCP_QUEUE_SEQ");
+	if (!ret)
+		ret = bind_src(s->fd, e);
+	if (ret)
+		return ret;
+	len = get_addr(e, true, &ss);
+	if (connect(s->fd, (struct sockaddr *)&ss, len)) {
+		pr_err("TCP %s -> %s: cannot reconnect in repair mode: %m", show_addr(e, false),
+		       show_addr(e, true));
+		return -errno;
+	}
+	return 0;
+}
+
+static int finish_reset(struct isk *s)
+{
+	InetSkEntry *e = s->e;
+	int off = TCP_REPAIR_OFF_NO_WP, ret;
+
+	ret = tcp_inject(e, false, TH_RST, e->has_rcv_seq ? e->rcv_seq : 0, 0, 0);
+	/*
+	 * Dumped with TCP repair, the peer heard nothing of the dump: it gets a
+	 * reset too, at the sequence number it expects (snd_nxt; an older one
+	 * gets a challenge ACK, which our closed port answers with a reset).
+	 */
+	if (!ret && !e->closed && e->has_snd_seq)
+		ret = tcp_inject(e, true, TH_RST,
+				 e->snd_seq - e->snd_queue_unsent + tcp_fin_sent(e->state), 0, 0);
+	if (!ret) {
+		ret = tcp_wait_state(s->fd, 1u << TCP_CLOSE);
+		if (ret)
+			pr_err("TCP %s -> %s: the reset sent to it did not close it: %s",
+			       show_addr(e, false), show_addr(e, true), strerror(-ret));
+	}
+	if (!ret)
+		ret = tcp_setopt(s->fd, TCP_REPAIR, &off, sizeof(off), e, "TCP_REPAIR off");
+	if (!ret)
+		ret = set_reuse(s->fd, e->reuseaddr);
+	if (!ret)
+		pr_info("--tcp-close: TCP %s -> %s (%s) comes back reset", show_addr(e, false),
+			show_addr(e, true), state_name(e->state));
+	return ret;
+}
+
+/* A connect() in progress at the dump: connected again from its address, a new SYN. */
+static int open_syn_sent(struct isk *s)
+{
+	InetSkEntry *e = s->e;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int ret;
+
+	s->fd = new_sock(s);
+	if (s->fd < 0)
+		return s->fd;
+	ret = set_reuse(s->fd, 1);
+	if (!ret)
+		ret = bind_src(s->fd, e);
+	if (!ret)
+		ret = set_reuse(s->fd, e->reuseaddr);
+	if (ret)
+		return ret;
+	if (fcntl(s->fd, F_SETFL, O_NONBLOCK)) {
+		pr_err("TCP %s: cannot make it non-blocking: %m", show_addr(e, false));
+		return -errno;
+	}
+	len = get_addr(e, true, &ss);
+	/* EINPROGRESS: the outcome is the process's to see, as it was going to be */
+	if (connect(s->fd, (struct sockaddr *)&ss, len) && errno != EINPROGRESS) {
+		pr_err("TCP %s -> %s: the connect() in progress at the dump fails now: %m",
+		       show_addr(e, false), show_addr(e, true));
+		return -errno;
+	}
+	if (fcntl(s->fd, F_SETFL, 0)) {
+		pr_err("TCP %s: cannot make it blocking: %m", show_addr(e, false));
+		return -errno;
+	}
+	return 0;
 }
 
 /* The image's network locks go once every connection exists, before repair mode does. */
@@ -920,30 +1275,71 @@ static int unlock_network(struct tree *t)
  * in an image of another user's: TCP repair would set any connection state
  * its writer chose (sequence numbers to any peer) with amber's CAP_NET_ADMIN.
  */
+static bool is_conn(const InetSkEntry *e)
+{
+	return e->type == SOCK_STREAM && tcp_state_connected(e->state);
+}
+
+/* Comes back reset: dumped with --tcp-close, or restored with it. */
+static bool is_reset(const InetSkEntry *e, const struct opts *o)
+{
+	return is_conn(e) && (e->closed || o->tcp_close);
+}
+
+/* Is a TCP entry's state one amber makes, and consistent? */
+static int check_tcp_state(const InetSkEntry *e)
+{
+	const char *why = NULL;
+
+	if (!is_conn(e) && e->state != TCP_LISTEN && e->state != TCP_CLOSE &&
+	    e->state != TCP_SYN_SENT)
+		why = "a state amber does not restore";
+	else if ((is_conn(e) || e->state == TCP_SYN_SENT) &&
+		 (!e->has_dst_addr || (e->dst_addr.len != 4 && e->dst_addr.len != 16)))
+		why = "a connection without a peer address";
+	else if (e->has_shutdown && (e->shutdown & ~(TCP_SHUT_RCV | TCP_SHUT_SEND)))
+		why = "unknown shutdown bits";
+	else if (is_conn(e) && e->has_shutdown &&
+		 (!!(e->shutdown & TCP_SHUT_SEND) != tcp_fin_sent(e->state) ||
+		  (tcp_fin_received(e->state) && !(e->shutdown & TCP_SHUT_RCV))))
+		why = "shutdown bits its state cannot have";
+	else if (e->closed && !is_conn(e))
+		why = "closed but not a connection";
+	if (!why)
+		return 0;
+	pr_err("files.img: TCP socket %s in state %u (%s) with %s; the image is corrupt",
+	       show_addr(e, false), e->state, state_name(e->state), why);
+	return -EBADMSG;
+}
+
+/*
+ * What this restore cannot take: a connection without --tcp-established
+ * (or --tcp-close), or in an image of another user's: TCP repair would set
+ * any connection state its writer chose (sequence numbers to any peer) with
+ * amber's CAP_NET_ADMIN, and the segments that replay a FIN or a reset come
+ * from a raw socket.
+ */
 static int check_isk(const struct isk *s, struct tree *t)
 {
 	const struct opts *o = t->o;
+	const InetSkEntry *e = s->e;
 
-	if (!s->e) {
-		pr_err("files.img: inet socket entry %u has no socket state; the image is corrupt",
-		       s->f->id);
-		return -EBADMSG;
-	}
-	if (s->e->type == SOCK_STREAM && s->e->state == TCP_ESTABLISHED && !o->tcp_established) {
-		pr_err("the image holds the established TCP connection %s -> %s; restore "
-		       "with --tcp-established",
-		       show_addr(s->e, false), show_addr(s->e, true));
+	if (is_conn(e) && !is_reset(e, o) && !o->tcp_established) {
+		pr_err("the image holds the %s TCP connection %s -> %s; restore with "
+		       "--tcp-established (or with --tcp-close to have it come back reset)",
+		       state_name(e->state), show_addr(e, false), show_addr(e, true));
 		return -EINVAL;
 	}
-	if (s->e->type == SOCK_STREAM && s->e->state == TCP_ESTABLISHED && t->owner.switches) {
-		pr_err("the image holds the established TCP connection %s -> %s, and belongs to "
+	if (is_conn(e) && t->owner.switches) {
+		pr_err("the image holds the %s TCP connection %s -> %s, and belongs to "
 		       "uid %u: TCP repair would let its writer set any connection's state with "
 		       "root's CAP_NET_ADMIN; only root's own images restore connections",
-		       show_addr(s->e, false), show_addr(s->e, true), t->owner.uid);
+		       state_name(e->state), show_addr(e, false), show_addr(e, true), t->owner.uid);
 		return -EPERM;
 	}
-	return sk_opts_check(t, s->e->opts, s->e->n_opts, (int)s->e->family, (int)s->e->type,
-			     s->e->type == SOCK_STREAM && s->e->state == TCP_ESTABLISHED, s->who);
+	return sk_opts_check(
+		t, e->opts, e->n_opts, (int)e->family, (int)e->type,
+		e->type == SOCK_STREAM && e->state != TCP_CLOSE && e->state != TCP_LISTEN, s->who);
 }
 
 /* Every inet socket of the image at once: listeners before the connections on their ports. */
@@ -959,23 +1355,45 @@ static int inet_prepare(struct tree *t, RegFile **files, size_t n, int *fds)
 	for (size_t i = 0; i < n && !ret; i++) {
 		isks[i] = (struct isk){.f = files[i], .e = files[i]->inet_sk, .fd = -1};
 		snprintf(isks[i].who, sizeof(isks[i].who), "%s", sk_who(t, files[i], "inet"));
-		ret = check_isk(&isks[i], t);
+		if (!isks[i].e) {
+			pr_err("files.img: inet socket entry %u has no socket state; the image is "
+			       "corrupt",
+			       files[i]->id);
+			ret = -EBADMSG;
+		} else if (isks[i].e->type == SOCK_STREAM) {
+			ret = check_tcp_state(isks[i].e);
+		}
 	}
+	/* what the image may hold, every entry, before what this restore may take */
+	for (size_t i = 0; i < n && !ret; i++)
+		ret = check_isk(&isks[i], t);
 	/* listeners first: established sockets on their port bind with repair's force-reuse */
 	for (size_t i = 0; i < nr_isks && !ret; i++)
-		if (isks[i].e->type == SOCK_STREAM && isks[i].e->state != TCP_ESTABLISHED)
+		if (isks[i].e->type == SOCK_STREAM &&
+		    (isks[i].e->state == TCP_LISTEN || isks[i].e->state == TCP_CLOSE))
 			ret = open_listen_or_closed(&isks[i]);
 	for (size_t i = 0; i < nr_isks && !ret; i++)
 		if (isks[i].e->type == SOCK_DGRAM)
 			ret = open_udp(&isks[i]);
 	for (size_t i = 0; i < nr_isks && !ret; i++)
-		if (isks[i].e->type == SOCK_STREAM && isks[i].e->state == TCP_ESTABLISHED)
-			ret = open_established(&isks[i]);
+		if (is_conn(isks[i].e))
+			ret = is_reset(isks[i].e, t->o) ? open_reset(&isks[i])
+							: open_established(&isks[i]);
 	if (!ret)
 		ret = unlock_network(t);
 	for (size_t i = 0; i < nr_isks && !ret; i++)
-		if (isks[i].e->type == SOCK_STREAM && isks[i].e->state == TCP_ESTABLISHED)
+		if (is_reset(isks[i].e, t->o))
+			ret = finish_reset(&isks[i]);
+	for (size_t i = 0; i < nr_isks && !ret; i++)
+		if (is_conn(isks[i].e) && !is_reset(isks[i].e, t->o))
+			ret = replay_fins(&isks[i]);
+	for (size_t i = 0; i < nr_isks && !ret; i++)
+		if (is_conn(isks[i].e) && !is_reset(isks[i].e, t->o))
 			ret = finish_established(&isks[i]);
+	/* once the listeners in the tree exist */
+	for (size_t i = 0; i < nr_isks && !ret; i++)
+		if (isks[i].e->type == SOCK_STREAM && isks[i].e->state == TCP_SYN_SENT)
+			ret = open_syn_sent(&isks[i]);
 	/* the filters once the queues are in, the buffer sizes after the refill's */
 	for (size_t i = 0; i < nr_isks && !ret; i++)
 		ret = sk_opts_restore(t, isks[i].fd, isks[i].e->opts, isks[i].e->n_opts, true,
