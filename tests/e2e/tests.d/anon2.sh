@@ -1,0 +1,79 @@
+# More kinds of special state (issue 9): fanotify groups (progs/fanotify.c),
+# inotify watches kept by file handle, BPF maps, AIO rings.
+TESTS+=(fanotify fanotify_queued_refused fanotify_image_refused)
+
+# fanotify lines of every fanotify fd of $PID: the group's flags and its marks as the
+# kernel shows them (inode, device, handle, mount id: the same objects after restore).
+fanotify_state() {
+	local f
+	for f in $(ls "/proc/$PID/fd" | sort -n); do
+		[ "$(readlink "/proc/$PID/fd/$f")" = 'anon_inode:[fanotify]' ] || continue
+		echo "fd $f $(grep '^flags:' "/proc/$PID/fdinfo/$f" | tr -s '\t' ' ')"
+		grep '^fanotify' "/proc/$PID/fdinfo/$f" | sort | sed "s/^/fd $f /"
+	done
+}
+fanotify_before() {
+	fanotify_state >"$W/fanotify.before"
+	[ "$(grep -c 'fanotify flags' "$W/fanotify.before")" = 2 ] &&
+		[ "$(grep -c 'fanotify \(ino\|mnt_id\|sdev\):' "$W/fanotify.before")" = 4 ] ||
+		{ fail "expected 2 fanotify groups with 4 marks: $(cat "$W/fanotify.before")"; return 1; }
+}
+# the file marked.txt is replaced by another: the mark must stay on the original inode
+fanotify_replace() { echo new >"$T/mnt/new.txt" && mv "$T/mnt/new.txt" "$T/mnt/marked.txt"; }
+fanotify_after() {
+	fanotify_state >"$W/fanotify.after"
+	diff -u "$W/fanotify.before" "$W/fanotify.after" >"$W/fanotify.diff" && return 0
+	fail "fanotify fdinfo differs after restore (- before, + after):"
+	sed 's/^/    /' "$W/fanotify.diff" >>"$W/log"
+	return 1
+}
+# run "$@" with a tmpfs mounted at $T/mnt (the program's marks watch it), unmounted after
+with_tmpfs() {
+	local rc
+	mkdir -p "$T/mnt" && mount -t tmpfs -o size=1m amber-e2e "$T/mnt" ||
+		{ fail "cannot mount a tmpfs at $T/mnt"; return 1; }
+	"$@"
+	rc=$?
+	findmnt -rn -o TARGET | grep "^$W/" | sort -r | while read -r m; do umount -l "$m"; done
+	return $rc
+}
+t_fanotify() {
+	with_tmpfs cycle -P fanotify_before -B fanotify_replace -A fanotify_after -- \
+		"$PROGS/fanotify" "$T"
+}
+
+# An event queued in a group cannot be queued again: the dump is refused, naming the fd.
+fanotify_queued() {
+	start_prog "$PROGS/fanotify" "$T" queued || return 1
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v &&
+		{ fail "amber dump succeeded with a fanotify event queued"; return 1; }
+	grep -q "pid $PID: fd 30 is a fanotify group with [0-9]* bytes of events queued" "$W/dump.log" ||
+		{ fail "the refusal does not name fd 30 and its queued events"; attach "$W/dump.log"; return 1; }
+	runs_on "the refused dump"
+}
+t_fanotify_queued_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	with_tmpfs fanotify_queued
+}
+
+# Crafted marks are refused before anything is made.
+fanotify_crafted() {
+	local ok=0 id
+	start_prog "$PROGS/fanotify" "$T" || return 1
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v ||
+		{ fail "amber dump failed"; attach "$W/dump.log"; return 1; }
+	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
+	id=$("$AMBER" show "$W/img" | jq -r '[.files[] | select(.fanotify)][0].id')
+	[ -n "$id" ] && [ "$id" != null ] || { fail "no fanotify group in the image"; return 1; }
+	refused fa_flags "unknown fanotify_init flags" files.img "$id.fanotify.init_flags=0x80000" || ok=1
+	refused fa_mflags "bad mark 0" files.img "$id.fanotify.marks.0.mflags=0x1" || ok=1
+	refused fa_handle "bad mark 0" files.img "$id.fanotify.marks.0.fhandle=$(printf '%0300d' 0)" || ok=1
+	refused fa_relpath "bad mark 0" files.img "$id.fanotify.marks.0.path=etc/passwd" || ok=1
+	refused fa_empty "bad mark 0" files.img "$id.fanotify.marks.0.mask=0" \
+		"$id.fanotify.marks.0.ignored_mask=0" || ok=1
+	return $ok
+}
+t_fanotify_image_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	with_tmpfs fanotify_crafted
+}
