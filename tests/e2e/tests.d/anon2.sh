@@ -77,3 +77,44 @@ t_fanotify_image_refused() {
 	[ $SELFTEST = 1 ] && return 77
 	with_tmpfs fanotify_crafted
 }
+
+# inotify watches kept by file handle (progs/inotify2.c): one whose file was replaced
+# between dump and restore stays on the original inode, one on a file that no path
+# reaches (a tmpfs mounted over its directory) is dumped and restored by its handle;
+# one on a deleted file is refused at dump.
+TESTS+=(inotify_handle inotify_deleted_refused)
+inotify_lines() {
+	sed -n 's/^\(inotify wd:.*\)/\1/p' "/proc/$PID/fdinfo/30" | sort
+}
+inotify_before() { inotify_lines >"$W/inotify.before"; }
+inotify_hide() { mount -t tmpfs -o size=1m amber-e2e-hide "$T/mnt/hid"; }
+inotify_replace() { echo new >"$T/mnt/new.txt" && mv "$T/mnt/new.txt" "$T/mnt/w.txt"; }
+inotify_after() {
+	inotify_lines >"$W/inotify.after"
+	grep -q 'is kept by its file handle only' "$W/dump.log" ||
+		{ fail "the dump did not keep hid/h.txt by its handle only"; return 1; }
+	diff -u "$W/inotify.before" "$W/inotify.after" >"$W/inotify.diff" && return 0
+	fail "inotify fdinfo differs after restore (- before, + after):"
+	sed 's/^/    /' "$W/inotify.diff" >>"$W/log"
+	return 1
+}
+inotify_prep() { inotify_before && inotify_hide; }
+t_inotify_handle() {
+	if [ $SELFTEST = 1 ]; then
+		with_tmpfs cycle -- "$PROGS/inotify2" "$T"
+		return
+	fi
+	with_tmpfs cycle -P inotify_prep -B inotify_replace -A inotify_after -- "$PROGS/inotify2" "$T"
+}
+inotify_deleted() {
+	start_prog "$PROGS/inotify2" "$T" deleted || return 1
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v &&
+		{ fail "amber dump succeeded with a watch on a deleted file"; return 1; }
+	grep -q "pid $PID: fd 30: inotify watch 3 is on inode [0-9]* of .*, which was deleted" "$W/dump.log" ||
+		{ fail "the refusal does not name fd 30, watch 3 and the deleted inode"; attach "$W/dump.log"; return 1; }
+	runs_on "the refused dump"
+}
+t_inotify_deleted_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	with_tmpfs inotify_deleted
+}
