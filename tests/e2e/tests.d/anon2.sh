@@ -118,3 +118,83 @@ t_inotify_deleted_refused() {
 	[ $SELFTEST = 1 ] && return 77
 	with_tmpfs inotify_deleted
 }
+
+# BPF maps (progs/bpfmap.c): hash, array (frozen), per-CPU array and hash, with their
+# contents.  fdinfo must show the same attributes after restore (not the new map id).
+TESTS+=(bpfmap bpfmap_lru_refused bpfmap_owner_refused bpfmap_image_refused)
+bpfmap_state() {
+	local f
+	for f in $(ls "/proc/$PID/fd" | sort -n); do
+		[ "$(readlink "/proc/$PID/fd/$f")" = anon_inode:bpf-map ] || continue
+		echo "fd $f $(grep -E '^(flags|map_type|key_size|value_size|max_entries|map_flags|frozen):' \
+			"/proc/$PID/fdinfo/$f" | tr -s '\t\n' ' ')"
+	done
+}
+bpfmap_before() {
+	bpfmap_state >"$W/bpfmap.before"
+	[ "$(grep -c map_type "$W/bpfmap.before")" = 4 ] ||
+		{ fail "expected 4 BPF maps: $(cat "$W/bpfmap.before")"; return 1; }
+}
+bpfmap_after() {
+	bpfmap_state >"$W/bpfmap.after"
+	diff -u "$W/bpfmap.before" "$W/bpfmap.after" >"$W/bpfmap.diff" && return 0
+	fail "BPF map fdinfo differs after restore (- before, + after):"
+	sed 's/^/    /' "$W/bpfmap.diff" >>"$W/log"
+	return 1
+}
+t_bpfmap() { cycle -P bpfmap_before -A bpfmap_after -- "$PROGS/bpfmap" "$T"; }
+t_bpfmap_lru_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	start_prog "$PROGS/bpfmap" "$T" lru || return 1
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v &&
+		{ fail "amber dump succeeded with an LRU hash map"; return 1; }
+	grep -q "pid $PID: fd 34 is a BPF map of type 9 ('lru')" "$W/dump.log" ||
+		{ fail "the refusal does not name fd 34 and its map type"; attach "$W/dump.log"; return 1; }
+	runs_on "the refused dump"
+}
+# nobody's image holding maps: nobody may not create BPF maps where unprivileged BPF
+# is disabled, so the restore refuses (and creates nothing) when it is.
+t_bpfmap_owner_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	local v
+	v=$(cat /proc/sys/kernel/unprivileged_bpf_disabled)
+	[ "$v" != 0 ] || { note "unprivileged BPF is allowed here: nothing to refuse"; return 77; }
+	mkdir -p "$T"
+	: >"$T/out"
+	: >"$T/err"
+	chown "$NOBODY:$NOBODY" "$T/out" "$T/err"
+	start_prog "$PROGS/bpfmap" "$T" drop || return 1
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v ||
+		{ fail "amber dump failed"; attach "$W/dump.log"; return 1; }
+	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
+	chown -R "$NOBODY:$NOBODY" "$W/img"
+	amber_to "$W/restore.log" 30 restore -d -D "$W/img" &&
+		{ fail "root restored nobody's image with BPF maps"; return 1; }
+	grep -q "the image's owner, uid $NOBODY, may not create BPF maps (kernel.unprivileged_bpf_disabled is $v" "$W/restore.log" ||
+		{ fail "the refusal does not name the owner and the sysctl"; attach "$W/restore.log"; return 1; }
+	wait_for 10 is_gone "$PID" || { fail "pid $PID exists after the refused restore"; return 1; }
+}
+# hex of each of hmap's keys or values, one a line
+bpf_list() {
+	"$AMBER" show "$W/img" | jq -r --argjson i "$id" ".files[\$i].bpf_map.$1[]"
+}
+# Crafted maps are refused before anything is made.
+t_bpfmap_image_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	local ok=0 id
+	start_prog "$PROGS/bpfmap" "$T" || return 1
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v ||
+		{ fail "amber dump failed"; attach "$W/dump.log"; return 1; }
+	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
+	id=$("$AMBER" show "$W/img" | jq -r '[.files[] | select(.bpf_map.name == "hmap")][0].id')
+	[ -n "$id" ] && [ "$id" != null ] || { fail "no BPF map hmap in the image"; return 1; }
+	refused bpf_type "BPF map entry $id has bad attributes" files.img "$id.bpf_map.map_type=12" || ok=1
+	bpf_list keys >"$W/keys" && bpf_list values >"$W/values" || { fail "cannot list the map's contents"; return 1; }
+	refused bpf_key "BPF map entry $id has bad attributes" files.img \
+		"$id.bpf_map.keys=0102,$(sed 1d "$W/keys" | paste -sd,)" || ok=1
+	refused bpf_val "BPF map entry $id has bad attributes" files.img \
+		"$id.bpf_map.values=$(sed '$d' "$W/values" | paste -sd,),00" || ok=1
+	refused bpf_dup "a key given twice" files.img \
+		"$id.bpf_map.keys=$(head -n1 "$W/keys"),$(sed '$d' "$W/keys" | paste -sd,)" || ok=1
+	return $ok
+}
