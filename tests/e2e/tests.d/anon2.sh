@@ -198,3 +198,17 @@ t_bpfmap_image_refused() {
 		"$id.bpf_map.keys=$(head -n1 "$W/keys"),$(sed '$d' "$W/keys" | paste -sd,)" || ok=1
 	return $ok
 }
+
+# AIO contexts (progs/aio.c): the kernel shows no count of the requests still in flight
+# in a context, so amber refuses an io_setup ring at dump, naming it; the program then
+# runs on and reaps its completed reads.
+TESTS+=(aio_refused)
+t_aio_refused() {
+	[ $SELFTEST = 1 ] && { cycle -- "$PROGS/aio" "$T"; return; }
+	start_prog "$PROGS/aio" "$T" || return 1
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v &&
+		{ fail "amber dump succeeded with an AIO context"; return 1; }
+	grep -q "pid $PID: mapping [0-9a-f]*-[0-9a-f]* is an AIO context's ring (io_setup)" "$W/dump.log" ||
+		{ fail "the refusal does not name the AIO ring"; attach "$W/dump.log"; return 1; }
+	runs_on "the refused dump"
+}
