@@ -318,6 +318,32 @@ static int by_wd(const void *a, const void *b)
 	return (x->wd > y->wd) - (x->wd < y->wd);
 }
 
+/* Before anything is made: what open() and fsn_open() take from the image. */
+static int inotify_check(const RegFile *f)
+{
+	const InotifyEntry *e = f->inotify;
+
+	if (!e) {
+		pr_err("files.img: inotify entry %u has no inotify state; the image is corrupt",
+		       f->id);
+		return -EBADMSG;
+	}
+	for (size_t i = 0; i < e->n_watches; i++) {
+		const InotifyWatch *w = e->watches[i];
+
+		if (w->wd <= 0 || strlen(w->path) >= PATH_MAX ||
+		    (w->path[0] ? w->path[0] != '/' : !w->has_fhandle) ||
+		    (w->has_fhandle && (!w->has_ino || !w->has_dev)) ||
+		    w->fhandle.len > MAX_HANDLE) {
+			pr_err("files.img: inotify entry %u: bad watch %zu (wd %d); the image is "
+			       "corrupt",
+			       f->id, i, w->wd);
+			return -EBADMSG;
+		}
+	}
+	return 0;
+}
+
 /* An O_PATH fd on the watched inode: by its handle, else by its path. */
 static int watch_fd(const InotifyWatch *w, bool *exact)
 {
@@ -340,13 +366,11 @@ static int watch_fd(const InotifyWatch *w, bool *exact)
 static int inotify_open(struct tree *t, RegFile *f)
 {
 	InotifyEntry *e = f->inotify;
-	int fd, ret = 0;
+	int fd, ret;
 
-	if (!e) {
-		pr_err("files.img: inotify entry %u has no inotify state; the image is corrupt",
-		       f->id);
-		return -EBADMSG;
-	}
+	ret = inotify_check(f);
+	if (ret)
+		return ret;
 	fd = inotify_init1(IN_CLOEXEC | ((f->flags & O_NONBLOCK) ? IN_NONBLOCK : 0));
 	if (fd < 0) {
 		ret = -errno;
@@ -412,5 +436,6 @@ const struct fd_type inotify_type = {
 	.kind = FILE_KIND__FILE_INOTIFY,
 	.match = inotify_match,
 	.dump = inotify_dump,
+	.check = inotify_check,
 	.open = inotify_open,
 };

@@ -82,7 +82,7 @@ t_fanotify_image_refused() {
 # between dump and restore stays on the original inode, one on a file that no path
 # reaches (a tmpfs mounted over its directory) is dumped and restored by its handle;
 # one on a deleted file is refused at dump.
-TESTS+=(inotify_handle inotify_deleted_refused)
+TESTS+=(inotify_handle inotify_deleted_refused inotify_image_refused)
 inotify_lines() {
 	sed -n 's/^\(inotify wd:.*\)/\1/p' "/proc/$PID/fdinfo/30" | sort
 }
@@ -211,4 +211,25 @@ t_aio_refused() {
 	grep -q "pid $PID: mapping [0-9a-f]*-[0-9a-f]* is an AIO context's ring (io_setup)" "$W/dump.log" ||
 		{ fail "the refusal does not name the AIO ring"; attach "$W/dump.log"; return 1; }
 	runs_on "the refused dump"
+}
+
+# Crafted watches are refused before anything is made.
+inotify_crafted() {
+	local ok=0 id
+	start_prog "$PROGS/inotify2" "$T" || return 1
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v ||
+		{ fail "amber dump failed"; attach "$W/dump.log"; return 1; }
+	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
+	id=$("$AMBER" show "$W/img" | jq -r '[.files[] | select(.inotify)][0].id')
+	[ -n "$id" ] && [ "$id" != null ] || { fail "no inotify fd in the image"; return 1; }
+	refused in_handle "inotify entry $id: bad watch 0" files.img \
+		"$id.inotify.watches.0.fhandle=$(printf '%0300d' 0)" || ok=1
+	refused in_relpath "inotify entry $id: bad watch 0" files.img \
+		"$id.inotify.watches.0.path=etc/shadow" || ok=1
+	refused in_wd "inotify entry $id: bad watch 1" files.img "$id.inotify.watches.1.wd=-3" || ok=1
+	return $ok
+}
+t_inotify_image_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	with_tmpfs inotify_crafted
 }
