@@ -158,7 +158,7 @@ int fsn_resolve(struct dump_ctx *ctx, int fd, const char *what, const struct fsn
 		goto close_handle;
 	}
 	/* the mark keeps the inode alive, but not beyond the dump's kill */
-	if (hst.st_nlink == 0 && !S_ISDIR(hst.st_mode)) {
+	if (hst.st_nlink == 0) {
 		pr_err("pid %d: fd %d: %s is on inode %lu of %s, which was deleted: it goes "
 		       "with the process, amber cannot watch it again (remove the watch "
 		       "before the dump)",
