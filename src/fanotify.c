@@ -253,7 +253,8 @@ static int mark_target(const RegFile *f, const FanotifyMark *m)
 			      m->fhandle_type, &m->fhandle, &exact);
 		if (fd >= 0 && !exact)
 			pr_warn("fanotify entry %u: %s is not the file marked at the dump (inode "
-				"%llu, gone); marking the one there now",
+				"%llu, which its file handle did not open); marking the one there "
+				"now",
 				f->id, m->path, (unsigned long long)m->ino);
 		return fd;
 	}

@@ -422,7 +422,8 @@ static int inotify_open(struct tree *t, RegFile *f)
 		}
 		if (!exact)
 			pr_warn("inotify wd %d: %s is not the file that was watched at the dump "
-				"(inode %llu, gone); watching the one there now",
+				"(inode %llu, which its file handle did not open); watching the "
+				"one there now",
 				w->wd, w->path, (unsigned long long)w->ino);
 	}
 	return fd;

@@ -96,9 +96,10 @@ int main(int argc, char **argv)
 	if (chdir("mnt") && (mkdir("mnt", 0755) || chdir("mnt")))
 		prog_die("chdir mnt");
 
-	append("marked.txt", "original\n");
-	if (link("marked.txt", "kept.txt"))
-		prog_die("link kept.txt");
+	/* marked.txt last: the name the kernel gives the inode (its newest link) */
+	append("kept.txt", "original\n");
+	if (link("kept.txt", "marked.txt"))
+		prog_die("link marked.txt");
 	append("quiet.txt", "quiet\n");
 	append("b.txt", "b\n");
 

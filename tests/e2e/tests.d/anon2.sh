@@ -22,6 +22,7 @@ fanotify_before() {
 fanotify_replace() { echo new >"$T/mnt/new.txt" && mv "$T/mnt/new.txt" "$T/mnt/marked.txt"; }
 fanotify_after() {
 	fanotify_state >"$W/fanotify.after"
+	! grep -q 'warning' "$W/restore.log" || { fail "the restore warned: $(grep warning "$W/restore.log")"; return 1; }
 	diff -u "$W/fanotify.before" "$W/fanotify.after" >"$W/fanotify.diff" && return 0
 	fail "fanotify fdinfo differs after restore (- before, + after):"
 	sed 's/^/    /' "$W/fanotify.diff" >>"$W/log"
@@ -93,6 +94,7 @@ inotify_after() {
 	inotify_lines >"$W/inotify.after"
 	grep -q 'is kept by its file handle only' "$W/dump.log" ||
 		{ fail "the dump did not keep hid/h.txt by its handle only"; return 1; }
+	! grep -q 'warning' "$W/restore.log" || { fail "the restore warned: $(grep warning "$W/restore.log")"; return 1; }
 	diff -u "$W/inotify.before" "$W/inotify.after" >"$W/inotify.diff" && return 0
 	fail "inotify fdinfo differs after restore (- before, + after):"
 	sed 's/^/    /' "$W/inotify.diff" >>"$W/log"
