@@ -863,6 +863,8 @@ static bool ghost_extents_ok(const RegFile *f)
 	return true;
 }
 
+static const struct fd_type *type_of(RegFile *f);
+
 static int read_files_img(struct restore_ctx *ctx)
 {
 	struct tree *t = ctx->tree;
@@ -877,6 +879,8 @@ static int read_files_img(struct restore_ctx *ctx)
 			pr_err("files.img: bad entry %u; the image is corrupt", f->id);
 			return -EBADMSG;
 		}
+		if (type_of(f) && type_of(f)->check && (ret = type_of(f)->check(f)))
+			return ret;
 		if (f->kind == FILE_KIND__FILE_TTY && !ctx->o->shell_job) {
 			pr_err("the process used the terminal %s; restore it with -j (--shell-job) "
 			       "from a terminal",

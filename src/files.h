@@ -26,6 +26,11 @@ struct fd_type {
 	 */
 	int (*dump)(struct dump_ctx *ctx, int fd, int dup, RegFile *f);
 	/*
+	 * Optional, restore: check f's message as files.img is read, before
+	 * anything is made (a crafted image is refused there); 0 or -errno, logged.
+	 */
+	int (*check)(const RegFile *f);
+	/*
 	 * In amber, before any restored process exists: create the open file
 	 * description and return an fd on it (any number; files.c moves it).
 	 * Every restored process that had it gets it from there.

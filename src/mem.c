@@ -115,6 +115,12 @@ static int classify(struct dump_ctx *ctx, struct vma *v)
 		}
 		v->kind = VMA_KIND__VMA_ANON_PRIVATE;
 		v->hugetlb_kib = (unsigned)(sf.f_bsize >> 10);
+	} else if (v->deleted && !strcmp(p, "/[aio]")) {
+		/* an io_setup ring: a file of the kernel's aio fs, no file to map again */
+		pr_err("pid %d: mapping %lx-%lx is an AIO context's ring (io_setup); amber "
+		       "cannot dump AIO contexts yet (io_destroy it before the dump)",
+		       ctx->pid, v->start, v->end);
+		return -EOPNOTSUPP;
 	} else if (!strncmp(p, "/SYSV", 5)) {
 		v->kind = VMA_KIND__VMA_SYSV_SHM; /* an attach: the segment is ipc/sysv.c's */
 	} else {
