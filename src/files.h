@@ -52,6 +52,15 @@ struct fd_type {
 	 * in that process shares it; other processes make their own.
 	 */
 	int (*open_child)(struct restore_ctx *ctx, RegFile *f);
+	/*
+	 * Instead of open, for files of the restored processes themselves
+	 * (/proc/PID, pidfds, namespaces): in amber, once every process
+	 * exists and is restored up to its credentials, with the owner's
+	 * rights unless bounds_itself; holder is the first process that has
+	 * f.  Returns amber's fd on it; files.c passes it to every process
+	 * that has f (one description for all, as at dump).
+	 */
+	int (*open_late)(struct restore_ctx *holder, RegFile *f);
 	/* Optional: once every description is open (epoll adds its targets). */
 	int (*post_open)(struct tree *t, RegFile *f, int fd);
 	/* Optional, dump: once every open file (and file in flight) is described. */
@@ -61,6 +70,11 @@ struct fd_type {
 };
 
 extern const struct fd_type *const fd_types[]; /* NULL-terminated */
+
+/* procfile.c: a /proc/PID path (PID a number): its files are procfile.c's. */
+bool procfile_path(const char *path);
+extern const struct fd_type proc_type; /* procfile.c: a file in /proc/PID of the tree */
+extern const struct fd_type nsfs_type; /* procfile.c: a namespace file of the tree's */
 
 /*
  * locks.c, for every (process, fd) of the dump once its description is f:
