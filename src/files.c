@@ -1313,6 +1313,13 @@ static int files_restore_tree(struct tree *t)
 	for (int i = 0; i < 3 && tty_fd < 0 && t->o->shell_job; i++)
 		if (isatty(i))
 			tty_fd = fcntl(i, F_DUPFD_CLOEXEC, t->fd_base);
+	for (size_t i = 0; i < t->nr_rfiles; i++) {
+		const struct fd_type *ft = type_of(t->rfiles[i]);
+
+		ret = ft && ft->check ? ft->check(t, t->rfiles[i]) : 0;
+		if (ret)
+			return ret;
+	}
 	t->desc_fd = malloc((t->nr_rfiles + 1) * sizeof(int));
 	if (!t->desc_fd)
 		return -ENOMEM;

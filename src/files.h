@@ -61,6 +61,11 @@ struct fd_type {
 	 * that has f (one description for all, as at dump).
 	 */
 	int (*open_late)(struct restore_ctx *holder, RegFile *f);
+	/*
+	 * Optional, restore: every image read, before anything is made:
+	 * refuse (-EBADMSG, logged) an entry no dump could have written.
+	 */
+	int (*check)(struct tree *t, RegFile *f);
 	/* Optional: once every description is open (epoll adds its targets). */
 	int (*post_open)(struct tree *t, RegFile *f, int fd);
 	/* Optional, dump: once every open file (and file in flight) is described. */

@@ -122,19 +122,25 @@ static int dead_pidfd(unsigned flags)
 	return fd;
 }
 
+static int pidfd_check(struct tree *t, RegFile *f)
+{
+	const PidfdEntry *e = f->pidfd;
+
+	if (e && !(f->flags & ~(O_ACCMODE | O_NONBLOCK | PIDFD_THREAD | KERNEL_O_LARGEFILE)) &&
+	    (e->dead ? e->pid == 0 : in_tree(t, e->pid, f->flags & PIDFD_THREAD, false)))
+		return 0;
+	pr_err("files.img: pidfd entry %u refers to no process of the restored tree (pid %u, "
+	       "flags %#o); the image is corrupt",
+	       f->id, e ? e->pid : 0, f->flags);
+	return -EBADMSG;
+}
+
 static int pidfd_open_late(struct restore_ctx *holder, RegFile *f)
 {
 	const PidfdEntry *e = f->pidfd;
 	unsigned flags = f->flags & (O_NONBLOCK | PIDFD_THREAD);
 	int fd;
 
-	if (!e || (f->flags & ~(O_ACCMODE | O_NONBLOCK | PIDFD_THREAD | KERNEL_O_LARGEFILE)) ||
-	    (e->dead ? e->pid != 0 : !in_tree(holder->tree, e->pid, flags & PIDFD_THREAD, false))) {
-		pr_err("files.img: pidfd entry %u of pid %d refers to no process of the restored "
-		       "tree (pid %u, flags %#o); the image is corrupt",
-		       f->id, holder->pid, e ? e->pid : 0, f->flags);
-		return -EBADMSG;
-	}
 	if (e->dead)
 		return dead_pidfd(flags);
 	fd = (int)syscall(SYS_pidfd_open, (pid_t)e->pid, flags);
@@ -151,4 +157,5 @@ const struct fd_type pidfd_type = {
 	.match = pidfd_match,
 	.dump = pidfd_dump,
 	.open_late = pidfd_open_late,
+	.check = pidfd_check,
 };

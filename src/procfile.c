@@ -164,8 +164,26 @@ static bool rest_ok(const char *rest)
 			return false;
 		if (!c[n])
 			return true;
+		/* links (to the process's files) end a path: nothing is reached through them */
+		if ((n == 4 && (!strncmp(c, "root", 4))) || (n == 3 && !strncmp(c, "cwd", 3)) ||
+		    (n == 3 && !strncmp(c, "exe", 3)))
+			return false;
 		c += n + 1;
 	}
+}
+
+static int proc_check(struct tree *t, RegFile *f)
+{
+	const char *rest;
+	uint32_t pid = path_pid(f->path, &rest);
+
+	if (pid && f->has_proc_pid && f->proc_pid == pid && rest_ok(rest) &&
+	    restore_tree_has(t, pid) && !(f->flags & ~PROC_FLAGS))
+		return 0;
+	pr_err("files.img: entry %u, %s (flags %#o), is not a file in /proc/PID of a process of "
+	       "the restored tree; the image is corrupt",
+	       f->id, f->path, f->flags);
+	return -EBADMSG;
 }
 
 static int proc_open_late(struct restore_ctx *holder, RegFile *f)
@@ -176,13 +194,6 @@ static int proc_open_late(struct restore_ctx *holder, RegFile *f)
 	uint32_t pid = path_pid(f->path, &rest);
 	int fd;
 
-	if (!pid || !f->has_proc_pid || f->proc_pid != pid || !rest_ok(rest) ||
-	    !restore_tree_has(holder->tree, pid) || (f->flags & ~PROC_FLAGS)) {
-		pr_err("files.img: entry %u, %s (flags %#o), is not a file in /proc/PID of a "
-		       "process of the restored tree; the image is corrupt",
-		       f->id, f->path, f->flags);
-		return -EBADMSG;
-	}
 	snprintf(rel, sizeof(rel), "%u%s", pid, rest);
 	fd = open_below_proc(rel, (int)f->flags,
 			     RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV);
@@ -212,6 +223,7 @@ const struct fd_type proc_type = {
 	.match = proc_match,
 	.dump = proc_dump,
 	.open_late = proc_open_late,
+	.check = proc_check,
 };
 
 /* Namespace files: /proc/PID/ns/NAME, of kind (what its link says) KIND. */
@@ -309,23 +321,24 @@ static int nsfs_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 	return -EOPNOTSUPP;
 }
 
+static int nsfs_check(struct tree *t, RegFile *f)
+{
+	for (size_t i = 0; f->proc_ns && i < sizeof(ns_files) / sizeof(ns_files[0]); i++)
+		if (!strcmp(f->proc_ns, ns_files[i].name) &&
+		    !(f->flags & ~(O_ACCMODE | O_NONBLOCK | KERNEL_O_LARGEFILE | O_PATH)))
+			return 0;
+	pr_err("files.img: entry %u, %s (flags %#o), names no namespace file; the image is "
+	       "corrupt",
+	       f->id, f->path, f->flags);
+	return -EBADMSG;
+}
+
 static int nsfs_open_late(struct restore_ctx *holder, RegFile *f)
 {
 	char rel[64];
 	struct stat st;
-	size_t i;
 	int fd;
 
-	for (i = 0; f->proc_ns && i < sizeof(ns_files) / sizeof(ns_files[0]); i++)
-		if (!strcmp(f->proc_ns, ns_files[i].name))
-			break;
-	if (!f->proc_ns || i == sizeof(ns_files) / sizeof(ns_files[0]) ||
-	    (f->flags & ~(O_ACCMODE | O_NONBLOCK | KERNEL_O_LARGEFILE | O_PATH))) {
-		pr_err("files.img: entry %u, %s (flags %#o), names no namespace file; the image "
-		       "is corrupt",
-		       f->id, f->path, f->flags);
-		return -EBADMSG;
-	}
 	/* the namespace the restored process is in (amber's) */
 	snprintf(rel, sizeof(rel), "%d/ns/%s", holder->pid, f->proc_ns);
 	fd = open_below_proc(rel, (int)f->flags, 0);
@@ -346,4 +359,5 @@ const struct fd_type nsfs_type = {
 	.match = nsfs_match,
 	.dump = nsfs_dump,
 	.open_late = nsfs_open_late,
+	.check = nsfs_check,
 };

@@ -6,8 +6,12 @@
  * waitid(P_PIDFD) sees the child running, pidfd_send_signal() reaches it and
  * waitid(P_PIDFD) on the dup then reaps it with its exit status.
  *
- * With the argument "dead": fd 23 is a pidfd of a child that exited and was
- * reaped, which amber must refuse to dump.
+ * With the argument "dead", also: fd 23 is a pidfd of a child that exited and
+ * was reaped: after the restore it is dead too (fdinfo Pid -1, poll readable
+ * as before, pidfd_send_signal ESRCH); fd 24 one of a child Z that exited
+ * with status 5 and was not reaped (a zombie): waitid(P_PIDFD) reaps it with
+ * that status; fd 25 one of the child's child G (neither our child, sibling
+ * nor ancestor): it is G, alive, and SIGKILL through it makes it readable.
  */
 #include <poll.h>
 #include <signal.h>
@@ -49,6 +53,13 @@ static long fdinfo_pid(int fd)
 	return strtol(p + 5, NULL, 10);
 }
 
+static short revents(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+
+	return poll(&p, 1, 0) == 1 ? p.revents : 0;
+}
+
 static int is_pidfd(int fd)
 {
 	char path[64], buf[64];
@@ -66,7 +77,8 @@ int main(int argc, char **argv)
 	struct sigaction sa = {.sa_handler = on_usr1};
 	siginfo_t si;
 	sigset_t ss;
-	pid_t kid, parent = getpid();
+	pid_t kid, parent = getpid(), zombie = 0, grandchild = 0;
+	short dead_revents = 0, zombie_revents = 0;
 
 	sigemptyset(&ss);
 	sigaddset(&ss, SIGUSR1);
@@ -76,6 +88,19 @@ int main(int argc, char **argv)
 	if (kid < 0)
 		prog_die("fork");
 	if (kid == 0) {
+		if (dead) {
+			pid_t g = fork();
+			char buf[32];
+
+			if (g == 0) {
+				while (!prog_go_exists())
+					usleep(10000);
+				for (;;)
+					pause();
+			}
+			snprintf(buf, sizeof(buf), "%d\n", g);
+			prog_write_atomic("grandchild", buf);
+		}
 		at(pidfd_open(parent, 0), 20);
 		while (!prog_go_exists())
 			usleep(10000);
@@ -97,11 +122,28 @@ int main(int argc, char **argv)
 	at(dup(20), 22);
 	if (dead) {
 		pid_t gone = fork();
+		char buf[32];
 
 		if (gone == 0)
 			_exit(0);
 		at(pidfd_open(gone, 0), 23);
 		waitpid(gone, NULL, 0);
+		zombie = fork();
+		if (zombie == 0)
+			_exit(5);
+		at(pidfd_open(zombie, 0), 24);
+		/* a zombie: readable, not reaped */
+		{
+			struct pollfd p = {.fd = 24, .events = POLLIN};
+
+			poll(&p, 1, 5000);
+		}
+		dead_revents = revents(23);
+		zombie_revents = revents(24);
+		while (prog_read_file(prog_path("grandchild"), buf, sizeof(buf)) <= 0)
+			usleep(10000);
+		grandchild = atoi(buf);
+		at(pidfd_open(grandchild, 0), 25);
 	}
 	prog_ready();
 	prog_wait_go();
@@ -124,6 +166,36 @@ int main(int argc, char **argv)
 
 		CHECK(poll(&p, 1, 5000) == 1 && (p.revents & POLLIN),
 		      "fd 22 becomes readable when the child exits");
+	}
+	if (dead) {
+		CHECK(is_pidfd(23) && fdinfo_pid(23) == -1, "fd 23 is a pidfd of a reaped process");
+		CHECK(dead_revents && revents(23) == dead_revents,
+		      "fd 23 polls as before the dump (%#x, was %#x)", revents(23), dead_revents);
+		errno = 0;
+		rc = (int)syscall(SYS_pidfd_send_signal, 23, 0, NULL, 0);
+		CHECK(rc < 0 && errno == ESRCH, "pidfd_send_signal(fd 23) fails with ESRCH (%s)",
+		      rc < 0 ? strerror(errno) : "sent");
+		CHECK(is_pidfd(24) && fdinfo_pid(24) == zombie, "fd 24 is a pidfd of the zombie %d",
+		      zombie);
+		CHECK(zombie_revents && revents(24) == zombie_revents,
+		      "fd 24 polls as before the dump (%#x, was %#x)", revents(24), zombie_revents);
+		memset(&si, 0, sizeof(si));
+		rc = waitid(P_PIDFD, 24, &si, WEXITED);
+		CHECK(rc == 0 && si.si_pid == zombie && si.si_code == CLD_EXITED &&
+			      si.si_status == 5,
+		      "waitid(P_PIDFD, fd 24) reaps the zombie, status 5 (%d)", si.si_status);
+		CHECK(is_pidfd(25) && fdinfo_pid(25) == grandchild,
+		      "fd 25 is a pidfd of the grandchild %d (%ld)", grandchild, fdinfo_pid(25));
+		CHECK(revents(25) == 0, "fd 25: the grandchild runs");
+		rc = (int)syscall(SYS_pidfd_send_signal, 25, SIGKILL, NULL, 0);
+		CHECK(rc == 0, "pidfd_send_signal(fd 25, SIGKILL) (%s)",
+		      rc ? strerror(errno) : "sent");
+		{
+			struct pollfd p = {.fd = 25, .events = POLLIN};
+
+			CHECK(poll(&p, 1, 5000) == 1 && (p.revents & POLLIN),
+			      "fd 25 becomes readable when the grandchild dies");
+		}
 	}
 	memset(&si, 0, sizeof(si));
 	rc = waitid(P_PIDFD, 22, &si, WEXITED);

@@ -8,7 +8,8 @@
  *     26 /proc/self/exe O_PATH|O_NOFOLLOW (the link itself); 27
  *     /proc/self/stat, opened before the fork, so C shares it (one offset);
  *     30 /proc/self/ns/net, 31 /proc/self/ns/pid_for_children, 32 an O_PATH
- *     fd of /proc/self/ns/mnt (the namespace file), 33 /proc/self/ns/uts.
+ *     fd of /proc/self/ns/mnt (the namespace file), 33 /proc/self/ns/uts;
+ *     34 a pidfd of G.
  *  C: fd 20 /proc/P/status (its parent), 21 /proc/G (its child's directory).
  *  G: fd 20 /proc/C/stat, 21 /proc/self/stat 10 bytes in, 22 /proc/P/cmdline
  *     (an ancestor that is not its parent).
@@ -110,6 +111,9 @@ static int grandchild(void)
 	CHECK(pos(21) == 10, "G: fd 21 is 10 bytes in (%ld)", (long)pos(21));
 	CHECK(stat_pid(21) == getpid(), "G: fd 21 is its own stat");
 	CHECK(strstr(content(22), "procfd") != NULL, "G: fd 22 is P's cmdline (%s)", content(22));
+	/* alive until P has read our files */
+	while (access(prog_path("p-done"), F_OK))
+		usleep(10000);
 	return prog_failures;
 }
 
@@ -179,6 +183,7 @@ int main(int argc, char **argv)
 	at(openf(O_RDONLY, "/proc/self/ns/pid_for_children"), 31, "pid ns");
 	at(openf(O_PATH, "/proc/self/ns/mnt"), 32, "mnt ns");
 	at(openf(O_RDONLY, "/proc/self/ns/uts"), 33, "uts ns");
+	at((int)syscall(SYS_pidfd_open, G, 0), 34, "G's pidfd");
 	prog_ready();
 	prog_wait_go();
 	sab = prog_sabotage();
@@ -216,6 +221,14 @@ int main(int argc, char **argv)
 	CHECK(same_ns(32, "mnt") && (fcntl(32, F_GETFL) & O_PATH),
 	      "fd 32 is our mnt namespace, O_PATH");
 	CHECK(same_ns(33, "uts"), "fd 33 is our uts namespace");
+	snprintf(buf, sizeof(buf), "/proc/self/fdinfo/34");
+	{
+		char info[1024], *p;
+
+		p = prog_read_file(buf, info, sizeof(info)) > 0 ? strstr(info, "\nPid:") : NULL;
+		CHECK(p && strtol(p + 5, NULL, 10) == G, "fd 34 is a pidfd of G %d", G);
+	}
+	prog_write_atomic("p-done", "1\n");
 	CHECK(waitpid(C, &status, 0) == C && WIFEXITED(status) && WEXITSTATUS(status) == 0,
 	      "the child's checks passed (status %#x)", status);
 	return prog_done();

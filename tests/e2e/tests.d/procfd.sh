@@ -16,7 +16,7 @@ procfd_state() { # PID: its and its descendants' fds from 20 up, as the kernel s
 }
 procfd_before() {
 	procfd_state "$PID" >"$W/procfd.before"
-	[ "$(grep -c 'fd ' "$W/procfd.before")" -ge 18 ] || { fail "expected 18 /proc fds, found: $(cat "$W/procfd.before")"; return 1; }
+	[ "$(grep -c 'fd ' "$W/procfd.before")" -ge 19 ] || { fail "expected 19 /proc fds, found: $(cat "$W/procfd.before")"; return 1; }
 }
 procfd_after() {
 	procfd_state "$PID" >"$W/procfd.after"
@@ -72,4 +72,46 @@ t_procfd_ns_unshared_refused() {
 		while [ \"\$(readlink /proc/\$u/ns/net)\" = \"\$(readlink /proc/self/ns/net)\" ]; do sleep 0.05; done;
 		exec 7</proc/\$u/ns/net; kill \$u;" \
 		"fd 7 is net:\[[0-9]*\], a file of a net namespace (inode [0-9]*) that the dumped tree is not in"
+}
+
+# A crafted image must not make restore open a /proc path of a process outside
+# the restored tree, a path reached through a link of /proc/PID (root, cwd, fd/N)
+# or anything outside /proc/PID, nor a pidfd of a process outside the tree: each
+# is refused, before any process is created but for a link that only opening
+# it finds (refused then, and the processes killed).
+TESTS+=(procfd_image_refused)
+t_procfd_image_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	local ok=0 proc ns pfd pid
+	start_prog "$PROGS/procfd" "$T" || return 1
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v ||
+		{ fail "amber dump failed"; attach "$W/dump.log"; return 1; }
+	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
+	"$AMBER" show "$W/img" >"$W/show.json"
+	proc=$(jq -r '[.files[] | select(.kind == "FILE_PROC")][0].id' "$W/show.json")
+	ns=$(jq -r '[.files[] | select(.kind == "FILE_NSFS")][0].id' "$W/show.json")
+	pfd=$(jq -r '[.files[] | select(.kind == "FILE_PIDFD")][0].id' "$W/show.json")
+	for v in "$proc" "$ns" "$pfd"; do
+		[ -n "$v" ] && [ "$v" != null ] || { fail "the image lacks a /proc file, namespace file or pidfd"; return 1; }
+	done
+	pid=$PID
+	local bad="is not a file in /proc/PID of a process of the restored tree"
+	refused proc_init "$bad" files.img "$proc.path=/proc/1/status" "$proc.proc_pid=1" || ok=1
+	refused proc_other "$bad" files.img "$proc.path=/proc/$$/status" "$proc.proc_pid=$$" || ok=1
+	refused proc_mismatch "$bad" files.img "$proc.path=/proc/1/status" || ok=1
+	refused proc_dotdot "$bad" files.img "$proc.path=/proc/$pid/../1/status" || ok=1
+	refused proc_root "$bad" files.img "$proc.path=/proc/$pid/root/etc/shadow" || ok=1
+	refused proc_cwd "$bad" files.img "$proc.path=/proc/$pid/cwd/x" || ok=1
+	refused proc_notproc "$bad" files.img "$proc.path=/proc/$pid/x/../../../etc/shadow" || ok=1
+	# through a link of /proc/PID (fd 0's file): refused when opened, following no link
+	refused proc_link "cannot reopen /proc/$pid/fd/0/x (flags 0) .*Too many levels of symbolic links" \
+		files.img "$proc.path=/proc/$pid/fd/0/x" "$proc.flags=0" || ok=1
+	refused proc_link2 "cannot reopen /proc/$pid/fd/0 (flags 0) .*Too many levels of symbolic links" \
+		files.img "$proc.path=/proc/$pid/fd/0" "$proc.flags=0" || ok=1
+	refused proc_creat "$bad" files.img "$proc.flags=$((0100 | 01000))" || ok=1
+	refused ns_name "names no namespace file" files.img "$ns.proc_ns=../../../etc/shadow" || ok=1
+	refused ns_none "names no namespace file" files.img "$ns.proc_ns=" || ok=1
+	refused pidfd_init "pidfd entry $pfd refers to no process of the restored tree" files.img "$pfd.pidfd.pid=1" || ok=1
+	refused pidfd_dead "pidfd entry $pfd refers to no process of the restored tree" files.img "$pfd.pidfd.dead=1" || ok=1
+	return $ok
 }
