@@ -1584,27 +1584,37 @@ static int place_late(struct restore_ctx *ctx, size_t i)
 	return r < 0 ? (int)r : 0;
 }
 
+bool files_is_late(struct tree *t, int id)
+{
+	const struct fd_type *ft =
+		id >= 0 && (size_t)id < t->nr_rfiles ? type_of(t->rfiles[id]) : NULL;
+
+	return ft && ft->open_late;
+}
+
 static int files_restore_late(struct restore_ctx *ctx)
 {
+	int ret = 0;
+
 	if (late_sk[0] < 0 || tree_entry(ctx->tree, (uint32_t)ctx->pid)->clone_files)
 		return 0;
-	for (size_t i = 0; i < ctx->nr_fds; i++) {
-		FdEntry *e = ctx->fds[i];
-		const struct fd_type *ft = type_of(ctx->files[e->file_id]);
-		bool first = true;
-		int ret;
+	/* the files opened late, then what refers to them (epoll watches) */
+	for (int pass = 0; pass < 2 && !ret; pass++) {
+		for (size_t i = 0; i < ctx->nr_fds && !ret; i++) {
+			FdEntry *e = ctx->fds[i];
+			RegFile *f = ctx->files[e->file_id];
+			const struct fd_type *ft = type_of(f);
+			bool first = true;
 
-		if (!ft || !ft->open_late)
-			continue;
-		for (size_t k = 0; k < i && first; k++)
-			first = ctx->fds[k]->file_id != e->file_id;
-		if (!first)
-			continue;
-		ret = place_late(ctx, i);
-		if (ret)
-			return ret;
+			if (!ft || !(pass ? ft->post_late != NULL : ft->open_late != NULL))
+				continue;
+			for (size_t k = 0; k < i && first; k++)
+				first = ctx->fds[k]->file_id != e->file_id;
+			if (first)
+				ret = pass ? ft->post_late(ctx, f, (int)e->fd) : place_late(ctx, i);
+		}
 	}
-	return 0;
+	return ret;
 }
 
 static void late_close(struct tree *t)

@@ -66,6 +66,11 @@ struct fd_type {
 	 * refuse (-EBADMSG, logged) an entry no dump could have written.
 	 */
 	int (*check)(struct tree *t, RegFile *f);
+	/*
+	 * Optional: in each restored process that has f at fd, once the files
+	 * opened late are in place (restore_late; epoll adds those it watches).
+	 */
+	int (*post_late)(struct restore_ctx *ctx, RegFile *f, int fd);
 	/* Optional: once every description is open (epoll adds its targets). */
 	int (*post_open)(struct tree *t, RegFile *f, int fd);
 	/* Optional, dump: once every open file (and file in flight) is described. */
@@ -124,6 +129,9 @@ void remap_restore_done(struct tree *t);
  * unix socket's queue; files.c takes it over and closes it): its file id.
  */
 int files_dump_inflight(struct dump_ctx *ctx, int fd, int *id);
+
+/* Is file id of a kind opened once the processes exist (fd_type.open_late)? */
+bool files_is_late(struct tree *t, int id);
 
 /* Find which process's fd table an (pid, fd) pair refers to: its file id, or -1. */
 int files_id_of(struct tree *t, pid_t pid, int fd);

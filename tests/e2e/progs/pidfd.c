@@ -11,9 +11,11 @@
  * as before, pidfd_send_signal ESRCH); fd 24 one of a child Z that exited
  * with status 5 and was not reaped (a zombie): waitid(P_PIDFD) reaps it with
  * that status; fd 25 one of the child's child G (neither our child, sibling
- * nor ancestor): it is G, alive, and SIGKILL through it makes it readable.
+ * nor ancestor): it is G, alive, and SIGKILL through it makes it readable;
+ * fd 26 an epoll watching fds 20 and 24: only the zombie's is ready.
  */
 #include <poll.h>
+#include <sys/epoll.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -53,6 +55,14 @@ static long fdinfo_pid(int fd)
 	return strtol(p + 5, NULL, 10);
 }
 
+static void watch(int ep, int fd)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)fd};
+
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev))
+		prog_die("epoll_ctl %d", fd);
+}
+
 static short revents(int fd)
 {
 	struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -79,6 +89,8 @@ int main(int argc, char **argv)
 	sigset_t ss;
 	pid_t kid, parent = getpid(), zombie = 0, grandchild = 0;
 	short dead_revents = 0, zombie_revents = 0;
+	struct epoll_event ep_ev[4];
+	int ep_n = -1;
 
 	sigemptyset(&ss);
 	sigaddset(&ss, SIGUSR1);
@@ -144,9 +156,15 @@ int main(int argc, char **argv)
 			usleep(10000);
 		grandchild = atoi(buf);
 		at(pidfd_open(grandchild, 0), 25);
+		at(epoll_create1(0), 26);
+		watch(26, 20);
+		watch(26, 24);
 	}
 	prog_ready();
 	prog_wait_go();
+	/* before the child is told to exit */
+	if (dead)
+		ep_n = epoll_wait(26, ep_ev, 4, 0);
 
 	if (prog_sabotage())
 		want_status = 8;
@@ -177,6 +195,8 @@ int main(int argc, char **argv)
 		      rc < 0 ? strerror(errno) : "sent");
 		CHECK(is_pidfd(24) && fdinfo_pid(24) == zombie, "fd 24 is a pidfd of the zombie %d",
 		      zombie);
+		CHECK(ep_n == 1 && ep_ev[0].data.u64 == 24 && (ep_ev[0].events & EPOLLIN),
+		      "epoll fd 26: only fd 24 (the zombie's) was ready (%d)", ep_n);
 		CHECK(zombie_revents && revents(24) == zombie_revents,
 		      "fd 24 polls as before the dump (%#x, was %#x)", revents(24), zombie_revents);
 		memset(&si, 0, sizeof(si));

@@ -9,7 +9,7 @@
  *     /proc/self/stat, opened before the fork, so C shares it (one offset);
  *     30 /proc/self/ns/net, 31 /proc/self/ns/pid_for_children, 32 an O_PATH
  *     fd of /proc/self/ns/mnt (the namespace file), 33 /proc/self/ns/uts;
- *     34 a pidfd of G.
+ *     34 a pidfd of G; 35 an epoll watching 36, /proc/self/mountinfo (EPOLLPRI).
  *  C: fd 20 /proc/P/status (its parent), 21 /proc/G (its child's directory).
  *  G: fd 20 /proc/C/stat, 21 /proc/self/stat 10 bytes in, 22 /proc/P/cmdline
  *     (an ancestor that is not its parent).
@@ -19,6 +19,7 @@
  */
 #include <pthread.h>
 #include <signal.h>
+#include <sys/epoll.h>
 #include <sys/wait.h>
 
 #include "prog.h"
@@ -184,6 +185,14 @@ int main(int argc, char **argv)
 	at(openf(O_PATH, "/proc/self/ns/mnt"), 32, "mnt ns");
 	at(openf(O_RDONLY, "/proc/self/ns/uts"), 33, "uts ns");
 	at((int)syscall(SYS_pidfd_open, G, 0), 34, "G's pidfd");
+	at(epoll_create1(0), 35, "epoll");
+	at(openf(O_RDONLY, "/proc/self/mountinfo"), 36, "mountinfo");
+	{
+		struct epoll_event ev = {.events = EPOLLPRI, .data.u64 = 36};
+
+		if (epoll_ctl(35, EPOLL_CTL_ADD, 36, &ev))
+			prog_die("epoll_ctl");
+	}
 	prog_ready();
 	prog_wait_go();
 	sab = prog_sabotage();
@@ -227,6 +236,14 @@ int main(int argc, char **argv)
 
 		p = prog_read_file(buf, info, sizeof(info)) > 0 ? strstr(info, "\nPid:") : NULL;
 		CHECK(p && strtol(p + 5, NULL, 10) == G, "fd 34 is a pidfd of G %d", G);
+	}
+	{
+		char info[1024];
+
+		snprintf(buf, sizeof(buf), "/proc/self/fdinfo/35");
+		CHECK(prog_read_file(buf, info, sizeof(info)) > 0 &&
+			      strstr(info, "tfd:       36 events:       1a data:               24"),
+		      "epoll fd 35 watches fd 36 for EPOLLPRI (%s)", info);
 	}
 	prog_write_atomic("p-done", "1\n");
 	CHECK(waitpid(C, &status, 0) == C && WIFEXITED(status) && WEXITSTATUS(status) == 0,
