@@ -12,15 +12,23 @@
  * with status 5 and was not reaped (a zombie): waitid(P_PIDFD) reaps it with
  * that status; fd 25 one of the child's child G (neither our child, sibling
  * nor ancestor): it is G, alive, and SIGKILL through it makes it readable;
- * fd 26 an epoll watching fds 20 and 24: only the zombie's is ready.
+ * fd 26 an epoll watching fds 20 and 24: only the zombie's is ready; fd 27 a
+ * PIDFD_THREAD pidfd of our second thread.
+ *
+ * With "outside": fd 26 is a pidfd of our parent, outside the tree, which
+ * amber must refuse to dump.
  */
 #include <poll.h>
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <signal.h>
 #include <sys/wait.h>
 
 #include "prog.h"
 
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD O_EXCL
+#endif
 #ifndef P_PIDFD
 #define P_PIDFD 3
 #endif
@@ -53,6 +61,16 @@ static long fdinfo_pid(int fd)
 	if (prog_read_file(path, buf, sizeof(buf)) < 0 || !(p = strstr(buf, "\nPid:")))
 		return -2;
 	return strtol(p + 5, NULL, 10);
+}
+
+static pid_t thread_tid;
+
+static void *thread_main(void *arg)
+{
+	__atomic_store_n(&thread_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_SEQ_CST);
+	for (;;)
+		pause();
+	return NULL;
 }
 
 static void watch(int ep, int fd)
@@ -90,6 +108,7 @@ int main(int argc, char **argv)
 	pid_t kid, parent = getpid(), zombie = 0, grandchild = 0;
 	short dead_revents = 0, zombie_revents = 0;
 	struct epoll_event ep_ev[4];
+	pthread_t th;
 	int ep_n = -1;
 
 	sigemptyset(&ss);
@@ -159,6 +178,14 @@ int main(int argc, char **argv)
 		at(epoll_create1(0), 26);
 		watch(26, 20);
 		watch(26, 24);
+		if (pthread_create(&th, NULL, thread_main, NULL))
+			prog_die("pthread_create");
+		while (!__atomic_load_n(&thread_tid, __ATOMIC_SEQ_CST))
+			usleep(1000);
+		at(pidfd_open(thread_tid, PIDFD_THREAD), 27);
+	}
+	if (argc > first && !strcmp(argv[first], "outside")) {
+		at(pidfd_open(getppid(), 0), 26);
 	}
 	prog_ready();
 	prog_wait_go();
@@ -204,6 +231,9 @@ int main(int argc, char **argv)
 		CHECK(rc == 0 && si.si_pid == zombie && si.si_code == CLD_EXITED &&
 			      si.si_status == 5,
 		      "waitid(P_PIDFD, fd 24) reaps the zombie, status 5 (%d)", si.si_status);
+		CHECK(is_pidfd(27) && fdinfo_pid(27) == thread_tid && (fcntl(27, F_GETFL) & O_EXCL),
+		      "fd 27 is a PIDFD_THREAD pidfd of our thread %d (%ld)", thread_tid,
+		      fdinfo_pid(27));
 		CHECK(is_pidfd(25) && fdinfo_pid(25) == grandchild,
 		      "fd 25 is a pidfd of the grandchild %d (%ld)", grandchild, fdinfo_pid(25));
 		CHECK(revents(25) == 0, "fd 25: the grandchild runs");
