@@ -115,3 +115,25 @@ t_procfd_image_refused() {
 	refused pidfd_dead "pidfd entry $pfd refers to no process of the restored tree" files.img "$pfd.pidfd.dead=1" || ok=1
 	return $ok
 }
+
+# nobody's tree, nobody's image, restored by root: the late opens run with
+# nobody's rights on processes that have their credentials back by then.
+TESTS+=(procfd_owner)
+t_procfd_owner() {
+	[ $SELFTEST = 1 ] && return 77
+	mkdir -p "$T"
+	: >"$T/out"
+	: >"$T/err"
+	chown 65534:65534 "$T/out" "$T/err"
+	start_prog setpriv --reuid=65534 --regid=65534 --clear-groups "$PROGS/procfd" "$T" || return 1
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v ||
+		{ fail "amber dump failed"; attach "$W/dump.log"; return 1; }
+	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
+	chown -R 65534:65534 "$W/img"
+	amber_to "$W/restore.log" 60 restore -D "$W/img" -v &
+	RPID=$!
+	wait_for 10 is_alive "$PID" || { fail "nobody's image did not restore"; attach "$W/restore.log"; return 1; }
+	wait_for 10 uids_are "$PID" 65534 || { fail "restored with uids $(status_field "$PID" Uid)"; return 1; }
+	touch "$T/go"
+	wait "$RPID" || { fail "the restored program failed its checks"; attach_all; return 1; }
+}
