@@ -5,19 +5,34 @@
  * of the restored pid (a thread's tid with PIDFD_THREAD), whichever process
  * of the tree it is; a zombie's is opened before it dies again.  A pidfd of
  * a process that died and was reaped (Pid: -1) comes back as one of a helper
- * amber forks, which exits at once and is reaped: as dead.  Pidfds of
+ * amber forks, which ends at once as that process did (its exit status, if
+ * the kernel kept it for PIDFD_GET_INFO) and is reaped: as dead.  Pidfds of
  * processes outside the tree are refused by name.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "anonfd.h"
 
 #define KERNEL_O_LARGEFILE 0100000 /* fdinfo shows it; glibc's O_LARGEFILE is 0 here */
+
+/* linux/pidfd.h of 6.15 (Debian 12's headers are older): the first 64 bytes */
+struct pidfd_info_v0 {
+	uint64_t mask;
+	uint64_t cgroupid;
+	uint32_t pid, tgid, ppid, ruid, rgid, euid, egid, suid, sgid, fsuid, fsgid;
+	int32_t exit_code;
+};
+#define AMBER_PIDFD_GET_INFO  _IOWR(0xFF, 11, struct pidfd_info_v0)
+#define AMBER_PIDFD_INFO_EXIT (1UL << 3)
 
 #ifndef PIDFD_THREAD
 #define PIDFD_THREAD O_EXCL
@@ -73,10 +88,18 @@ static int pidfd_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 		       pid);
 		goto free_buf;
 	}
-	if (pid < 0) { /* dead and reaped: any dead pidfd is alike */
+	if (pid < 0) { /* dead and reaped: alike but for the exit status it keeps */
+		struct pidfd_info_v0 info = {.mask = AMBER_PIDFD_INFO_EXIT};
+
 		f->pidfd->has_dead = 1;
 		f->pidfd->dead = 1;
 		f->pidfd->pid = 0;
+		/* kernels before 6.15 keep none */
+		if (!ioctl(dup, AMBER_PIDFD_GET_INFO, &info) &&
+		    (info.mask & AMBER_PIDFD_INFO_EXIT)) {
+			f->pidfd->has_exit_code = 1;
+			f->pidfd->exit_code = info.exit_code;
+		}
 		ret = 0;
 		pr_debug("pid %d: fd %d: pidfd of a process that was reaped", ctx->pid, fd);
 		goto free_buf;
@@ -96,14 +119,39 @@ free_buf:
 	return ret;
 }
 
+/* A wait status a process can end with (the core dump bit aside). */
+static bool status_ok(int32_t st)
+{
+	int sig = st & 0x7f;
+
+	return sig ? sig != 0x7f && sig <= 64 && !(st & ~0xff) : !(st & ~0xff00);
+}
+
+/* The helper ends as the process did: by its signal or with its exit code. */
+static void __attribute__((noreturn)) end_as(int32_t st)
+{
+	int sig = st & 0x7f;
+	sigset_t set;
+
+	if (sig) {
+		prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); /* no core dump of amber */
+		signal(sig, SIG_DFL);
+		sigemptyset(&set);
+		sigaddset(&set, sig);
+		sigprocmask(SIG_UNBLOCK, &set, NULL);
+		raise(sig);
+	}
+	_exit((st >> 8) & 0xff);
+}
+
 /* A process that has exited and was reaped: a helper's, made so. */
-static int dead_pidfd(unsigned flags)
+static int dead_pidfd(unsigned flags, int32_t status)
 {
 	pid_t pid = fork();
 	int fd, st;
 
 	if (pid == 0)
-		_exit(0);
+		end_as(status);
 	if (pid < 0) {
 		pr_err("cannot fork a helper for a pidfd of a dead process: %m");
 		return -errno;
@@ -127,7 +175,8 @@ static int pidfd_check(struct tree *t, RegFile *f)
 	const PidfdEntry *e = f->pidfd;
 
 	if (e && !(f->flags & ~(O_ACCMODE | O_NONBLOCK | PIDFD_THREAD | KERNEL_O_LARGEFILE)) &&
-	    (e->dead ? e->pid == 0 : in_tree(t, e->pid, f->flags & PIDFD_THREAD, false)))
+	    (e->dead ? e->pid == 0 && (!e->has_exit_code || status_ok(e->exit_code & ~0x80))
+		     : in_tree(t, e->pid, f->flags & PIDFD_THREAD, false)))
 		return 0;
 	pr_err("files.img: pidfd entry %u refers to no process of the restored tree (pid %u, "
 	       "flags %#o); the image is corrupt",
@@ -142,7 +191,7 @@ static int pidfd_open_late(struct restore_ctx *holder, RegFile *f)
 	int fd;
 
 	if (e->dead)
-		return dead_pidfd(flags);
+		return dead_pidfd(flags, e->has_exit_code ? e->exit_code & ~0x80 : 0);
 	fd = (int)syscall(SYS_pidfd_open, (pid_t)e->pid, flags);
 	if (fd < 0) {
 		pr_err("pid %d: cannot open a pidfd of pid %u: %m", holder->pid, e->pid);

@@ -21,6 +21,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -81,6 +82,23 @@ static void watch(int ep, int fd)
 		prog_die("epoll_ctl %d", fd);
 }
 
+/* linux/pidfd.h of 6.15: the exit status of a reaped process (PIDFD_INFO_EXIT) */
+struct pidfd_info_v0 {
+	uint64_t mask, cgroupid;
+	uint32_t pid, tgid, ppid, ruid, rgid, euid, egid, suid, sgid, fsuid, fsgid;
+	int32_t exit_code;
+};
+
+/* its wait status, or -1 where the kernel keeps none */
+static long exit_info(int fd)
+{
+	struct pidfd_info_v0 i = {.mask = 1UL << 3};
+
+	if (ioctl(fd, _IOWR(0xFF, 11, struct pidfd_info_v0), &i) || !(i.mask & (1UL << 3)))
+		return -1;
+	return i.exit_code;
+}
+
 static short revents(int fd)
 {
 	struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -107,6 +125,7 @@ int main(int argc, char **argv)
 	sigset_t ss;
 	pid_t kid, parent = getpid(), zombie = 0, grandchild = 0;
 	short dead_revents = 0, zombie_revents = 0;
+	long dead_exit = -2;
 	struct epoll_event ep_ev[4];
 	pthread_t th;
 	int ep_n = -1;
@@ -156,7 +175,7 @@ int main(int argc, char **argv)
 		char buf[32];
 
 		if (gone == 0)
-			_exit(0);
+			raise(SIGTERM);
 		at(pidfd_open(gone, 0), 23);
 		waitpid(gone, NULL, 0);
 		zombie = fork();
@@ -170,6 +189,7 @@ int main(int argc, char **argv)
 			poll(&p, 1, 5000);
 		}
 		dead_revents = revents(23);
+		dead_exit = exit_info(23);
 		zombie_revents = revents(24);
 		while (prog_read_file(prog_path("grandchild"), buf, sizeof(buf)) <= 0)
 			usleep(10000);
@@ -216,6 +236,9 @@ int main(int argc, char **argv)
 		CHECK(is_pidfd(23) && fdinfo_pid(23) == -1, "fd 23 is a pidfd of a reaped process");
 		CHECK(dead_revents && revents(23) == dead_revents,
 		      "fd 23 polls as before the dump (%#x, was %#x)", revents(23), dead_revents);
+		CHECK(exit_info(23) == dead_exit,
+		      "fd 23: the reaped process's exit status is %#lx as before (%#lx)", dead_exit,
+		      exit_info(23));
 		errno = 0;
 		rc = (int)syscall(SYS_pidfd_send_signal, 23, 0, NULL, 0);
 		CHECK(rc < 0 && errno == ESRCH, "pidfd_send_signal(fd 23) fails with ESRCH (%s)",

@@ -113,6 +113,8 @@ t_procfd_image_refused() {
 	refused ns_none "names no namespace file" files.img "$ns.proc_ns=" || ok=1
 	refused pidfd_init "pidfd entry $pfd refers to no process of the restored tree" files.img "$pfd.pidfd.pid=1" || ok=1
 	refused pidfd_dead "pidfd entry $pfd refers to no process of the restored tree" files.img "$pfd.pidfd.dead=1" || ok=1
+	refused pidfd_status "pidfd entry $pfd refers to no process of the restored tree" files.img \
+		"$pfd.pidfd.dead=1" "$pfd.pidfd.pid=0" "$pfd.pidfd.exit_code=$((0x12345))" || ok=1
 	return $ok
 }
 
