@@ -99,15 +99,15 @@ t_procfd_image_refused() {
 	refused proc_init "$bad" files.img "$proc.path=/proc/1/status" "$proc.proc_pid=1" || ok=1
 	refused proc_other "$bad" files.img "$proc.path=/proc/$$/status" "$proc.proc_pid=$$" || ok=1
 	refused proc_mismatch "$bad" files.img "$proc.path=/proc/1/status" || ok=1
-	refused proc_dotdot "$bad" files.img "$proc.path=/proc/$pid/../1/status" || ok=1
-	refused proc_root "$bad" files.img "$proc.path=/proc/$pid/root/etc/shadow" || ok=1
-	refused proc_cwd "$bad" files.img "$proc.path=/proc/$pid/cwd/x" || ok=1
-	refused proc_notproc "$bad" files.img "$proc.path=/proc/$pid/x/../../../etc/shadow" || ok=1
+	refused proc_dotdot "$bad" files.img "$proc.proc_pid=$pid" "$proc.path=/proc/$pid/../1/status" || ok=1
+	refused proc_root "$bad" files.img "$proc.proc_pid=$pid" "$proc.path=/proc/$pid/root/etc/shadow" || ok=1
+	refused proc_cwd "$bad" files.img "$proc.proc_pid=$pid" "$proc.path=/proc/$pid/cwd/x" || ok=1
+	refused proc_notproc "$bad" files.img "$proc.proc_pid=$pid" "$proc.path=/proc/$pid/x/../../../etc/shadow" || ok=1
 	# through a link of /proc/PID (fd 0's file): refused when opened, following no link
 	refused proc_link "cannot reopen /proc/$pid/fd/0/x (flags 0) .*Too many levels of symbolic links" \
-		files.img "$proc.path=/proc/$pid/fd/0/x" "$proc.flags=0" || ok=1
+		files.img "$proc.proc_pid=$pid" "$proc.path=/proc/$pid/fd/0/x" "$proc.flags=0" || ok=1
 	refused proc_link2 "cannot reopen /proc/$pid/fd/0 (flags 0) .*Too many levels of symbolic links" \
-		files.img "$proc.path=/proc/$pid/fd/0" "$proc.flags=0" || ok=1
+		files.img "$proc.proc_pid=$pid" "$proc.path=/proc/$pid/fd/0" "$proc.flags=0" || ok=1
 	refused proc_creat "$bad" files.img "$proc.flags=$((0100 | 01000))" || ok=1
 	refused ns_name "names no namespace file" files.img "$ns.proc_ns=../../../etc/shadow" || ok=1
 	refused ns_none "names no namespace file" files.img "$ns.proc_ns=" || ok=1
