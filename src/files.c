@@ -721,6 +721,25 @@ static void inflight_close(void)
 	nr_dump_slots = 0;
 }
 
+static const struct fd_type *type_of(RegFile *f);
+
+/*
+ * A file opened once the processes exist (open_late) is placed after the
+ * locks and O_ASYNC owners are set (locks.c, restore_inject): refused.
+ */
+static int late_locks_refused(struct dump_ctx *ctx, int fd, unsigned flags, RegFile *f)
+{
+	const struct fd_type *ft = type_of(f);
+
+	if (!ft || !ft->open_late || (!f->n_locks && !(flags & O_ASYNC)))
+		return 0;
+	pr_err("pid %d: fd %d (%s) has %s; amber cannot restore that on a file it reopens once "
+	       "the processes exist (/proc/PID files, namespace files, pidfds): release it "
+	       "before the dump",
+	       ctx->pid, fd, f->path, f->n_locks ? "a file lock" : "O_ASYNC");
+	return -EOPNOTSUPP;
+}
+
 static int files_dump_tree(struct tree *t)
 {
 	struct fdslot *s = NULL;
@@ -757,6 +776,8 @@ static int files_dump_tree(struct tree *t)
 		}
 		s[i].id = id;
 		ret = locks_dump_fd(s[i].ctx, s[i].fd, s[i].flags, t->files.f[id]);
+		if (!ret)
+			ret = late_locks_refused(s[i].ctx, s[i].fd, s[i].flags, t->files.f[id]);
 		if (ret)
 			goto free_slots;
 	}

@@ -33,11 +33,11 @@ t_procfd() { cycle -P procfd_before -A procfd_after -- "$PROGS/procfd" "$T"; }
 # add`; one made by unshare and held only by the fd).
 TESTS+=(procfd_outside_refused procfd_dir_refused procfd_task_refused)
 TESTS+=(procfd_netns_refused procfd_ns_unshared_refused)
-procfd_refused() { # SETUP PATTERN
+procfd_refused() { # SETUP PATTERN [DUMP OPTION]
 	[ $SELFTEST = 1 ] && return 77
 	mkdir -p "$T"
 	start_prog bash -c "$1 exec $PROGS/counter $T" || return
-	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v &&
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v ${3:+"$3"} &&
 		{ fail "amber dump succeeded"; return 1; }
 	grep -q -- "$2" "$W/dump.log" ||
 		{ fail "the refusal does not say '$2'"; attach "$W/dump.log"; return 1; }
@@ -138,4 +138,13 @@ t_procfd_owner() {
 	wait_for 10 uids_are "$PID" 65534 || { fail "restored with uids $(status_field "$PID" Uid)"; return 1; }
 	touch "$T/go"
 	wait "$RPID" || { fail "the restored program failed its checks"; attach_all; return 1; }
+}
+
+# A file lock on a /proc file (taken before the processes are back, where the
+# file is not yet) is refused at dump, naming the fd.
+TESTS+=(procfd_lock_refused)
+t_procfd_lock_refused() {
+	command -v flock >/dev/null || return 77
+	procfd_refused "exec 7</proc/self/status; flock -s 7;" \
+		"fd 7 (/proc/[0-9]*/status) has a file lock; amber cannot restore that" -l
 }
