@@ -221,6 +221,10 @@ struct resource_ops {
 	int (*restore_child)(struct restore_ctx *ctx);
 	/* In amber, driving the stopped child through injected syscalls. */
 	int (*restore_inject)(struct restore_ctx *ctx);
+	/* In amber, once every process went through restore_inject (all exist,
+	 * credentials restored), still stopped, scratch area mapped: what needs
+	 * the other processes as they will run (files.c: /proc files, pidfds). */
+	int (*restore_late)(struct restore_ctx *ctx);
 	/* Per thread, leader included, after restore_inject (threads exist by then). */
 	int (*dump_thread)(struct dump_ctx *ctx, struct thread *t);
 	int (*restore_thread)(struct restore_ctx *ctx, struct thread *t);

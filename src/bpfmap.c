@@ -329,7 +329,7 @@ static bool name_ok(const char *s)
 	return true;
 }
 
-static int bpfmap_check(const RegFile *f)
+static int bpfmap_check(struct tree *t, const RegFile *f)
 {
 	const BpfMapEntry *e = f->bpf_map;
 	bool percpu, bad;
@@ -388,7 +388,7 @@ static int bpfmap_open(struct tree *t, RegFile *f)
 	union bpf_attr a;
 	int fd, ret, cpus;
 
-	ret = bpfmap_check(f);
+	ret = bpfmap_check(t, f);
 	if (!ret)
 		ret = owner_may_bpf(t, f);
 	if (ret)

@@ -210,7 +210,7 @@ free_buf:
 
 /* ---- restore ---- */
 
-static int fanotify_check(const RegFile *f)
+static int fanotify_check(struct tree *t, const RegFile *f)
 {
 	const FanotifyEntry *e = f->fanotify;
 
@@ -404,7 +404,7 @@ static int fanotify_open(struct tree *t, RegFile *f)
 	FanotifyEntry *e = f->fanotify;
 	int fd, fl, ret;
 
-	ret = fanotify_check(f);
+	ret = fanotify_check(t, f);
 	if (ret)
 		return ret;
 	/* the group's flags as they were (FAN_CLOEXEC too: fdinfo shows it), then the

@@ -319,7 +319,7 @@ static int by_wd(const void *a, const void *b)
 }
 
 /* Before anything is made: what open() and fsn_open() take from the image. */
-static int inotify_check(const RegFile *f)
+static int inotify_check(struct tree *t, const RegFile *f)
 {
 	const InotifyEntry *e = f->inotify;
 
@@ -368,7 +368,7 @@ static int inotify_open(struct tree *t, RegFile *f)
 	InotifyEntry *e = f->inotify;
 	int fd, ret;
 
-	ret = inotify_check(f);
+	ret = inotify_check(t, f);
 	if (ret)
 		return ret;
 	fd = inotify_init1(IN_CLOEXEC | ((f->flags & O_NONBLOCK) ? IN_NONBLOCK : 0));

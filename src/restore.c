@@ -779,7 +779,18 @@ static int restore_process(struct restore_ctx *ctx)
 	return ret;
 }
 
-/* Second pass: an fd table may be shared, so amber's fds go only once all are done. */
+/* Second pass: every process exists and has its credentials (restore_late). */
+static int late_process(struct restore_ctx *ctx)
+{
+	int ret = 0;
+
+	for (const struct resource_ops *const *r = resources; *r && !ret; r++)
+		if ((*r)->restore_late)
+			ret = (*r)->restore_late(ctx);
+	return ret;
+}
+
+/* Third pass: an fd table may be shared, so amber's fds go only once all are done. */
 static int finish_process(struct restore_ctx *ctx)
 {
 	int ret = drop_internal(ctx);
@@ -905,6 +916,8 @@ static int do_restore(struct opts *o, uint32_t *root)
 		if (!ret)
 			stats_add(SC_DONE, 1);
 	}
+	for (size_t p = 0; !ret && p < t.nr_procs; p++)
+		ret = late_process(t.rprocs[p]);
 	for (size_t p = 0; !ret && p < t.nr_procs; p++)
 		ret = finish_process(t.rprocs[p]);
 	progress_stop();
