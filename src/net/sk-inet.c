@@ -103,12 +103,10 @@ static bool inet_match(const char *link, const struct stat *st)
 	static const struct {
 		const char *table;
 		int col;
-	} inet[] = {{"/proc/net/tcp", 10},
-		    {"/proc/net/tcp6", 10},
-		    {"/proc/net/udp", 10},
-		    {"/proc/net/udp6", 10}},
-	  other[] = {{"/proc/net/netlink", 10}, {"/proc/net/packet", 9}, {"/proc/net/raw", 10},
-		     {"/proc/net/raw6", 10},	{"/proc/net/icmp", 10},	 {"/proc/net/icmp6", 10}};
+	} inet[] = {{"/proc/net/tcp", 10},     {"/proc/net/tcp6", 10}, {"/proc/net/udp", 10},
+		    {"/proc/net/udp6", 10},    {"/proc/net/raw", 10},  {"/proc/net/raw6", 10},
+		    {"/proc/net/udplite", 10}, {"/proc/net/udplite6", 10}},
+	  other[] = {{"/proc/net/netlink", 10}, {"/proc/net/packet", 9}};
 
 	if (!S_ISSOCK(st->st_mode))
 		return false;
@@ -488,11 +486,14 @@ static int inet_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 	if (getsockopt(dup, SOL_SOCKET, SO_PROTOCOL, &val, &len))
 		goto sockopt_fail;
 	e->proto = val;
+	if (inet_extra(e)) /* UDP-Lite, ping, raw: sk-raw.c */
+		return inet_extra_dump(ctx, dup, e, what);
 	if ((e->family != AF_INET && e->family != AF_INET6) ||
 	    !((e->type == SOCK_STREAM && e->proto == IPPROTO_TCP) ||
 	      (e->type == SOCK_DGRAM && e->proto == IPPROTO_UDP))) {
 		pr_err("%s: a socket of family %u, type %u, protocol %u, which amber cannot dump "
-		       "(only unix sockets, and TCP and UDP over IPv4/IPv6)",
+		       "(only unix, packet and netlink sockets, and TCP, UDP, UDP-Lite, ping "
+		       "and raw ones over IPv4/IPv6)",
 		       what, e->family, e->type, e->proto);
 		return -EOPNOTSUPP;
 	}
@@ -942,6 +943,8 @@ static int check_isk(const struct isk *s, struct tree *t)
 		       show_addr(s->e, false), show_addr(s->e, true), t->owner.uid);
 		return -EPERM;
 	}
+	if (inet_extra(s->e))
+		return inet_extra_check(t, s->e, s->who);
 	return sk_opts_check(t, s->e->opts, s->e->n_opts, (int)s->e->family, (int)s->e->type,
 			     s->e->type == SOCK_STREAM && s->e->state == TCP_ESTABLISHED, s->who);
 }
@@ -966,8 +969,11 @@ static int inet_prepare(struct tree *t, RegFile **files, size_t n, int *fds)
 		if (isks[i].e->type == SOCK_STREAM && isks[i].e->state != TCP_ESTABLISHED)
 			ret = open_listen_or_closed(&isks[i]);
 	for (size_t i = 0; i < nr_isks && !ret; i++)
-		if (isks[i].e->type == SOCK_DGRAM)
+		if (isks[i].e->type == SOCK_DGRAM && !inet_extra(isks[i].e))
 			ret = open_udp(&isks[i]);
+	for (size_t i = 0; i < nr_isks && !ret; i++)
+		if (inet_extra(isks[i].e))
+			ret = inet_extra_open(t, isks[i].e, isks[i].who, &isks[i].fd);
 	for (size_t i = 0; i < nr_isks && !ret; i++)
 		if (isks[i].e->type == SOCK_STREAM && isks[i].e->state == TCP_ESTABLISHED)
 			ret = open_established(&isks[i]);
