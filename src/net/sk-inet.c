@@ -478,6 +478,12 @@ static int inet_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 	if (getsockopt(dup, SOL_SOCKET, SO_DOMAIN, &val, &len))
 		goto sockopt_fail;
 	e->family = val;
+	if (e->family == AF_NETLINK) { /* an unbound one is listed nowhere: not known as one */
+		inet_sk_entry__free_unpacked(e, NULL);
+		f->inet_sk = NULL;
+		f->kind = netlink_sk_type.kind;
+		return netlink_sk_type.dump(ctx, fd, dup, f);
+	}
 	len = sizeof(val);
 	if (getsockopt(dup, SOL_SOCKET, SO_TYPE, &val, &len))
 		goto sockopt_fail;

@@ -65,7 +65,7 @@ static bool netlink_match(const char *link, const struct stat *st)
 	     (char *)a + a->nla_len <= (char *)(msg) + (msg)->nlmsg_len;                           \
 	     a = (struct nlattr *)((char *)a + NLA_ALIGN(a->nla_len)))
 
-static int dump_diag(NetlinkSkEntry *e, uint64_t ino, const char *what)
+static int dump_diag(int fd, NetlinkSkEntry *e, uint64_t ino, const char *what)
 {
 	struct netlink_diag_req req = {
 		.sdiag_family = AF_NETLINK,
@@ -78,6 +78,14 @@ static int dump_diag(NetlinkSkEntry *e, uint64_t ino, const char *what)
 	int ret = sk_diag_find(&req, sizeof(req), offsetof(struct netlink_diag_msg, ndiag_ino), ino,
 			       (void **)&msg);
 
+	/* sock_diag lists bound sockets: one never bound has no port, group nor queue */
+	if (ret == -ENOENT) {
+		struct sockaddr_nl nl;
+		socklen_t len = sizeof(nl);
+
+		if (!getsockname(fd, (struct sockaddr *)&nl, &len) && !nl.nl_pid && !nl.nl_groups)
+			return 0;
+	}
 	if (ret) {
 		pr_err("%s: sock_diag cannot describe the netlink socket: %s", what,
 		       strerror(-ret));
@@ -167,7 +175,7 @@ static int netlink_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 		return -errno;
 	}
 	e->protocol = (uint32_t)val;
-	ret = dump_diag(e, f->ino, what);
+	ret = dump_diag(dup, e, f->ino, what);
 	if (!ret)
 		ret = sk_opts_dump(dup, AF_NETLINK, (int)e->type, false, what, &e->opts,
 				   &e->n_opts);

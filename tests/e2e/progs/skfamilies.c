@@ -364,14 +364,34 @@ static bool dev_mcast_has(const char *dev, const char *addr)
 	return false;
 }
 
-static int promisc(const char *dev)
+/* IFLA_PROMISCUITY of interface ifindex (the flags do not show a packet socket's) */
+static int promisc(int ifindex)
 {
-	struct ifreq ifr = {0};
-	int fd = sock(AF_INET, SOCK_DGRAM, 0), ret;
+	struct {
+		struct nlmsghdr h;
+		struct ifinfomsg i;
+	} req = {.h = {.nlmsg_len = sizeof(req), .nlmsg_type = RTM_GETLINK,
+		       .nlmsg_flags = NLM_F_REQUEST},
+		 .i = {.ifi_family = AF_UNSPEC, .ifi_index = ifindex}};
+	struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
+	char buf[8192];
+	int fd = sock(AF_NETLINK, SOCK_RAW, NETLINK_ROUTE), ret = -1;
+	ssize_t n;
 
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", dev);
-	ret = ioctl(fd, SIOCGIFFLAGS, &ifr) ? -1 : !!(ifr.ifr_flags & IFF_PROMISC);
+	send_to(fd, &req, sizeof(req), (struct sockaddr *)&kernel, sizeof(kernel));
+	n = recv_wait(fd, buf, sizeof(buf));
 	close(fd);
+	if (n <= 0 || ((struct nlmsghdr *)buf)->nlmsg_type != RTM_NEWLINK)
+		return -1;
+	{
+		struct nlmsghdr *h = (struct nlmsghdr *)buf;
+		int len = (int)IFLA_PAYLOAD(h);
+
+		for (struct rtattr *a = IFLA_RTA(NLMSG_DATA(h)); RTA_OK(a, len);
+		     a = RTA_NEXT(a, len))
+			if (a->rta_type == IFLA_PROMISCUITY)
+				ret = (int)*(uint32_t *)RTA_DATA(a);
+	}
 	return ret;
 }
 
@@ -435,7 +455,7 @@ static void packet_check(bool sabotage)
 			   &(struct packet_mreq){.mr_ifindex = if0, .mr_type = PACKET_MR_PROMISC},
 			   sizeof(struct packet_mreq));
 	CHECK(dev_mcast_has("amf0", "333300004711"), "amf0 has the multicast membership 33:33:0:0:47:11");
-	CHECK(promisc("amf0") == 1, "amf0 is promiscuous (PACKET_MR_PROMISC)");
+	CHECK(promisc(if0) == 1, "amf0 is promiscuous once (PACKET_MR_PROMISC): %d", promisc(if0));
 	send_to(pk_tx, "packet-after-restore", 20, (struct sockaddr *)&to, sizeof(to));
 	if (poll(&p, 1, 2000) == 1)
 		n = recvmsg(pk_rx, &mh, MSG_DONTWAIT);
