@@ -103,8 +103,8 @@ static bool inet_match(const char *link, const struct stat *st)
 	static const struct {
 		const char *table;
 		int col;
-	} inet[] = {{"/proc/net/tcp", 10},     {"/proc/net/tcp6", 10}, {"/proc/net/udp", 10},
-		    {"/proc/net/udp6", 10},    {"/proc/net/raw", 10},  {"/proc/net/raw6", 10},
+	} inet[] = {{"/proc/net/tcp", 10},     {"/proc/net/tcp6", 10},	  {"/proc/net/udp", 10},
+		    {"/proc/net/udp6", 10},    {"/proc/net/raw", 10},	  {"/proc/net/raw6", 10},
 		    {"/proc/net/udplite", 10}, {"/proc/net/udplite6", 10}},
 	  other[] = {{"/proc/net/netlink", 10}, {"/proc/net/packet", 9}};
 
