@@ -82,8 +82,9 @@ static const struct opt_def {
 	 "largest deleted file saved with its data (default 1M; K, M, G suffixes)"},
 	{"link-remap", O_LINK_REMAP, no_argument, FOR_DUMP, NULL,
 	 "an open file unlinked but linked elsewhere: keep it by a link made beside it"},
-	{"network-lock", O_NETWORK_LOCK, required_argument, FOR_DR, "nft|iptables|skip",
-	 "how TCP connections are held between dump and restore (default nft, alias nftables)"},
+	{"network-lock", O_NETWORK_LOCK, required_argument, FOR_DR, "MODE",
+	 "how TCP connections are held between dump and restore: nft (default; or nftables), "
+	 "iptables, skip"},
 	{"display-stats", O_DISPLAY_STATS, no_argument, FOR_DR, NULL,
 	 "print what the dump or restore measured (times, pages) at the end"},
 	{"log-file", 'o', required_argument, FOR_DR, "FILE",
