@@ -8,7 +8,8 @@
  * the options and the fanout; the memberships, rings and queued bytes come
  * from sock_diag (sk-diag.c).
  *
- * Refused at dump: mmap rings (PACKET_RX_RING, PACKET_TX_RING), packets
+ * Refused at dump: mmap rings (PACKET_RX_RING, PACKET_TX_RING: a new ring
+ * would start at its first frame, where the process does not look), packets
  * queued for reading (they came from the network; nothing can deliver them
  * to this socket alone again), fanout groups that run a BPF program
  * (PACKET_FANOUT_CBPF/EBPF: the program cannot be read back).
@@ -152,7 +153,8 @@ static int dump_diag(PacketSkEntry *e, uint64_t ino, const char *what)
 		case PACKET_DIAG_RX_RING:
 		case PACKET_DIAG_TX_RING:
 			pr_err("%s: the packet socket has a %s mmap ring, which amber cannot "
-			       "restore yet; dump it before setting up the ring",
+			       "restore (the kernel's position in a new ring cannot be set to "
+			       "the old one's)",
 			       what,
 			       a->nla_type == PACKET_DIAG_RX_RING ? "PACKET_RX_RING"
 								  : "PACKET_TX_RING");

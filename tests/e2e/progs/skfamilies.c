@@ -15,6 +15,8 @@
  *   skfamilies DIR netlink  route sockets with groups and options, port ids,
  *                           usersock pair; a link change is notified
  *   skfamilies DIR rawq     a raw socket with a packet queued (refused at dump)
+ *   skfamilies DIR ring     a packet socket with a mapped PACKET_RX_RING (refused);
+ *                           ring-mapped: the same, its fd closed, the ring mapped
  *   skfamilies DIR owner    (as nobody with CAP_NET_RAW, then dropped) a raw and
  *                           a packet socket: root's restore of nobody's image refuses
  */
@@ -33,26 +35,27 @@
 #include <poll.h>
 #include <stdbool.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 
 #include "prog.h"
 
-#define PORT_L4	 47301
-#define PORT_L6	 47302
-#define PING_ID4 4711
-#define PING_ID6 4712
-#define PROTO_X	 253 /* RFC 3692 experimental */
-#define ETH_X	 0x88b5
-#define ETH_F	 0x88b6
-#define FANOUT	 4711
-#define NL_PORT	 0x4711abcd
-#define NL_USER	 47301
-#define SOL_UDPLITE_		136
+#define PORT_L4		    47301
+#define PORT_L6		    47302
+#define PING_ID4	    4711
+#define PING_ID6	    4712
+#define PROTO_X		    253 /* RFC 3692 experimental */
+#define ETH_X		    0x88b5
+#define ETH_F		    0x88b6
+#define FANOUT		    4711
+#define NL_PORT		    0x4711abcd
+#define NL_USER		    47301
+#define SOL_UDPLITE_	    136
 #define UDPLITE_SEND_CSCOV_ 10
 #define UDPLITE_RECV_CSCOV_ 11
-#define ICMP_FILTER_		1
-#define MAX_RECS		96
+#define ICMP_FILTER_	    1
+#define MAX_RECS	    96
 
 struct rec {
 	int fd, level, opt;
@@ -149,8 +152,8 @@ static void bind_in(int fd, const char *addr, int port)
 
 static void bind_in6(int fd, int port)
 {
-	struct sockaddr_in6 in6 = {.sin6_family = AF_INET6, .sin6_port = htons(port),
-				   .sin6_addr = in6addr_loopback};
+	struct sockaddr_in6 in6 = {
+		.sin6_family = AF_INET6, .sin6_port = htons(port), .sin6_addr = in6addr_loopback};
 
 	if (bind(fd, (struct sockaddr *)&in6, sizeof(in6)))
 		prog_die("bind [::1]:%d", port);
@@ -178,9 +181,11 @@ static int lite4, lite6, ping4, ping6, raw4, rawx, rawx2, raw6, raw6x;
 
 static void inet_setup(void)
 {
-	struct sockaddr_in l4 = {.sin_family = AF_INET, .sin_port = htons(PORT_L4),
+	struct sockaddr_in l4 = {.sin_family = AF_INET,
+				 .sin_port = htons(PORT_L4),
 				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	struct sockaddr_in6 l6 = {.sin6_family = AF_INET6, .sin6_port = htons(PORT_L6),
+	struct sockaddr_in6 l6 = {.sin6_family = AF_INET6,
+				  .sin6_port = htons(PORT_L6),
 				  .sin6_addr = in6addr_loopback};
 	int tx;
 	uint32_t filt;
@@ -260,7 +265,8 @@ static void inet_check(bool sabotage)
 {
 	char buf[256];
 	ssize_t n;
-	struct sockaddr_in l4 = {.sin_family = AF_INET, .sin_port = htons(PORT_L4),
+	struct sockaddr_in l4 = {.sin_family = AF_INET,
+				 .sin_port = htons(PORT_L4),
 				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	struct sockaddr_in lo = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	struct sockaddr_in6 lo6 = {.sin6_family = AF_INET6, .sin6_addr = in6addr_loopback};
@@ -344,8 +350,8 @@ static int if0, if1;
 
 static void bind_ll(int fd, int proto, int ifindex)
 {
-	struct sockaddr_ll sll = {.sll_family = AF_PACKET, .sll_protocol = htons(proto),
-				  .sll_ifindex = ifindex};
+	struct sockaddr_ll sll = {
+		.sll_family = AF_PACKET, .sll_protocol = htons(proto), .sll_ifindex = ifindex};
 
 	if (bind(fd, (struct sockaddr *)&sll, sizeof(sll)))
 		prog_die("bind packet socket to %x on %d", proto, ifindex);
@@ -370,7 +376,8 @@ static int promisc(int ifindex)
 	struct {
 		struct nlmsghdr h;
 		struct ifinfomsg i;
-	} req = {.h = {.nlmsg_len = sizeof(req), .nlmsg_type = RTM_GETLINK,
+	} req = {.h = {.nlmsg_len = sizeof(req),
+		       .nlmsg_type = RTM_GETLINK,
 		       .nlmsg_flags = NLM_F_REQUEST},
 		 .i = {.ifi_family = AF_UNSPEC, .ifi_index = ifindex}};
 	struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
@@ -397,7 +404,8 @@ static int promisc(int ifindex)
 
 static void packet_setup(void)
 {
-	struct packet_mreq mc = {.mr_type = PACKET_MR_MULTICAST, .mr_alen = 6,
+	struct packet_mreq mc = {.mr_type = PACKET_MR_MULTICAST,
+				 .mr_alen = 6,
 				 .mr_address = {0x33, 0x33, 0, 0, 0x47, 0x11}};
 	struct packet_mreq pr = {.mr_type = PACKET_MR_PROMISC};
 	int fan = FANOUT | (PACKET_FANOUT_LB << 16);
@@ -438,14 +446,20 @@ static void packet_setup(void)
 
 static void packet_check(bool sabotage)
 {
-	struct sockaddr_ll to = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_X),
-				 .sll_ifindex = if1, .sll_halen = 6,
+	struct sockaddr_ll to = {.sll_family = AF_PACKET,
+				 .sll_protocol = htons(ETH_X),
+				 .sll_ifindex = if1,
+				 .sll_halen = 6,
 				 .sll_addr = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff}};
 	char buf[256], cbuf[256];
 	struct iovec iov = {buf, sizeof(buf)};
 	struct sockaddr_ll from;
-	struct msghdr mh = {.msg_name = &from, .msg_namelen = sizeof(from), .msg_iov = &iov,
-			    .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+	struct msghdr mh = {.msg_name = &from,
+			    .msg_namelen = sizeof(from),
+			    .msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = cbuf,
+			    .msg_controllen = sizeof(cbuf)};
 	struct pollfd p = {.fd = pk_rx, .events = POLLIN};
 	bool aux = false;
 	ssize_t n = -1;
@@ -454,7 +468,8 @@ static void packet_check(bool sabotage)
 		setsockopt(pk_rx, SOL_PACKET, PACKET_DROP_MEMBERSHIP,
 			   &(struct packet_mreq){.mr_ifindex = if0, .mr_type = PACKET_MR_PROMISC},
 			   sizeof(struct packet_mreq));
-	CHECK(dev_mcast_has("amf0", "333300004711"), "amf0 has the multicast membership 33:33:0:0:47:11");
+	CHECK(dev_mcast_has("amf0", "333300004711"),
+	      "amf0 has the multicast membership 33:33:0:0:47:11");
 	CHECK(promisc(if0) == 1, "amf0 is promiscuous once (PACKET_MR_PROMISC): %d", promisc(if0));
 	send_to(pk_tx, "packet-after-restore", 20, (struct sockaddr *)&to, sizeof(to));
 	if (poll(&p, 1, 2000) == 1)
@@ -516,13 +531,17 @@ static void netlink_check(bool sabotage)
 	socklen_t len = sizeof(groups);
 	char buf[8192], cbuf[128];
 	struct iovec iov = {buf, sizeof(buf)};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = cbuf,
 			    .msg_controllen = sizeof(cbuf)};
 	struct {
 		struct nlmsghdr h;
 		struct ifinfomsg i;
-	} req = {.h = {.nlmsg_len = sizeof(req), .nlmsg_type = RTM_GETLINK,
-		       .nlmsg_flags = NLM_F_REQUEST, .nlmsg_seq = 77},
+	} req = {.h = {.nlmsg_len = sizeof(req),
+		       .nlmsg_type = RTM_GETLINK,
+		       .nlmsg_flags = NLM_F_REQUEST,
+		       .nlmsg_seq = 77},
 		 .i = {.ifi_family = AF_UNSPEC, .ifi_index = 1}};
 	struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
 	struct ifreq ifr = {0};
@@ -598,6 +617,24 @@ int main(int argc, char **argv)
 
 		raw4 = sock(AF_INET, SOCK_RAW, PROTO_X);
 		send_to(raw4, "queued", 6, (struct sockaddr *)&lo, sizeof(lo));
+	} else if (!strcmp(mode, "ring") || !strcmp(mode, "ring-mapped")) {
+		/* a TPACKET_V2 receive ring, mapped; "ring-mapped": its fd closed */
+		struct tpacket_req req = {.tp_block_size = 4096,
+					  .tp_block_nr = 4,
+					  .tp_frame_size = 2048,
+					  .tp_frame_nr = 8};
+		void *ring;
+
+		pk_rx = sock(AF_PACKET, SOCK_RAW, 0);
+		if (setsockopt(pk_rx, SOL_PACKET, PACKET_VERSION, &(int){TPACKET_V2},
+			       sizeof(int)) ||
+		    setsockopt(pk_rx, SOL_PACKET, PACKET_RX_RING, &req, sizeof(req)))
+			prog_die("PACKET_RX_RING");
+		ring = mmap(NULL, 4 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, pk_rx, 0);
+		if (ring == MAP_FAILED)
+			prog_die("mmap the ring");
+		if (!strcmp(mode, "ring-mapped"))
+			close(pk_rx);
 	} else if (!strcmp(mode, "owner-raw")) {
 		raw4 = sock(AF_INET, SOCK_RAW, IPPROTO_ICMP);
 		drop_caps();
@@ -605,7 +642,8 @@ int main(int argc, char **argv)
 		pk_rx = sock(AF_PACKET, SOCK_DGRAM, 0);
 		drop_caps();
 	} else {
-		fprintf(stderr, "usage: skfamilies DIR inet|packet|netlink|rawq|owner-raw|owner-packet\n");
+		fprintf(stderr,
+			"usage: skfamilies DIR inet|packet|netlink|rawq|owner-raw|owner-packet\n");
 		return 2;
 	}
 	prog_ready();

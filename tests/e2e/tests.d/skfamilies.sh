@@ -5,7 +5,8 @@
 # for root), removed afterwards; the program checks every option, address
 # and membership again after restore, and that each socket still works.
 TESTS+=(skfamilies_inet skfamilies_packet skfamilies_netlink skfamilies_rawq_refused
-	skfamilies_image_refused skfamilies_owner_refused)
+	skfamilies_ring_refused skfamilies_ring_mapped_refused skfamilies_image_refused
+	skfamilies_owner_refused)
 
 FAM_NS=amberfam-$$
 
@@ -42,19 +43,24 @@ t_skfamilies_inet() { skfam_cycle inet; }
 t_skfamilies_packet() { skfam_cycle packet; }
 t_skfamilies_netlink() { skfam_cycle netlink; }
 
-# a raw socket with a packet queued is refused at dump, naming it, and runs on
-t_skfamilies_rawq_refused() {
+# fam_dump_refused MODE PATTERN: the dump of "skfamilies DIR MODE" (in the
+# namespace) is refused, saying PATTERN, and the program runs on
+fam_dump_refused() {
 	[ $SELFTEST = 1 ] && return 77
 	local rc
 	fam_ns_up || return 1
-	start_prog nsenter --net="/run/netns/$FAM_NS" "$PROGS/skfamilies" "$T" rawq || { fam_ns_down; return 1; }
+	start_prog nsenter --net="/run/netns/$FAM_NS" "$PROGS/skfamilies" "$T" "$1" ||
+		{ fam_ns_down; return 1; }
 	AMBER=$AMBER_NS amber_to "$W/dump.log" 30 dump -t "$PID" -D "$W/img"
 	rc=$?
 	if [ $rc = 0 ]; then
-		fail "a raw socket with a queued packet was dumped"
-	elif ! grep -q "raw socket .* has packets queued for reading" "$W/dump.log"; then
-		fail "refused, but not for the queued packet"
+		fail "the dump of 'skfamilies $1' succeeded"
+	elif ! grep -q -- "$2" "$W/dump.log"; then
+		fail "refused, but not saying '$2'"
 		attach "$W/dump.log"
+		rc=0
+	elif [ -e "$W/img/inventory.img" ]; then
+		fail "a refused dump left inventory.img"
 		rc=0
 	elif ! runs_on "the refused dump"; then
 		rc=0
@@ -65,6 +71,12 @@ t_skfamilies_rawq_refused() {
 	fam_ns_down
 	[ $rc != 0 ]
 }
+
+# a raw socket with a packet queued is refused at dump, naming it, and runs on
+t_skfamilies_rawq_refused() { fam_dump_refused rawq "raw socket .* has packets queued for reading"; }
+# so is a packet socket's mmap ring, open or only mapped
+t_skfamilies_ring_refused() { fam_dump_refused ring "has a PACKET_RX_RING mmap ring"; }
+t_skfamilies_ring_mapped_refused() { fam_dump_refused ring-mapped "maps socket:\[[0-9]*\], a socket's memory"; }
 
 # crafted values in the image's packet, netlink and raw sockets are refused before
 # any process exists
