@@ -323,7 +323,7 @@ int inet_extra_open(struct tree *t, const InetSkEntry *e, const char *who, int *
 	fd = socket((int)e->family, (int)e->type | SOCK_CLOEXEC, (int)e->proto);
 	if (fd < 0) {
 		ret = -errno;
-		pr_err("%s: cannot create a %s socket of protocol %u: %m%s", who, kind_name(e),
+		pr_err("%s: cannot create the %s socket (protocol %u): %m%s", who, kind_name(e),
 		       e->proto,
 		       e->type == SOCK_RAW && (errno == EPERM || errno == EACCES)
 			       ? " (needs CAP_NET_RAW)"

@@ -17,8 +17,10 @@
  *   skfamilies DIR rawq     a raw socket with a packet queued (refused at dump)
  *   skfamilies DIR ring     a packet socket with a mapped PACKET_RX_RING (refused);
  *                           ring-mapped: the same, its fd closed, the ring mapped
- *   skfamilies DIR owner    (as nobody with CAP_NET_RAW, then dropped) a raw and
- *                           a packet socket: root's restore of nobody's image refuses
+ *   skfamilies DIR owner-raw, owner-packet  (as nobody with CAP_NET_RAW, then
+ *                           dropped) a raw or a packet socket: root's restore of
+ *                           nobody's image refuses them
+ *   skfamilies DIR owner-ping  (as nobody) a ping socket bound to an id
  */
 #include <arpa/inet.h>
 #include <linux/capability.h>
@@ -343,6 +345,25 @@ static void inet_check(bool sabotage)
 	}
 }
 
+/* nobody's ping socket: still bound to its id, and answered */
+static void ping_check(bool sabotage)
+{
+	struct sockaddr_in lo = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct icmphdr echo = {.type = ICMP_ECHO, .un.echo.sequence = htons(9)};
+	char buf[256];
+	ssize_t n;
+
+	if (sabotage) {
+		close(ping4);
+		ping4 = sock(AF_INET, SOCK_DGRAM, IPPROTO_ICMP);
+	}
+	send_to(ping4, &echo, sizeof(echo), (struct sockaddr *)&lo, sizeof(lo));
+	n = recv_wait(ping4, buf, sizeof(buf));
+	CHECK(n >= (ssize_t)sizeof(echo) && ((struct icmphdr *)buf)->type == ICMP_ECHOREPLY &&
+		      ntohs(((struct icmphdr *)buf)->un.echo.id) == PING_ID4,
+	      "nobody's ping socket: echo reply to id %d", PING_ID4);
+}
+
 /* ---------------------------------------------------------------- packet */
 
 static int pk_rx, pk_tx, pk_f1, pk_f2, pk_v;
@@ -635,6 +656,10 @@ int main(int argc, char **argv)
 			prog_die("mmap the ring");
 		if (!strcmp(mode, "ring-mapped"))
 			close(pk_rx);
+	} else if (!strcmp(mode, "owner-ping")) {
+		ping4 = sock(AF_INET, SOCK_DGRAM, IPPROTO_ICMP);
+		bind_in(ping4, "127.0.0.1", PING_ID4);
+		keep_name(ping4, "nobody's ping v4");
 	} else if (!strcmp(mode, "owner-raw")) {
 		raw4 = sock(AF_INET, SOCK_RAW, IPPROTO_ICMP);
 		drop_caps();
@@ -655,6 +680,8 @@ int main(int argc, char **argv)
 		packet_check(sab);
 	else if (!strcmp(mode, "netlink"))
 		netlink_check(sab);
+	else if (!strcmp(mode, "owner-ping"))
+		ping_check(sab);
 	else if (sab)
 		CHECK(0, "sabotaged");
 	check_names();

@@ -6,7 +6,7 @@
 # and membership again after restore, and that each socket still works.
 TESTS+=(skfamilies_inet skfamilies_packet skfamilies_netlink skfamilies_rawq_refused
 	skfamilies_ring_refused skfamilies_ring_mapped_refused skfamilies_image_refused
-	skfamilies_owner_refused)
+	skfamilies_owner_refused skfamilies_owner_ping)
 
 FAM_NS=amberfam-$$
 
@@ -165,5 +165,58 @@ t_skfamilies_owner_refused() {
 		wait_for 10 is_gone "$PID" || { fail "$mode: pid $PID exists after the refusal"; ok=1; }
 		cleanup_test
 	done
+	return $ok
+}
+
+# Nobody's ping socket comes back in nobody's image, made with nobody's
+# rights: while net.ipv4.ping_group_range leaves out nobody's group the
+# restore is refused, saying so; once it includes it, the socket is bound to
+# its id again and answered.
+t_skfamilies_owner_ping() {
+	local rc ok=0
+	fam_ns_up || return 1
+	fam_in sh -c 'echo "0 65534" >/proc/sys/net/ipv4/ping_group_range'
+	mkdir -p "$T"
+	: >"$T/out"
+	: >"$T/err"
+	chown 65534:65534 "$T/out" "$T/err"
+	if [ $SELFTEST = 1 ]; then
+		AMBER=$AMBER_NS selftest_cycle "" nsenter --net="/run/netns/$FAM_NS" setpriv --reuid=65534 \
+			--regid=65534 --clear-groups "$PROGS/skfamilies" "$T" owner-ping
+		rc=$?
+		fam_ns_down
+		return $rc
+	fi
+	start_prog nsenter --net="/run/netns/$FAM_NS" setpriv --reuid=65534 --regid=65534 \
+		--clear-groups "$PROGS/skfamilies" "$T" owner-ping || { fam_ns_down; return 1; }
+	AMBER=$AMBER_NS amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" ||
+		{ fail "amber dump failed"; attach "$W/dump.log"; fam_ns_down; return 1; }
+	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; fam_ns_down; return 1; }
+	chown -R 65534:65534 "$W/img"
+	fam_in sh -c 'echo "0 100" >/proc/sys/net/ipv4/ping_group_range'
+	AMBER=$AMBER_NS amber_to "$W/refused.log" 30 restore -d -D "$W/img"
+	if [ $? = 0 ]; then
+		fail "nobody's ping socket was made outside ping_group_range"
+		ok=1
+	elif ! grep -q "ping_group_range does not include the group of the image's owner" "$W/refused.log"; then
+		fail "refused, but not for ping_group_range"
+		attach "$W/refused.log"
+		ok=1
+	else
+		note "outside the range: $(grep -m1 error "$W/refused.log")"
+	fi
+	wait_for 10 is_gone "$PID" || { fail "pid $PID exists after the refusal"; ok=1; }
+	fam_in sh -c 'echo "0 65534" >/proc/sys/net/ipv4/ping_group_range'
+	AMBER=$AMBER_NS amber_to "$W/restore.log" 30 restore -d -D "$W/img" ||
+		{ fail "nobody's image did not restore"; attach "$W/restore.log"; ok=1; }
+	if [ $ok = 0 ]; then
+		wait_for 10 is_alive "$PID" || { fail "pid $PID not back"; ok=1; }
+		touch "$T/go"
+		wait_for 30 test -e "$T/result" || { fail "the restored program wrote no verdict"; ok=1; }
+		[ "$(cat "$T/result" 2>/dev/null)" = 0 ] ||
+			{ fail "the restored program's checks failed"; attach "$T/err"; ok=1; }
+	fi
+	cleanup_test
+	fam_ns_down
 	return $ok
 }
