@@ -58,13 +58,6 @@ static bool netlink_match(const char *link, const struct stat *st)
 	return is;
 }
 
-#define for_each_attr(a, msg, hdr)                                                                 \
-	for (struct nlattr *a = (struct nlattr *)((char *)NLMSG_DATA(msg) + NLA_ALIGN(hdr));       \
-	     (char *)a + sizeof(*a) <= (char *)(msg) + (msg)->nlmsg_len &&                         \
-	     a->nla_len >= sizeof(*a) &&                                                           \
-	     (char *)a + a->nla_len <= (char *)(msg) + (msg)->nlmsg_len;                           \
-	     a = (struct nlattr *)((char *)a + NLA_ALIGN(a->nla_len)))
-
 static int dump_diag(int fd, NetlinkSkEntry *e, uint64_t ino, const char *what)
 {
 	struct netlink_diag_req req = {
@@ -101,7 +94,7 @@ static int dump_diag(int fd, NetlinkSkEntry *e, uint64_t ino, const char *what)
 		e->dst_portid = m->ndiag_dst_portid;
 		e->dst_group = m->ndiag_dst_group;
 	}
-	for_each_attr(a, msg, sizeof(*m))
+	sk_diag_for_each_attr(a, msg, sizeof(*m))
 	{
 		void *d = a + 1;
 		size_t len = a->nla_len - sizeof(*a);
@@ -187,7 +180,7 @@ static int netlink_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 static int check_one(struct tree *t, const NetlinkSkEntry *e, const char *who)
 {
 	if ((e->type != SOCK_RAW && e->type != SOCK_DGRAM) || e->protocol >= MAX_LINKS ||
-	    e->n_groups > MAX_GROUP_WORDS || e->dst_group > MAX_GROUP_WORDS * 32) {
+	    e->n_groups > MAX_GROUP_WORDS || e->dst_group > 32) {
 		pr_err("%s: the image holds a netlink socket of type %u, protocol %u or with "
 		       "groups out of range; the image is corrupt",
 		       who, e->type, e->protocol);
@@ -208,7 +201,10 @@ static int open_one(struct tree *t, RegFile *f, const char *who)
 		pr_err("%s: cannot create a netlink socket of protocol %u: %m", who, e->protocol);
 		return -errno;
 	}
+	/* all of them before bind: nothing is queued to refill, and a filter comes first */
 	ret = sk_opts_restore(t, fd, e->opts, e->n_opts, false, who);
+	if (!ret)
+		ret = sk_opts_restore(t, fd, e->opts, e->n_opts, true, who);
 	if (!ret && e->has_portid) {
 		nl.nl_pid = e->portid;
 		if (bind(fd, (struct sockaddr *)&nl, sizeof(nl))) {
@@ -241,8 +237,6 @@ static int open_one(struct tree *t, RegFile *f, const char *who)
 			       e->dst_portid);
 		}
 	}
-	if (!ret)
-		ret = sk_opts_restore(t, fd, e->opts, e->n_opts, true, who);
 	if (!ret)
 		ret = sk_set_flags(fd, f);
 	if (ret) {

@@ -69,14 +69,6 @@ static bool packet_match(const char *link, const struct stat *st)
 	return is;
 }
 
-/* Each attribute of a sock_diag answer after its fixed part of hdr bytes. */
-#define for_each_attr(a, msg, hdr)                                                                 \
-	for (struct nlattr *a = (struct nlattr *)((char *)NLMSG_DATA(msg) + NLA_ALIGN(hdr));       \
-	     (char *)a + sizeof(*a) <= (char *)(msg) + (msg)->nlmsg_len &&                         \
-	     a->nla_len >= sizeof(*a) &&                                                           \
-	     (char *)a + a->nla_len <= (char *)(msg) + (msg)->nlmsg_len;                           \
-	     a = (struct nlattr *)((char *)a + NLA_ALIGN(a->nla_len)))
-
 static int add_mc(PacketSkEntry *e, const struct packet_diag_mclist *m)
 {
 	PacketMclist **n = realloc(e->mclist, (e->n_mclist + 1) * sizeof(*n));
@@ -121,7 +113,7 @@ static int dump_diag(PacketSkEntry *e, uint64_t ino, const char *what)
 		pr_err("%s: sock_diag cannot describe the packet socket: %s", what, strerror(-ret));
 		return ret;
 	}
-	for_each_attr(a, msg, sizeof(struct packet_diag_msg))
+	sk_diag_for_each_attr(a, msg, sizeof(struct packet_diag_msg))
 	{
 		void *d = a + 1;
 		size_t len = a->nla_len - sizeof(*a);
@@ -198,6 +190,12 @@ static int packet_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 		return -errno;
 	}
 	e->type = (uint32_t)val;
+	if (e->type != SOCK_RAW && e->type != SOCK_DGRAM) {
+		pr_err("%s: a packet socket of type %u (SOCK_PACKET), which amber cannot dump "
+		       "(only SOCK_RAW and SOCK_DGRAM)",
+		       what, e->type);
+		return -EOPNOTSUPP;
+	}
 	e->protocol = ntohs(sll.sll_protocol);
 	e->ifindex = sll.sll_ifindex;
 	if (e->ifindex > 0) {
@@ -309,7 +307,10 @@ static int open_one(struct tree *t, RegFile *f, const char *who)
 		pr_err("%s: cannot create a packet socket: %m", who);
 		return -errno;
 	}
+	/* all of them before bind, which starts the receiving: a filter comes first */
 	ret = sk_opts_restore(t, fd, e->opts, e->n_opts, false, who);
+	if (!ret)
+		ret = sk_opts_restore(t, fd, e->opts, e->n_opts, true, who);
 	if (!ret)
 		ret = bind_one(fd, e, who);
 	for (size_t i = 0; i < e->n_mclist && !ret; i++) {
@@ -347,8 +348,6 @@ static int open_one(struct tree *t, RegFile *f, const char *who)
 			       mode);
 		}
 	}
-	if (!ret)
-		ret = sk_opts_restore(t, fd, e->opts, e->n_opts, true, who);
 	if (!ret)
 		ret = sk_set_flags(fd, f);
 	if (ret) {

@@ -22,6 +22,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,7 +147,7 @@ int inet_extra_dump(struct dump_ctx *ctx, int dup, InetSkEntry *e, const char *w
 			return ret;
 		e->has_dst_addr = e->has_dst_port = 1;
 	}
-	e->state = e->has_dst_addr ? 1 /* TCP_ESTABLISHED */ : 7 /* TCP_CLOSE */;
+	e->state = e->has_dst_addr ? TCP_ESTABLISHED : TCP_CLOSE; /* as UDP's */
 	len = sizeof(val);
 	if (getsockopt(dup, SOL_SOCKET, SO_REUSEADDR, &val, &len))
 		goto sockopt_fail;

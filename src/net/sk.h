@@ -36,6 +36,14 @@ int inet_extra_open(struct tree *t, const InetSkEntry *e, const char *who, int *
  */
 int sk_diag_find(const void *req, size_t len, size_t ino_off, uint64_t ino, void **msg);
 
+/* Each attribute (struct nlattr) of such a message, after its fixed part of hdr bytes. */
+#define sk_diag_for_each_attr(a, msg, hdr)                                                         \
+	for (struct nlattr *a = (struct nlattr *)((char *)NLMSG_DATA(msg) + NLA_ALIGN(hdr));       \
+	     (char *)a + sizeof(*a) <= (char *)(msg) + (msg)->nlmsg_len &&                         \
+	     a->nla_len >= sizeof(*a) &&                                                           \
+	     (char *)a + a->nla_len <= (char *)(msg) + (msg)->nlmsg_len;                           \
+	     a = (struct nlattr *)((char *)a + NLA_ALIGN(a->nla_len)))
+
 /* Is socket inode ino open in some process of the tree being dumped? */
 bool sk_open_in_tree(struct tree *t, uint64_t ino);
 
