@@ -102,7 +102,7 @@ t_skfamilies_image_refused() {
 	opt_refused pk_mc_count "packet membership out of range" \
 		"$pk.packet_sk.mclist.0.count=100000" || ok=1
 	cleanup_test
-	rm -rf "$W/img"
+	rm -rf "$W/img" "$T" # the last program's ready file would be taken for the next one's
 	start_prog nsenter --net="/run/netns/$FAM_NS" "$PROGS/skfamilies" "$T" netlink ||
 		{ fam_ns_down; return 1; }
 	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" ||
@@ -113,7 +113,7 @@ t_skfamilies_image_refused() {
 		ok=1
 	opt_refused nl_groups "groups out of range" "$nl.netlink_sk.dst_group=100000" || ok=1
 	cleanup_test
-	rm -rf "$W/img"
+	rm -rf "$W/img" "$T" # the last program's ready file would be taken for the next one's
 	start_prog nsenter --net="/run/netns/$FAM_NS" "$PROGS/skfamilies" "$T" inet ||
 		{ fam_ns_down; return 1; }
 	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" ||
