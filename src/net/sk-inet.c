@@ -97,15 +97,17 @@ static bool listed_in(const char *table, int col, uint64_t ino)
  * /proc/net/{tcp,udp}{,6}; a socket that is not bound yet (or a TCP one
  * only bound) is listed nowhere, so a socket of no other known family is
  * taken for one too: inet_dump() checks its family and refuses the rest.
+ * UDP-Lite, raw and ping sockets are inet ones too (inet_extra(), sk-raw.c).
  */
 static bool inet_match(const char *link, const struct stat *st)
 {
 	static const struct {
 		const char *table;
 		int col;
-	} inet[] = {{"/proc/net/tcp", 10},     {"/proc/net/tcp6", 10},	  {"/proc/net/udp", 10},
-		    {"/proc/net/udp6", 10},    {"/proc/net/raw", 10},	  {"/proc/net/raw6", 10},
-		    {"/proc/net/udplite", 10}, {"/proc/net/udplite6", 10}},
+	} inet[] = {{"/proc/net/tcp", 10},
+		    {"/proc/net/tcp6", 10},
+		    {"/proc/net/udp", 10},
+		    {"/proc/net/udp6", 10}},
 	  other[] = {{"/proc/net/netlink", 10}, {"/proc/net/packet", 9}};
 
 	if (!S_ISSOCK(st->st_mode))
