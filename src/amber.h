@@ -48,6 +48,7 @@ struct opts {
 	bool skip_in_flight;	/* drop connections not yet accept()ed */
 	bool tcp_close;		/* connections: dump without repair, restore reset */
 	bool network_lock_skip; /* --network-lock skip: no nft lock (netlock.c) */
+	bool netlock_ipt;	/* --network-lock iptables: a chain, not a table */
 	bool display_stats;	/* --display-stats: print stats.c's numbers at the end */
 	bool file_locks;	/* -l, --file-locks: dump and restore file locks (locks.c) */
 	bool link_remap;	/* --link-remap: links for unlinked, linked-elsewhere files */

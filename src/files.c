@@ -291,11 +291,20 @@ int files_dump_path(struct dump_ctx *ctx, const char *procpath, const char *path
 		if (sf.f_type == 0x5345434d /* SECRETMEM_MAGIC */)
 			return secretmem_refused(ctx, procpath, what);
 		if (sf.f_type == 0x958458f6 /* HUGETLBFS_MAGIC */) {
-			pr_err("pid %d: %s is hugetlb memory (MAP_HUGETLB or a hugetlbfs file, "
-			       "pages of %lu KiB); amber cannot restore huge pages yet",
+			pr_err("pid %d: %s is hugetlb memory (MAP_SHARED|MAP_HUGETLB or a "
+			       "hugetlbfs "
+			       "file, pages of %lu KiB); amber restores only private huge pages",
 			       ctx->pid, what, (unsigned long)sf.f_bsize >> 10);
 			return -EOPNOTSUPP;
 		}
+	}
+	/* what a socket maps is its own memory (a packet ring): no file to map again */
+	if (S_ISSOCK(st.st_mode)) {
+		pr_err("pid %d: maps %s, a socket's memory (a packet socket's PACKET_RX_RING or "
+		       "PACKET_TX_RING, or a TCP zero-copy receive area), which amber cannot "
+		       "restore; unmap it before the dump",
+		       ctx->pid, path);
+		return -EOPNOTSUPP;
 	}
 	for (size_t i = 0; i < ctx->files->n; i++) {
 		RegFile *o = ctx->files->f[i];

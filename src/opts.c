@@ -88,8 +88,9 @@ static const struct opt_def {
 	 "largest deleted file saved with its data (default 1M; K, M, G suffixes)"},
 	{"link-remap", O_LINK_REMAP, no_argument, FOR_DUMP, NULL,
 	 "an open file unlinked but linked elsewhere: keep it by a link made beside it"},
-	{"network-lock", O_NETWORK_LOCK, required_argument, FOR_DR, "nft|skip",
-	 "how TCP connections are held between dump and restore (default nft)"},
+	{"network-lock", O_NETWORK_LOCK, required_argument, FOR_DR, "MODE",
+	 "how TCP connections are held between dump and restore: nft (default; or nftables), "
+	 "iptables, skip"},
 	{"display-stats", O_DISPLAY_STATS, no_argument, FOR_DR, NULL,
 	 "print what the dump or restore measured (times, pages) at the end"},
 	{"log-file", 'o', required_argument, FOR_DR, "FILE",
@@ -417,11 +418,16 @@ static int set_opt(struct opts *o, int code, const char *arg, bool neg)
 		o->tcp_close = !neg;
 		return 0;
 	case O_NETWORK_LOCK:
-		if (strcmp(arg, "nft") && strcmp(arg, "skip")) {
-			pr_err("--network-lock takes nft (the default) or skip, not '%s'", arg);
+		/* CRIU's names too: iptables, nftables */
+		if (strcmp(arg, "nft") && strcmp(arg, "nftables") && strcmp(arg, "iptables") &&
+		    strcmp(arg, "skip")) {
+			pr_err("--network-lock takes nft or nftables (the default), iptables or "
+			       "skip, not '%s'",
+			       arg);
 			return -EINVAL;
 		}
 		o->network_lock_skip = !strcmp(arg, "skip");
+		o->netlock_ipt = !strcmp(arg, "iptables");
 		return 0;
 	case O_DISPLAY_STATS:
 		o->display_stats = !neg;

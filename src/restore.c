@@ -30,6 +30,7 @@
 #include "stats.h"
 #include "log.h"
 #include "restore.h"
+#include "net/netlock.h"
 #include "ns/ns.h"
 #include "sys.h"
 
@@ -978,6 +979,8 @@ close_dir:
 	for (const struct resource_ops *const *r = resources; ret < 0 && *r; r++)
 		if ((*r)->restore_undo)
 			(*r)->restore_undo(&t);
+	if (ret < 0)
+		netlock_restore_failed(&t);
 	/* after an early failure this still joins the hashing (and says if it failed) */
 	img_dir_close(t.img);
 	if (o->shell_job && !o->detached)

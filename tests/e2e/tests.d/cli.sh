@@ -49,7 +49,7 @@ t_cli_errors() {
 	cli_refused "unknown option --tcp-establishment\b" 2 dump -t 1234 -D "$W/x" --tcp-establishment || return 1
 	cli_refused "option -D needs a value" 2 restore -D || return 1
 	cli_refused "--lazy-pages is CRIU's option; amber does not implement it" 2 restore -D "$W" --lazy-pages || return 1
-	cli_refused "--network-lock takes nft \(the default\) or skip, not 'iptable'" 2 dump -t 1234 -D "$W/x" --network-lock iptable || return 1
+	cli_refused "--network-lock takes nft or nftables \(the default\), iptables or skip, not 'iptable'" 2 dump -t 1234 -D "$W/x" --network-lock iptable || return 1
 	cli_refused "-v takes a level from 0 to 4" 2 dump -t 1234 -D "$W/x" -v9 || return 1
 	[ ! -e "$W/x" ] || { fail "a refused command line created $W/x"; return 1; }
 }
