@@ -4,7 +4,7 @@ set -euo pipefail
 
 # clang-14 and libclang-rt-14-dev (libFuzzer, ASan, UBSan): the fuzz targets (make fuzz)
 PKGS=(gcc make pkg-config libc6-dev protobuf-c-compiler libprotobuf-c-dev libxxhash-dev
-      libcmocka-dev jq python3 tmux procps util-linux bc nftables scdoc
+      libcmocka-dev jq python3 tmux procps util-linux bc nftables iptables scdoc
       clang-14 libclang-rt-14-dev postgresql-15)
 
 missing=()

@@ -48,10 +48,12 @@ struct opts {
 	bool skip_in_flight;	/* drop connections not yet accept()ed */
 	bool tcp_close;		/* connections: dump without repair, restore reset */
 	bool network_lock_skip; /* --network-lock skip: no nft lock (netlock.c) */
+	bool netlock_ipt;	/* --network-lock iptables: a chain, not a table */
 	bool display_stats;	/* --display-stats: print stats.c's numbers at the end */
 	bool file_locks;	/* -l, --file-locks: dump and restore file locks (locks.c) */
 	bool link_remap;	/* --link-remap: links for unlinked, linked-elsewhere files */
 	uint64_t ghost_limit;	/* --ghost-limit: most data bytes of one deleted file */
+	bool new_pidns;		/* restore --new-pidns: in a new pid namespace (ns/pidns.c) */
 };
 
 /* One line of /proc/PID/maps plus what smaps adds. */
@@ -65,6 +67,7 @@ struct vma {
 	unsigned vmflags; /* VMF_* from smaps VmFlags */
 	int kind;	  /* VmaKind, or -1 for mappings amber skips ([vsyscall]) */
 	int file_id;	  /* -1, or index into the dump's file table */
+	unsigned hugetlb_kib; /* private MAP_HUGETLB memory: its page size */
 };
 
 enum {
@@ -219,6 +222,10 @@ struct resource_ops {
 	int (*restore_child)(struct restore_ctx *ctx);
 	/* In amber, driving the stopped child through injected syscalls. */
 	int (*restore_inject)(struct restore_ctx *ctx);
+	/* In amber, once every process went through restore_inject (all exist,
+	 * credentials restored), still stopped, scratch area mapped: what needs
+	 * the other processes as they will run (files.c: /proc files, pidfds). */
+	int (*restore_late)(struct restore_ctx *ctx);
 	/* Per thread, leader included, after restore_inject (threads exist by then). */
 	int (*dump_thread)(struct dump_ctx *ctx, struct thread *t);
 	int (*restore_thread)(struct restore_ctx *ctx, struct thread *t);
@@ -272,6 +279,8 @@ int sessions_dump(struct tree *t);
 /* Who creates each process (t->creator, t->helpers); 0 or -errno, logged. */
 int sessions_plan(struct tree *t);
 bool sessions_is_helper(const struct tree *t, uint32_t pid);
+/* Whether pid is a zombie that makes members of its session (it dies early). */
+bool sessions_zombie_leads(const struct tree *t, uint32_t pid);
 
 /* The pstree.img entry of pid, or NULL. */
 static inline PstreeEntry *tree_entry(const struct tree *t, uint32_t pid)

@@ -124,7 +124,8 @@ static struct feature features[F__COUNT] = {
 			 "restore: processes with timerfds cannot be restored"},
 	[F_INOTIFY_WD] = {"inotify-set-next-wd", 0,
 			  "restore: processes with inotify watches cannot be restored"},
-	[F_FHANDLE] = {"open-by-handle-at", 0, "dump: inotify watches cannot be resolved"},
+	[F_FHANDLE] = {"open-by-handle-at", 0,
+		       "dump: inotify watches and fanotify inode marks cannot be resolved"},
 	[F_NFT] = {"nft-network-lock", 0,
 		   "--tcp-established needs --network-lock skip (peers may reset)"},
 };

@@ -395,7 +395,8 @@ static int add_zombie(struct tree *t, pid_t pid)
 	e->has_zombie = e->has_exit_status = 1;
 	e->zombie = true;
 	e->exit_status = (uint32_t)st.exit_code;
-	return 0;
+	e->comm = strdup(st.comm);
+	return e->comm ? 0 : -ENOMEM;
 }
 
 /*

@@ -20,7 +20,9 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/epoll.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "anonfd.h"
@@ -141,10 +143,14 @@ static pid_t target_holder(struct dump_ctx *ctx, int efd, int tfd, int toff, int
 	return -EOPNOTSUPP;
 }
 
-/* pidfds are made by their processes (pidfd.c), after the epolls got their targets */
-static bool target_is_pidfd(pid_t pid, int fd)
+/*
+ * pidfds and /proc files are opened once the processes exist (open_late),
+ * after the epolls: the process itself adds them then (epoll_post_late), so
+ * it must have the epoll and the file at the watched number.
+ */
+static bool target_is_late(pid_t pid, int fd)
 {
-	char path[64], link[32];
+	char path[64], link[PATH_MAX];
 	ssize_t n;
 
 	snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
@@ -152,7 +158,7 @@ static bool target_is_pidfd(pid_t pid, int fd)
 	if (n <= 0)
 		return false;
 	link[n] = 0;
-	return !strcmp(link, "anon_inode:[pidfd]");
+	return !strcmp(link, "anon_inode:[pidfd]") || procfile_path(link);
 }
 
 static int epoll_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
@@ -187,9 +193,11 @@ static int epoll_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 			toff += (int)e->targets[i]->tfd == tfd;
 		file_fd = tfd;
 		holder = target_holder(ctx, fd, tfd, toff, &file_fd);
-		if (holder > 0 && target_is_pidfd(holder, file_fd)) {
-			pr_err("pid %d: epoll fd %d watches pidfd %d, which amber cannot restore "
-			       "in an epoll yet (pidfds are made after the epolls)",
+		if (holder > 0 && (holder != ctx->pid || file_fd != tfd) &&
+		    target_is_late(holder, file_fd)) {
+			pr_err("pid %d: epoll fd %d watches fd %d (a pidfd or /proc file), which "
+			       "this process no longer has at that number; amber cannot restore "
+			       "such a watch yet",
 			       ctx->pid, fd, tfd);
 			holder = -EOPNOTSUPP;
 		}
@@ -272,11 +280,50 @@ static int epoll_post_open(struct tree *t, RegFile *f, int fd)
 			       f->id, file_fd, pid);
 			return -EBADMSG;
 		}
+		if (files_is_late(t, id)) {
+			if (file_fd != tg->tfd) {
+				pr_err("files.img: epoll entry %u watches fd %u of pid %d, a file "
+				       "opened late, under another number; the image is corrupt",
+				       f->id, file_fd, pid);
+				return -EBADMSG;
+			}
+			continue; /* the process adds it (epoll_post_late) */
+		}
 		ret = add_as(t, fd, t->desc_fd[id], (int)tg->tfd, &ev);
 		if (ret) {
 			pr_err("cannot add fd %u (%s) to epoll entry %u with events 0x%x: %s",
 			       tg->tfd, t->rfiles[id]->path, f->id, tg->events, strerror(-ret));
 			return ret;
+		}
+	}
+	return 0;
+}
+
+/* In a process that has the epoll at fd: its watches on files opened late. */
+static int epoll_post_late(struct restore_ctx *ctx, RegFile *f, int fd)
+{
+	EpollEntry *e = f->epoll;
+
+	for (size_t i = 0; i < e->n_targets; i++) {
+		EpollTarget *tg = e->targets[i];
+		struct epoll_event ev = {.events = tg->events, .data.u64 = tg->data};
+		pid_t pid = (pid_t)(tg->has_pid ? tg->pid : e->owner_pid);
+		int id = files_id_of(ctx->tree, pid, (int)tg->tfd), ret;
+		long r;
+
+		if (pid != ctx->pid || id < 0 || !files_is_late(ctx->tree, id))
+			continue;
+		ret = infect_write(&ctx->inf, ctx->inf.scratch, &ev, sizeof(ev));
+		if (ret)
+			return ret;
+		r = infect_call(&ctx->inf, SYS_epoll_ctl, fd, EPOLL_CTL_ADD, tg->tfd,
+				(long)ctx->inf.scratch, 0, 0);
+		if (r) {
+			pr_err("pid %d: cannot add fd %u (%s) to its epoll fd %d with events 0x%x: "
+			       "%s",
+			       ctx->pid, tg->tfd, ctx->tree->rfiles[id]->path, fd, tg->events,
+			       strerror((int)-r));
+			return (int)r;
 		}
 	}
 	return 0;
@@ -289,4 +336,5 @@ const struct fd_type epoll_type = {
 	.dump = epoll_dump,
 	.open = epoll_open,
 	.post_open = epoll_post_open,
+	.post_late = epoll_post_late,
 };

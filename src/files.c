@@ -10,11 +10,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -246,6 +249,23 @@ static bool on_overlayfs(const char *path)
 }
 
 /*
+ * memfd_secret() memory is unmapped from the kernel's direct map: only its
+ * process can read it, not /proc/PID/mem nor a reopened fd.  what: "fd 3",
+ * "the mapping at 0x...".
+ */
+static int secretmem_refused(struct dump_ctx *ctx, const char *procpath, const char *what)
+{
+	struct statfs sf;
+
+	if (statfs(procpath, &sf) || sf.f_type != 0x5345434d /* SECRETMEM_MAGIC */)
+		return 0;
+	pr_err("pid %d: %s is secret memory (memfd_secret), which no process but its own can "
+	       "read; amber cannot dump it (see README, Limits)",
+	       ctx->pid, what);
+	return -EOPNOTSUPP;
+}
+
+/*
  * The file behind a mapping or /proc/PID/exe; shared by (dev, ino, flags).
  * Opened O_NOATIME at restore where the kernel allows it: mmap() of it
  * would touch its atime.
@@ -253,6 +273,7 @@ static bool on_overlayfs(const char *path)
 int files_dump_path(struct dump_ctx *ctx, const char *procpath, const char *path, int flags,
 		    uint64_t pos, int *id)
 {
+	struct statfs sf;
 	struct stat st;
 	RegFile *f;
 	int ret;
@@ -261,6 +282,29 @@ int files_dump_path(struct dump_ctx *ctx, const char *procpath, const char *path
 	if (stat(procpath, &st)) {
 		pr_err("pid %d: cannot stat %s (%s): %m", ctx->pid, path, procpath);
 		return -errno;
+	}
+	/* special memory lives on file systems of anonymous devices (major 0) */
+	if (!major(st.st_dev) && !statfs(procpath, &sf)) {
+		char what[PATH_MAX + 100];
+
+		snprintf(what, sizeof(what), "%s (%s)", path, procpath);
+		if (sf.f_type == 0x5345434d /* SECRETMEM_MAGIC */)
+			return secretmem_refused(ctx, procpath, what);
+		if (sf.f_type == 0x958458f6 /* HUGETLBFS_MAGIC */) {
+			pr_err("pid %d: %s is hugetlb memory (MAP_SHARED|MAP_HUGETLB or a "
+			       "hugetlbfs "
+			       "file, pages of %lu KiB); amber restores only private huge pages",
+			       ctx->pid, what, (unsigned long)sf.f_bsize >> 10);
+			return -EOPNOTSUPP;
+		}
+	}
+	/* what a socket maps is its own memory (a packet ring): no file to map again */
+	if (S_ISSOCK(st.st_mode)) {
+		pr_err("pid %d: maps %s, a socket's memory (a packet socket's PACKET_RX_RING or "
+		       "PACKET_TX_RING, or a TCP zero-copy receive area), which amber cannot "
+		       "restore; unmap it before the dump",
+		       ctx->pid, path);
+		return -EOPNOTSUPP;
 	}
 	for (size_t i = 0; i < ctx->files->n; i++) {
 		RegFile *o = ctx->files->f[i];
@@ -393,10 +437,9 @@ struct fdslot {
 };
 
 /*
- * A regular file without a path (a namespace file, "net:[4026531833]") has
- * no name to reopen; a file of /proc/PID of a process outside the tree would
- * be another process's at restore; those of the tree's own processes do not
- * exist yet when amber opens the files.  Other /proc files reopen by name.
+ * A regular file without a path has no name to reopen (namespace files are
+ * procfile.c's).  /proc/PID files are procfile.c's too; other /proc files
+ * reopen by name.
  */
 static int nsfs_refused(struct dump_ctx *ctx, int fd, const char *path)
 {
@@ -408,34 +451,9 @@ static int nsfs_refused(struct dump_ctx *ctx, int fd, const char *path)
 	return -EOPNOTSUPP;
 }
 
-/* Any kind: a directory or O_PATH fd in /proc/PID is refused alike. */
-static int proc_file_ok(struct dump_ctx *ctx, int fd, const char *path)
-{
-	unsigned long pid;
-	char *end;
-
-	if (strncmp(path, "/proc/", 6))
-		return 0;
-	pid = strtoul(path + 6, &end, 10);
-	if (end == path + 6 || (*end && *end != '/'))
-		return 0; /* /proc/sys, /proc/meminfo...: reopened by name */
-	if (!pid || pid > UINT32_MAX || !tree_entry(ctx->tree, (uint32_t)pid)) {
-		pr_err("pid %d: fd %d is %s, of process %lu, which is not in the dumped tree; at "
-		       "restore that pid would be another process's (dump its tree too, or "
-		       "close the fd)",
-		       ctx->pid, fd, path, pid);
-		return -EOPNOTSUPP;
-	}
-	/* amber opens files before the processes exist */
-	pr_err("pid %d: fd %d is %s, a /proc file of the tree's own process %lu; amber cannot "
-	       "reopen /proc files of restored processes yet (close the fd before the dump)",
-	       ctx->pid, fd, path, pid);
-	return -EOPNOTSUPP;
-}
-
 static int describe_fd(struct dump_ctx *ctx, int fd, unsigned flags, uint64_t pos, int *id)
 {
-	char procpath[64], path[PATH_MAX];
+	char procpath[64], path[PATH_MAX], what[24];
 	bool unlinked = false; /* its name removed, other links keep it */
 	struct stat st;
 	RegFile *f;
@@ -459,7 +477,8 @@ static int describe_fd(struct dump_ctx *ctx, int fd, unsigned flags, uint64_t po
 			unlinked = st.st_nlink > 0;
 		}
 	}
-	ret = proc_file_ok(ctx, fd, path);
+	snprintf(what, sizeof(what), "fd %d", fd);
+	ret = secretmem_refused(ctx, procpath, what);
 	if (ret)
 		return ret;
 	/* a removed directory, device node or FIFO has no name to reopen it by */
@@ -474,8 +493,14 @@ static int describe_fd(struct dump_ctx *ctx, int fd, unsigned flags, uint64_t po
 	f = new_file(path, &st, flags & ~O_CLOEXEC, pos);
 	if (!f)
 		return -ENOMEM;
-	if ((flags & O_PATH) && !S_ISREG(st.st_mode) && strncmp(path, "pipe:[", 6) &&
-	    strncmp(path, "socket:[", 8) && strncmp(path, "anon_inode:", 11) && path[0] == '/') {
+	if (procfile_path(path)) {
+		/* any kind, O_PATH too: procfile.c's (reopened once the processes exist) */
+		ret = dump_other(ctx, fd, path, &st, f);
+		if (ret)
+			return ret;
+	} else if ((flags & O_PATH) && !S_ISREG(st.st_mode) && strncmp(path, "pipe:[", 6) &&
+		   strncmp(path, "socket:[", 8) && strncmp(path, "anon_inode:", 11) &&
+		   path[0] == '/') {
 		/* a path fd (a symlink with O_NOFOLLOW, a FIFO, a device): only its name */
 		f->kind = S_ISDIR(st.st_mode) ? FILE_KIND__FILE_DIR : FILE_KIND__FILE_REG;
 	} else if (S_ISREG(st.st_mode) && !claimed(path, &st)) {
@@ -741,6 +766,25 @@ static void inflight_close(void)
 	nr_dump_slots = 0;
 }
 
+static const struct fd_type *type_of(RegFile *f);
+
+/*
+ * A file opened once the processes exist (open_late) is placed after the
+ * locks and O_ASYNC owners are set (locks.c, restore_inject): refused.
+ */
+static int late_locks_refused(struct dump_ctx *ctx, int fd, unsigned flags, RegFile *f)
+{
+	const struct fd_type *ft = type_of(f);
+
+	if (!ft || !ft->open_late || (!f->n_locks && !(flags & O_ASYNC)))
+		return 0;
+	pr_err("pid %d: fd %d (%s) has %s; amber cannot restore that on a file it reopens once "
+	       "the processes exist (/proc/PID files, namespace files, pidfds): release it "
+	       "before the dump",
+	       ctx->pid, fd, f->path, f->n_locks ? "a file lock" : "O_ASYNC");
+	return -EOPNOTSUPP;
+}
+
 static int files_dump_tree(struct tree *t)
 {
 	struct fdslot *s = NULL;
@@ -777,6 +821,8 @@ static int files_dump_tree(struct tree *t)
 		}
 		s[i].id = id;
 		ret = locks_dump_fd(s[i].ctx, s[i].fd, s[i].flags, t->files.f[id]);
+		if (!ret)
+			ret = late_locks_refused(s[i].ctx, s[i].fd, s[i].flags, t->files.f[id]);
 		if (ret)
 			goto free_slots;
 	}
@@ -826,6 +872,8 @@ static bool ghost_extents_ok(const RegFile *f)
 	}
 	return true;
 }
+
+static const struct fd_type *type_of(RegFile *f);
 
 static int read_files_img(struct restore_ctx *ctx)
 {
@@ -895,6 +943,10 @@ static struct {
 	int tmpfile_id; /* fd was opened O_TMPFILE as this description, or -1 */
 } * ghosts;
 static size_t nr_ghosts;
+static int late_sk[2] = {-1, -1}; /* amber -> restored processes (files_restore_late) */
+static int *late_fd;		  /* per file id: amber's fd on an open_late kind */
+
+static int late_socket(struct tree *t);
 
 static int up(struct tree *t, int fd)
 {
@@ -1329,6 +1381,13 @@ static int files_restore_tree(struct tree *t)
 	for (int i = 0; i < 3 && tty_fd < 0 && t->o->shell_job; i++)
 		if (isatty(i))
 			tty_fd = fcntl(i, F_DUPFD_CLOEXEC, t->fd_base);
+	for (size_t i = 0; i < t->nr_rfiles; i++) {
+		const struct fd_type *ft = type_of(t->rfiles[i]);
+
+		ret = ft && ft->check ? ft->check(t, t->rfiles[i]) : 0;
+		if (ret)
+			return ret;
+	}
 	t->desc_fd = malloc((t->nr_rfiles + 1) * sizeof(int));
 	if (!t->desc_fd)
 		return -ENOMEM;
@@ -1340,8 +1399,13 @@ static int files_restore_tree(struct tree *t)
 		const struct fd_type *ft = type_of(f);
 		int fd;
 
-		if (ft && ft->open_child) { /* made in the process (files_restore_child) */
+		if (ft && (ft->open_child || ft->open_late)) { /* files_restore_child, _late */
 			t->desc_fd[i] = -1;
+			if (ft->open_late && late_sk[0] < 0) {
+				ret = late_socket(t);
+				if (ret)
+					return ret;
+			}
 			continue;
 		}
 		fd = up(t, open_desc(t, f));
@@ -1381,11 +1445,18 @@ static int place_child_made(struct restore_ctx *ctx, size_t i)
 
 	if (ctx->tree->desc_fd[e->file_id] >= 0)
 		return 0;
+	ft = type_of(f);
+	if (ft && ft->open_late) { /* keeps the number taken until files_restore_late */
+		if (dup3(late_sk[1], (int)e->fd, O_CLOEXEC) < 0) {
+			pr_err("pid %d: cannot hold fd %u (%s): %m", ctx->pid, e->fd, f->path);
+			return -errno;
+		}
+		return 0;
+	}
 	for (size_t k = 0; k < i && fd < 0; k++)
 		if (ctx->fds[k]->file_id == e->file_id)
 			fd = (int)ctx->fds[k]->fd;
 	if (fd < 0) {
-		ft = type_of(f);
 		if (!ft || !ft->open_child) {
 			pr_err("pid %d: fd %u (%s) has no description to place", ctx->pid, e->fd,
 			       f->path);
@@ -1441,9 +1512,201 @@ static int files_restore_child(struct restore_ctx *ctx)
 	return 0;
 }
 
+/*
+ * Files of the restored processes themselves (fd_type.open_late) are opened
+ * by amber once they all exist, and handed to each process that has them
+ * through a datagram socket pair every process inherits: amber sends the fd
+ * (SCM_RIGHTS), the stopped process receives it by an injected recvmsg.
+ */
+static int late_socket(struct tree *t)
+{
+	if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, late_sk)) {
+		pr_err("cannot make a socket pair to pass files to the restored processes: %m");
+		return -errno;
+	}
+	late_sk[0] = up(t, late_sk[0]);
+	late_sk[1] = up(t, late_sk[1]);
+	return late_sk[0] < 0 || late_sk[1] < 0 ? -EMFILE : 0;
+}
+
+static int send_late(int fd)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))] = {0}, byte = 0;
+	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = cbuf,
+			    .msg_controllen = sizeof(cbuf)};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	return sendmsg(late_sk[0], &mh, 0) == 1 ? 0 : -errno;
+}
+
+/* The process receives amber's fd: its new fd number there, or -errno. */
+static int recv_late(struct restore_ctx *ctx)
+{
+	struct {
+		struct msghdr mh;
+		struct iovec iov;
+		char byte;
+		char cbuf[CMSG_SPACE(sizeof(int))] __attribute__((aligned(8)));
+	} m = {0};
+	unsigned long at = ctx->inf.scratch;
+	struct cmsghdr *c;
+	int ret, fd;
+	long r;
+
+	m.iov.iov_base = (void *)(at + offsetof(typeof(m), byte));
+	m.iov.iov_len = 1;
+	m.mh.msg_iov = (void *)(at + offsetof(typeof(m), iov));
+	m.mh.msg_iovlen = 1;
+	m.mh.msg_control = (void *)(at + offsetof(typeof(m), cbuf));
+	m.mh.msg_controllen = sizeof(m.cbuf);
+	ret = infect_write(&ctx->inf, at, &m, sizeof(m));
+	if (ret)
+		return ret;
+	r = infect_call(&ctx->inf, SYS_recvmsg, late_sk[1], (long)at, MSG_CMSG_CLOEXEC, 0, 0, 0);
+	if (r != 1) {
+		pr_err("pid %d: cannot receive a file from amber: %s", ctx->pid,
+		       strerror(r < 0 ? (int)-r : EIO));
+		return r < 0 ? (int)r : -EIO;
+	}
+	ret = infect_read(&ctx->inf, at, &m, sizeof(m));
+	if (ret)
+		return ret;
+	/* the process's own copy of the header, pointing into its memory */
+	m.mh.msg_control = m.cbuf;
+	c = CMSG_FIRSTHDR(&m.mh);
+	if ((m.mh.msg_flags & MSG_CTRUNC) || !c || c->cmsg_type != SCM_RIGHTS ||
+	    c->cmsg_len != CMSG_LEN(sizeof(int))) {
+		pr_err("pid %d: did not get the file amber passed (out of fds? RLIMIT_NOFILE)",
+		       ctx->pid);
+		return -EMFILE;
+	}
+	memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	return fd;
+}
+
+/* amber's fd on f, opened by its kind the first time a process needs it. */
+static int late_fd_of(struct restore_ctx *ctx, RegFile *f)
+{
+	struct tree *t = ctx->tree;
+	const struct fd_type *ft = type_of(f);
+	int fd, ret;
+
+	if (!late_fd) {
+		late_fd = malloc((t->nr_rfiles + 1) * sizeof(*late_fd));
+		if (!late_fd)
+			return -ENOMEM;
+		for (size_t i = 0; i < t->nr_rfiles; i++)
+			late_fd[i] = -1;
+	}
+	if (late_fd[f->id] >= 0)
+		return late_fd[f->id];
+	ret = ft->bounds_itself ? 0 : owner_enter(t);
+	if (ret)
+		return ret;
+	fd = ft->open_late(ctx, f);
+	if (!ft->bounds_itself)
+		owner_leave(t);
+	if (fd < 0)
+		return fd;
+	late_fd[f->id] = fd;
+	return fd;
+}
+
+static int place_late(struct restore_ctx *ctx, size_t i)
+{
+	RegFile *f = ctx->files[ctx->fds[i]->file_id];
+	int fd, ret;
+	long r = 0;
+
+	fd = late_fd_of(ctx, f);
+	if (fd < 0)
+		return fd;
+	ret = send_late(fd);
+	if (ret) {
+		pr_err("pid %d: cannot pass %s to it: %s", ctx->pid, f->path, strerror(-ret));
+		return ret;
+	}
+	fd = recv_late(ctx);
+	if (fd < 0)
+		return fd;
+	/* every fd of this process on f, from this one description */
+	for (size_t k = i; k < ctx->nr_fds && r >= 0; k++) {
+		FdEntry *e = ctx->fds[k];
+
+		if (e->file_id != f->id)
+			continue;
+		r = infect_call(&ctx->inf, SYS_dup3, fd, e->fd, e->cloexec ? O_CLOEXEC : 0, 0, 0,
+				0);
+		if (r < 0)
+			pr_err("pid %d: cannot place fd %u (%s): %s", ctx->pid, e->fd, f->path,
+			       strerror((int)-r));
+	}
+	infect_call(&ctx->inf, SYS_close, fd, 0, 0, 0, 0, 0);
+	return r < 0 ? (int)r : 0;
+}
+
+bool files_is_late(struct tree *t, int id)
+{
+	const struct fd_type *ft =
+		id >= 0 && (size_t)id < t->nr_rfiles ? type_of(t->rfiles[id]) : NULL;
+
+	return ft && ft->open_late;
+}
+
+static int files_restore_late(struct restore_ctx *ctx)
+{
+	int ret = 0;
+
+	if (late_sk[0] < 0 || tree_entry(ctx->tree, (uint32_t)ctx->pid)->clone_files)
+		return 0;
+	/* the files opened late, then what refers to them (epoll watches) */
+	for (int pass = 0; pass < 2 && !ret; pass++) {
+		for (size_t i = 0; i < ctx->nr_fds && !ret; i++) {
+			FdEntry *e = ctx->fds[i];
+			RegFile *f = ctx->files[e->file_id];
+			const struct fd_type *ft = type_of(f);
+			bool first = true;
+
+			if (!ft || !(pass ? ft->post_late != NULL : ft->open_late != NULL))
+				continue;
+			for (size_t k = 0; k < i && first; k++)
+				first = ctx->fds[k]->file_id != e->file_id;
+			if (first)
+				ret = pass ? ft->post_late(ctx, f, (int)e->fd) : place_late(ctx, i);
+		}
+	}
+	return ret;
+}
+
+static void late_close(struct tree *t)
+{
+	for (size_t i = 0; late_fd && i < t->nr_rfiles; i++)
+		if (late_fd[i] >= 0)
+			close(late_fd[i]);
+	free(late_fd);
+	late_fd = NULL;
+	for (int k = 0; k < 2; k++)
+		if (late_sk[k] >= 0)
+			close(late_sk[k]);
+	late_sk[0] = late_sk[1] = -1;
+}
+
 static void files_restore_done(struct tree *t)
 {
+	late_close(t);
 	remap_restore_done(t);
+}
+
+static void files_restore_undo(struct tree *t)
+{
+	late_close(t);
 }
 
 static void files_dump_undo(struct tree *t)
@@ -1462,5 +1725,7 @@ const struct resource_ops files_ops = {
 	.restore_read = files_restore_read,
 	.restore_tree = files_restore_tree,
 	.restore_child = files_restore_child,
+	.restore_late = files_restore_late,
 	.restore_done = files_restore_done,
+	.restore_undo = files_restore_undo,
 };

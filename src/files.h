@@ -52,6 +52,26 @@ struct fd_type {
 	 * in that process shares it; other processes make their own.
 	 */
 	int (*open_child)(struct restore_ctx *ctx, RegFile *f);
+	/*
+	 * Instead of open, for files of the restored processes themselves
+	 * (/proc/PID, pidfds, namespaces): in amber, once every process
+	 * exists and is restored up to its credentials, with the owner's
+	 * rights unless bounds_itself; holder is the first process that has
+	 * f.  Returns amber's fd on it; files.c passes it to every process
+	 * that has f (one description for all, as at dump).
+	 */
+	int (*open_late)(struct restore_ctx *holder, RegFile *f);
+	/*
+	 * Optional, restore: every image read, before anything is made:
+	 * refuse (-EBADMSG or -errno, logged) an entry no dump could have
+	 * written, or that the image's owner may not have.
+	 */
+	int (*check)(struct tree *t, const RegFile *f);
+	/*
+	 * Optional: in each restored process that has f at fd, once the files
+	 * opened late are in place (restore_late; epoll adds those it watches).
+	 */
+	int (*post_late)(struct restore_ctx *ctx, RegFile *f, int fd);
 	/* Optional: once every description is open (epoll adds its targets). */
 	int (*post_open)(struct tree *t, RegFile *f, int fd);
 	/* Optional, dump: once every open file (and file in flight) is described. */
@@ -61,6 +81,11 @@ struct fd_type {
 };
 
 extern const struct fd_type *const fd_types[]; /* NULL-terminated */
+
+/* procfile.c: a /proc/PID path (PID a number): its files are procfile.c's. */
+bool procfile_path(const char *path);
+extern const struct fd_type proc_type; /* procfile.c: a file in /proc/PID of the tree */
+extern const struct fd_type nsfs_type; /* procfile.c: a namespace file of the tree's */
 
 /*
  * locks.c, for every (process, fd) of the dump once its description is f:
@@ -105,6 +130,9 @@ void remap_restore_done(struct tree *t);
  * unix socket's queue; files.c takes it over and closes it): its file id.
  */
 int files_dump_inflight(struct dump_ctx *ctx, int fd, int *id);
+
+/* Is file id of a kind opened once the processes exist (fd_type.open_late)? */
+bool files_is_late(struct tree *t, int id);
 
 /* Find which process's fd table an (pid, fd) pair refers to: its file id, or -1. */
 int files_id_of(struct tree *t, pid_t pid, int fd);

@@ -423,6 +423,10 @@ static const struct {
 	[LIM_IPC] = {"amber's 65536 semaphores or messages per IPC object", NULL, 65536},
 	/* kernel.shmmni + semmni + msgmni: read_limits() */
 	[LIM_IPC_OBJECTS] = {"kernel.shmmni, kernel.sem (semmni) and kernel.msgmni", NULL, 0},
+	[LIM_FANOTIFY] = {"fs.fanotify.max_user_marks", "/proc/sys/fs/fanotify/max_user_marks",
+			  1 << 20},
+	/* bpfmap.c's MAX_ENTRIES: dump refuses more */
+	[LIM_BPF] = {"amber's 1048576 entries per BPF map", NULL, 1 << 20},
 };
 
 /* Identifiers the kernel hands out for System V objects (IPCMNI, or 2^24 extended). */
@@ -572,6 +576,9 @@ static const struct {
 	{&reg_file__descriptor, "inet_sk.dgrams", LIM_QUEUED, "queued datagrams"},
 	{&reg_file__descriptor, "locks", LIM_LOCKS, "file locks"},
 	{&reg_file__descriptor, "ghost_extents", LIM_EXTENTS, "ghost file extents"},
+	{&reg_file__descriptor, "fanotify.marks", LIM_FANOTIFY, "fanotify marks"},
+	{&reg_file__descriptor, "bpf_map.keys", LIM_BPF, "BPF map keys"},
+	{&reg_file__descriptor, "bpf_map.values", LIM_BPF, "BPF map values"},
 	{&ipc_entry__descriptor, "sem.values", LIM_IPC, "semaphores"},
 	{&ipc_entry__descriptor, "msq.msgs", LIM_IPC, "queued messages"},
 	{&ipc_entry__descriptor, "mqueue.msgs", LIM_IPC, "queued messages"},

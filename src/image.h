@@ -131,6 +131,8 @@ enum img_lim {
 	LIM_EXTENTS,	 /* data extents of a ghost file, as offset and length */
 	LIM_IPC,	 /* semaphores of a set, messages of a queue */
 	LIM_IPC_OBJECTS, /* System V objects */
+	LIM_FANOTIFY,	 /* fanotify marks of a group */
+	LIM_BPF,	 /* entries of a BPF map */
 	LIM__COUNT,
 };
 

@@ -40,7 +40,7 @@
 
 bool cow_eligible(const VmaEntry *v)
 {
-	return v->kind == VMA_KIND__VMA_ANON_PRIVATE && !v->growsdown;
+	return v->kind == VMA_KIND__VMA_ANON_PRIVATE && !v->growsdown && !v->has_hugetlb_kib;
 }
 
 /* The parent's VMA with exactly v's bounds, both eligible; -1 if none. */

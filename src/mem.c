@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/statfs.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/shm.h>
@@ -100,6 +101,26 @@ static int classify(struct dump_ctx *ctx, struct vma *v)
 			return -EOPNOTSUPP;
 		}
 		v->kind = v->shared ? VMA_KIND__VMA_ANON_SHARED : VMA_KIND__VMA_ANON_PRIVATE;
+	} else if (!v->shared && v->deleted && !strcmp(p, "/anon_hugepage")) {
+		/* private MAP_HUGETLB memory (shared is refused as a hugetlbfs file) */
+		char procpath[96];
+		struct statfs sf;
+
+		snprintf(procpath, sizeof(procpath), "/proc/%d/map_files/%lx-%lx", ctx->pid,
+			 v->start, v->end);
+		if (statfs(procpath, &sf) || sf.f_type != 0x958458f6 /* HUGETLBFS_MAGIC */) {
+			pr_err("pid %d: cannot tell the huge page size of mapping %lx-%lx: %s",
+			       ctx->pid, v->start, v->end, strerror(errno ? errno : EINVAL));
+			return errno ? -errno : -EINVAL;
+		}
+		v->kind = VMA_KIND__VMA_ANON_PRIVATE;
+		v->hugetlb_kib = (unsigned)(sf.f_bsize >> 10);
+	} else if (v->deleted && !strcmp(p, "/[aio]")) {
+		/* an io_setup ring: a file of the kernel's aio fs, no file to map again */
+		pr_err("pid %d: mapping %lx-%lx is an AIO context's ring (io_setup); amber "
+		       "cannot dump AIO contexts yet (io_destroy it before the dump)",
+		       ctx->pid, v->start, v->end);
+		return -EOPNOTSUPP;
 	} else if (!strncmp(p, "/SYSV", 5)) {
 		v->kind = VMA_KIND__VMA_SYSV_SHM; /* an attach: the segment is ipc/sysv.c's */
 	} else {
@@ -293,6 +314,8 @@ static int mem_dump_vmas(struct dump_ctx *ctx, MmEntry *mm, int pagemap_fd)
 		e->kind = v->kind;
 		e->pgoff = v->pgoff;
 		e->growsdown = !!(v->vmflags & VMF_GROWSDOWN);
+		if (v->hugetlb_kib)
+			e->has_hugetlb_kib = 1, e->hugetlb_kib = v->hugetlb_kib;
 		if (v->vmflags & VMF_NORESERVE)
 			e->has_noreserve = e->noreserve = 1;
 		for (size_t m = 0; m < sizeof(madv_map) / sizeof(madv_map[0]); m++)
@@ -864,6 +887,18 @@ static bool guards_valid(const VmaEntry *e)
 	return true;
 }
 
+/* huge pages: private anonymous ones of x86's sizes, on their boundaries */
+static bool hugetlb_valid(const VmaEntry *e)
+{
+	uint64_t size = (uint64_t)e->hugetlb_kib << 10;
+
+	if (!e->has_hugetlb_kib)
+		return true;
+	return (e->hugetlb_kib == 2048 || e->hugetlb_kib == 1048576) &&
+	       e->kind == VMA_KIND__VMA_ANON_PRIVATE && !((e->start | e->end) & (size - 1)) &&
+	       !e->n_guards && !e->growsdown;
+}
+
 int mem_check_mm(pid_t pid, const MmEntry *mm, size_t nr_files)
 {
 	uint64_t prev_end = 0;
@@ -881,7 +916,7 @@ int mem_check_mm(pid_t pid, const MmEntry *mm, size_t nr_files)
 		      e->kind == VMA_KIND__VMA_FILE_SHARED) &&
 		     !e->has_file_id) ||
 		    (e->kind == VMA_KIND__VMA_ANON_SHARED && !e->has_shmem_id) ||
-		    !mlock_valid(e->mlock) || !guards_valid(e))
+		    !mlock_valid(e->mlock) || !guards_valid(e) || !hugetlb_valid(e))
 			goto corrupt;
 		prev_end = e->end;
 	}
@@ -1586,6 +1621,10 @@ static int plan_vma(struct restore_ctx *ctx, struct plan *p, size_t i, size_t *p
 	long prot = e->prot | (filled ? PROT_WRITE : 0);
 	long flags = MAP_FIXED | (shared ? MAP_SHARED : MAP_PRIVATE) | (anon ? MAP_ANONYMOUS : 0) |
 		     (e->growsdown ? MAP_GROWSDOWN : 0) | (e->noreserve ? MAP_NORESERVE : 0);
+
+	/* the page size's log2 in the flags (2 MiB: 21, 1 GiB: 30) */
+	if (e->has_hugetlb_kib)
+		flags |= MAP_HUGETLB | (long)(__builtin_ctz(e->hugetlb_kib) + 10) << MAP_HUGE_SHIFT;
 	long fd = anon					 ? -1
 		  : e->kind == VMA_KIND__VMA_ANON_SHARED ? shm[shm_index(e->shmem_id)].fd
 							 : ctx->map_fd[e->file_id];
@@ -1658,9 +1697,13 @@ static int check_step(struct restore_ctx *ctx, const struct step *st, long r)
 	case STEP_MMAP:
 		if (r == (long)e->start)
 			return 0;
-		pr_err("pid %d: cannot map %llx-%llx%s%s: %s", ctx->pid,
+		pr_err("pid %d: cannot map %llx-%llx%s%s: %s%s", ctx->pid,
 		       (unsigned long long)e->start, (unsigned long long)e->end,
-		       *path ? " of " : "", path, strerror(err ? err : EFAULT));
+		       *path ? " of " : "", path, strerror(err ? err : EFAULT),
+		       e->has_hugetlb_kib && err == ENOMEM
+			       ? " (huge pages: are there enough free? vm.nr_hugepages, "
+				 "/sys/kernel/mm/hugepages)"
+			       : "");
 		return err ? -err : -EFAULT;
 	case STEP_PREADV:
 		if (r <= 0) {
@@ -1781,7 +1824,8 @@ static uint64_t select_uffd(struct restore_ctx *ctx, bool *sel)
 		 * not locked ones: mlock2 in the batch would fault on the userfaultfd
 		 */
 		if (e->kind != VMA_KIND__VMA_ANON_PRIVATE || !(e->prot & PROT_WRITE) || e->mlock ||
-		    e->n_guards || cow_slot(ctx, i) || !bytes || (!all && bytes < UFFD_MIN_VMA))
+		    e->has_hugetlb_kib || e->n_guards || cow_slot(ctx, i) || !bytes ||
+		    (!all && bytes < UFFD_MIN_VMA))
 			continue;
 		sel[i] = true;
 		total += bytes;

@@ -45,6 +45,7 @@ enum {
 	O_STATS,
 	O_GHOST_LIMIT,
 	O_LINK_REMAP,
+	O_NEW_PIDNS,
 	O_UNIMPLEMENTED,
 	O_NEGATED = 1 << 12, /* --no-NAME of a flag: code | O_NEGATED */
 };
@@ -73,6 +74,8 @@ static const struct opt_def {
 	 "write the restored root's pid to FILE"},
 	{"shell-job", 'j', no_argument, FOR_DR, NULL,
 	 "a job of a shell: it takes amber's terminal, session and group"},
+	{"new-pidns", O_NEW_PIDNS, no_argument, FOR_RESTORE, NULL,
+	 "restore in a new pid namespace, where the pids are free (amber stays as its init)"},
 	{"tcp-established", O_TCP_ESTABLISHED, no_argument, FOR_DR, NULL,
 	 "dump and restore established TCP connections (TCP repair)"},
 	{"tcp-close", O_TCP_CLOSE, no_argument, FOR_DR, NULL,
@@ -85,8 +88,9 @@ static const struct opt_def {
 	 "largest deleted file saved with its data (default 1M; K, M, G suffixes)"},
 	{"link-remap", O_LINK_REMAP, no_argument, FOR_DUMP, NULL,
 	 "an open file unlinked but linked elsewhere: keep it by a link made beside it"},
-	{"network-lock", O_NETWORK_LOCK, required_argument, FOR_DR, "nft|skip",
-	 "how TCP connections are held between dump and restore (default nft)"},
+	{"network-lock", O_NETWORK_LOCK, required_argument, FOR_DR, "MODE",
+	 "how TCP connections are held between dump and restore: nft (default; or nftables), "
+	 "iptables, skip"},
 	{"display-stats", O_DISPLAY_STATS, no_argument, FOR_DR, NULL,
 	 "print what the dump or restore measured (times, pages) at the end"},
 	{"log-file", 'o', required_argument, FOR_DR, "FILE",
@@ -401,6 +405,9 @@ static int set_opt(struct opts *o, int code, const char *arg, bool neg)
 	case O_LINK_REMAP:
 		o->link_remap = !neg;
 		return 0;
+	case O_NEW_PIDNS:
+		o->new_pidns = !neg;
+		return 0;
 	case O_TCP_ESTABLISHED:
 		o->tcp_established = !neg;
 		return 0;
@@ -411,11 +418,16 @@ static int set_opt(struct opts *o, int code, const char *arg, bool neg)
 		o->tcp_close = !neg;
 		return 0;
 	case O_NETWORK_LOCK:
-		if (strcmp(arg, "nft") && strcmp(arg, "skip")) {
-			pr_err("--network-lock takes nft (the default) or skip, not '%s'", arg);
+		/* CRIU's names too: iptables, nftables */
+		if (strcmp(arg, "nft") && strcmp(arg, "nftables") && strcmp(arg, "iptables") &&
+		    strcmp(arg, "skip")) {
+			pr_err("--network-lock takes nft or nftables (the default), iptables or "
+			       "skip, not '%s'",
+			       arg);
 			return -EINVAL;
 		}
 		o->network_lock_skip = !strcmp(arg, "skip");
+		o->netlock_ipt = !strcmp(arg, "iptables");
 		return 0;
 	case O_DISPLAY_STATS:
 		o->display_stats = !neg;

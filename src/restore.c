@@ -30,6 +30,8 @@
 #include "stats.h"
 #include "log.h"
 #include "restore.h"
+#include "net/netlock.h"
+#include "ns/ns.h"
 #include "sys.h"
 
 static bool pid_in_use(pid_t pid, char *comm, size_t len)
@@ -111,7 +113,7 @@ static int wait_child_stop(pid_t pid)
 	return 0;
 }
 
-static int write_pidfile(const char *path, pid_t pid)
+int write_pidfile(const char *path, pid_t pid)
 {
 	char buf[32];
 	int len = snprintf(buf, sizeof(buf), "%d\n", pid);
@@ -207,7 +209,8 @@ int read_pstree(struct tree *t)
 
 		if (!e->pid || e->pid > (1U << 22) || find_entry(t, e->pid, n) ||
 		    (n == 0 && (e->pid != t->inv->root_pid || e->zombie)) ||
-		    (n > 0 && !find_entry(t, e->ppid, n))) {
+		    (e->comm && strlen(e->comm) > 15) ||
+		    (n > 0 && (!find_entry(t, e->ppid, n) || find_entry(t, e->ppid, n)->zombie))) {
 			pr_err("pstree.img: bad entry for pid %u; the image is corrupt", e->pid);
 			return -EBADMSG;
 		}
@@ -325,6 +328,8 @@ static void __attribute__((noreturn)) become_zombie(PstreeEntry *e)
 	int sig = e->exit_status & 0x7f;
 	sigset_t set;
 
+	if (e->comm)
+		prctl(PR_SET_NAME, e->comm, 0, 0, 0);
 	if (sig) {
 		signal(sig, SIG_DFL);
 		sigemptyset(&set);
@@ -426,6 +431,31 @@ static int reap_helpers(struct tree *t, uint32_t creator)
 }
 
 /*
+ * Zombie idx has made its session or group, and, if it leads members of its
+ * session, made them and died (unreaped: its parent waits with WNOWAIT).
+ */
+static int zombie_made(struct tree *t, size_t idx)
+{
+	uint32_t pid = t->pstree[idx]->pid;
+	struct child_report rep;
+	siginfo_t si;
+
+	if (read(syncs[idx].report[0], &rep, sizeof(rep)) != sizeof(rep) || !rep.ok) {
+		rep.msg[sizeof(rep.msg) - 1] = 0;
+		pr_err("zombie %u: %s", pid, rep.ok ? "died while setting up" : rep.msg);
+		return -EIO;
+	}
+	if (!sessions_zombie_leads(t, pid))
+		return 0;
+	while (waitid(P_PID, pid, &si, WEXITED | WNOWAIT))
+		if (errno != EINTR) {
+			pr_err("zombie %u: cannot wait for it: %m", pid);
+			return -errno;
+		}
+	return 0;
+}
+
+/*
  * In a restored process (or amber, creator 0, or a helper): create the
  * processes it creates, each with its old pid: its children, and the
  * helpers of sessions and groups whose leader is gone, which make some of
@@ -462,6 +492,12 @@ static int fork_children(struct tree *t, uint32_t creator)
 
 		if (t->creator[i] != creator)
 			continue;
+		/* the members a zombie leader makes become ours when it dies */
+		if (!helpers && creator && sessions_zombie_leads(t, c->pid) &&
+		    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) {
+			pr_err("pid %u: cannot become a child subreaper: %m", creator);
+			return -errno;
+		}
 		if (c->clone_vm) {
 			pid = clone_vm_child(t, i, flags);
 			if (pid < 0)
@@ -475,6 +511,9 @@ static int fork_children(struct tree *t, uint32_t creator)
 		if (pid < 0)
 			return (int)pid;
 	}
+	for (size_t i = 0; i < t->nr_pstree; i++)
+		if (t->creator[i] == creator && t->pstree[i]->zombie && zombie_made(t, i))
+			return -EIO;
 	return helpers ? reap_helpers(t, creator) : 0;
 }
 
@@ -495,12 +534,13 @@ static void __attribute__((noreturn)) helper_main(struct tree *t, struct tree_he
 	_exit(fork_children(t, h->pid) ? 1 : 0);
 }
 
-/* Whether pid is one of the helpers, or the one that made idx's parent. */
+/* Whether pid is one of the helpers, idx's zombie session leader, or idx's parent. */
 static bool parent_expected(struct tree *t, size_t idx, pid_t ppid)
 {
 	pid_t real = idx ? (pid_t)t->pstree[idx]->ppid : amber_pid;
 
-	return ppid == real || sessions_is_helper(t, (uint32_t)ppid);
+	return ppid == real || sessions_is_helper(t, (uint32_t)ppid) ||
+	       (idx && (uint32_t)ppid == t->creator[idx]);
 }
 
 /*
@@ -525,6 +565,37 @@ static int wait_go(struct tree *t, size_t idx)
 	return getppid() == real ? 0 : -1;
 }
 
+/*
+ * A zombie makes its session or group as any process does (they last until
+ * it is reaped), and the members of its session it leads; it dies then, or
+ * with the other zombies once everything else is in place.
+ */
+static void __attribute__((noreturn)) zombie_main(struct tree *t, size_t idx)
+{
+	PstreeEntry *e = t->pstree[idx];
+	int report_fd = syncs[idx].report[1];
+	bool leads = sessions_zombie_leads(t, e->pid);
+
+	if (e->sid == e->pid && setsid() < 0) {
+		pr_err("zombie %u: setsid failed: %m", e->pid);
+		child_report(report_fd, "setsid failed");
+		_exit(1);
+	}
+	if (e->pgid == e->pid && e->sid != e->pid && setpgid(0, 0)) {
+		pr_err("zombie %u: setpgid failed: %m", e->pid);
+		child_report(report_fd, "setpgid failed");
+		_exit(1);
+	}
+	if (leads && fork_children(t, e->pid)) {
+		child_report(report_fd, "cannot create the members of its session");
+		_exit(1);
+	}
+	child_report(report_fd, NULL);
+	if (!leads && wait_go(t, idx))
+		_exit(1);
+	become_zombie(e);
+}
+
 static void __attribute__((noreturn)) child_main(struct tree *t, size_t idx)
 {
 	sigset_t all;
@@ -542,10 +613,10 @@ static void __attribute__((noreturn)) child_main(struct tree *t, size_t idx)
 	} else if (!parent_expected(t, idx, getppid())) {
 		_exit(1); /* (its helper may have exited already) */
 	}
+	if (t->pstree[idx]->zombie)
+		zombie_main(t, idx);
 	if (wait_go(t, idx))
 		_exit(1);
-	if (t->pstree[idx]->zombie)
-		become_zombie(t->pstree[idx]);
 	child_setup(t, idx, false);
 }
 
@@ -709,7 +780,18 @@ static int restore_process(struct restore_ctx *ctx)
 	return ret;
 }
 
-/* Second pass: an fd table may be shared, so amber's fds go only once all are done. */
+/* Second pass: every process exists and has its credentials (restore_late). */
+static int late_process(struct restore_ctx *ctx)
+{
+	int ret = 0;
+
+	for (const struct resource_ops *const *r = resources; *r && !ret; r++)
+		if ((*r)->restore_late)
+			ret = (*r)->restore_late(ctx);
+	return ret;
+}
+
+/* Third pass: an fd table may be shared, so amber's fds go only once all are done. */
 static int finish_process(struct restore_ctx *ctx)
 {
 	int ret = drop_internal(ctx);
@@ -772,7 +854,7 @@ static void kill_tree(struct tree *t)
 		;
 }
 
-static int do_restore(struct opts *o)
+static int do_restore(struct opts *o, uint32_t *root)
 {
 	struct tree t = {.o = o};
 	int ret, vret;
@@ -836,6 +918,8 @@ static int do_restore(struct opts *o)
 			stats_add(SC_DONE, 1);
 	}
 	for (size_t p = 0; !ret && p < t.nr_procs; p++)
+		ret = late_process(t.rprocs[p]);
+	for (size_t p = 0; !ret && p < t.nr_procs; p++)
 		ret = finish_process(t.rprocs[p]);
 	progress_stop();
 	/* a corrupt pages file explains any failure above best */
@@ -877,6 +961,8 @@ static int do_restore(struct opts *o)
 	/* they run: a failing script cannot undo that, only say so */
 	if (action_run(o, "post-resume", t.pstree[0]->pid))
 		pr_warn("the processes run, but the post-resume script failed");
+	if (root)
+		*root = t.pstree[0]->pid;
 	if (o->pidfile && write_pidfile(o->pidfile, t.pstree[0]->pid))
 		pr_warn("pid %u runs, but the pidfile was not written", t.pstree[0]->pid);
 	if (!o->detached)
@@ -893,6 +979,8 @@ close_dir:
 	for (const struct resource_ops *const *r = resources; ret < 0 && *r; r++)
 		if ((*r)->restore_undo)
 			(*r)->restore_undo(&t);
+	if (ret < 0)
+		netlock_restore_failed(&t);
 	/* after an early failure this still joins the hashing (and says if it failed) */
 	img_dir_close(t.img);
 	if (o->shell_job && !o->detached)
@@ -913,7 +1001,7 @@ int cmd_restore(int argc, char **argv)
 		opts_usage(stdout, CMD_RESTORE);
 		return 0;
 	}
-	ret = do_restore(&o);
+	ret = o.new_pidns ? pidns_restore(&o, do_restore) : do_restore(&o, NULL);
 	if (ret > 0 && (ret & RESTORE_WAITED)) /* -errno has that bit set too */
 		return ret & 0xff;
 	return ret ? 1 : 0;

@@ -7,6 +7,9 @@
 /* do_restore() ORs this in when it returns the restored task's exit status. */
 #define RESTORE_WAITED 0x10000
 
+/* --pidfile: pid, a line, in path. */
+int write_pidfile(const char *path, pid_t pid);
+
 /* pstree.img into t->pstree, checked (fuzz/fuzz_records.c calls it too). */
 int read_pstree(struct tree *t);
 /* Last step before detach: registers, FPU, signal mask (regs.c). */

@@ -8,9 +8,16 @@
  * then belong to the nearest child subreaper, as they did: the process that
  * created the helper, which is one for that moment (amber for the root).
  *
+ * A session whose leader is a zombie (it made the session, forked, and
+ * exited unreaped) is made the same way by the zombie itself: it calls
+ * setsid(), creates the members that came from it, and dies with its
+ * status without being reaped; its members go to its parent, the
+ * subreaper they had.
+ *
  * The plan, from pstree.img alone (dump checks it, restore follows it):
- * every process has a creator, its parent or a helper; a helper's creator
- * is the parent of the members it makes, or the session's helper.
+ * every process has a creator, its parent, a helper or its session's
+ * zombie leader; a helper's creator is the parent of the members it makes,
+ * or the session's helper.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -78,6 +85,47 @@ static bool creator_in_session(struct tree *t, uint32_t creator, uint32_t sid)
 	return h ? h->sid == sid : p && p->sid == sid;
 }
 
+/*
+ * The zombie that leads e's session, if e's parent is not in that session:
+ * it makes e.  It must be a sibling of e's (its parent is the subreaper its
+ * members went to), and be made by that parent.
+ */
+static int zombie_leader(struct tree *t, size_t i, uint32_t *creator)
+{
+	PstreeEntry *e = t->pstree[i], *parent = tree_entry(t, e->ppid);
+	PstreeEntry *sl = tree_entry(t, e->sid);
+
+	if (!i || !sl || sl == e || !sl->zombie || (parent && parent->sid == e->sid))
+		return 0;
+	for (size_t k = 0; k < i; k++) {
+		if (t->pstree[k] != sl)
+			continue;
+		if (sl->sid != sl->pid || sl->ppid != e->ppid || t->creator[k] != sl->ppid) {
+			pr_err("pid %u: its session %u is led by a zombie that is not its "
+			       "sibling; amber can recreate such a session only from a zombie "
+			       "whose members went to its parent",
+			       e->pid, e->sid);
+			return -EOPNOTSUPP;
+		}
+		*creator = sl->pid;
+		return 0;
+	}
+	pr_err("pstree.img: pid %u comes before the zombie %u that leads its session; the "
+	       "image is corrupt",
+	       e->pid, e->sid);
+	return -EBADMSG;
+}
+
+bool sessions_zombie_leads(const struct tree *t, uint32_t pid)
+{
+	PstreeEntry *z = tree_entry(t, pid);
+
+	for (size_t i = 0; z && z->zombie && i < t->nr_pstree; i++)
+		if (t->creator[i] == pid)
+			return true;
+	return false;
+}
+
 int sessions_plan(struct tree *t)
 {
 	free(t->helpers);
@@ -99,6 +147,9 @@ int sessions_plan(struct tree *t)
 			       e->pid);
 			return -EBADMSG;
 		}
+		ret = zombie_leader(t, i, &creator);
+		if (ret)
+			return ret;
 		/* the first member of a session or group made by its helper */
 		if (e->dead_sid_leader && (!parent || parent->sid != e->sid)) {
 			ret = add_helper(t, e, true, creator, &creator);
@@ -158,23 +209,24 @@ int sessions_dump(struct tree *t)
 			e->dead_sid_leader = e->has_dead_sid_leader = 1;
 		if (e->pgid != e->pid && e->pgid != e->sid && !gl && !leads(e->pgid, false))
 			e->dead_pgid_leader = e->has_dead_pgid_leader = 1;
+		/* a zombie leader makes its session's first members, a sibling's */
 		sid_ok = e->sid == e->pid || e->dead_sid_leader || !i ||
-			 (parent && parent->sid == e->sid);
-		/* the session's helper leads its group too, for the members it makes */
+			 (parent && parent->sid == e->sid) ||
+			 (sl && sl->zombie && sl->sid == sl->pid && sl->ppid == e->ppid);
+		/* the session's helper leads its group too, for the members it makes;
+		 * a zombie's group lasts until it is reaped, so others can join it */
 		pgid_ok = e->pgid == e->pid || e->dead_pgid_leader || !i ||
 			  (parent && parent->pgid == e->pgid) ||
-			  (gl && gl->sid == e->sid && !gl->zombie) ||
+			  (gl && gl->sid == e->sid && gl->pgid == gl->pid) ||
 			  (e->pgid == e->sid && e->dead_sid_leader && parent->sid != e->sid);
 		if (!sid_ok || !pgid_ok) {
-			bool zombie =
-				(!sid_ok && sl && sl->zombie) || (!pgid_ok && gl && gl->zombie);
+			bool zombie = !sid_ok && sl && sl->zombie;
 
 			pr_err("pid %u (session %u, group %u) cannot be recreated from inside the "
 			       "tree of pid %d (its %s leader is %s); dump from an ancestor that "
 			       "holds them",
 			       e->pid, e->sid, e->pgid, t->o->pid, sid_ok ? "group" : "session",
-			       zombie ? "a zombie, which amber cannot make lead again"
-				      : "outside it");
+			       zombie ? "a zombie whose parent is not the member's" : "outside it");
 			return -EOPNOTSUPP;
 		}
 	}

@@ -380,6 +380,13 @@ int sys_seccomp(unsigned op, unsigned flags, const void *args)
 	return r < 0 ? -errno : (int)r;
 }
 
+long sys_bpf(int cmd, void *attr, unsigned size)
+{
+	long r = syscall(SYS_bpf, cmd, attr, size);
+
+	return r < 0 ? -errno : r;
+}
+
 int sys_membarrier(int cmd, unsigned flags)
 {
 	long r = syscall(SYS_membarrier, cmd, flags, 0);

@@ -90,5 +90,7 @@ int sys_thread_setid(uid_t euid, gid_t egid, const gid_t *groups, size_t n);
 /* seccomp(2) in the calling thread: 0 or -errno. */
 int sys_seccomp(unsigned op, unsigned flags, const void *args);
 int sys_membarrier(int cmd, unsigned flags);
+/* bpf(2): the result (an fd, 0) or -errno. */
+long sys_bpf(int cmd, void *attr, unsigned size);
 
 #endif

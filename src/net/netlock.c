@@ -20,6 +20,13 @@
  *
  * Only nft's own language: every expression used (ip/ip6/tcp matches, drop)
  * is core nf_tables, so no kernel module is needed beyond CONFIG_NF_TABLES.
+ *
+ * --network-lock iptables (CRIU's default name; nftables is nft): a chain of
+ * amber's own, "amber-ipt-ROOTPID-RANDOM", in the filter tables of iptables
+ * and ip6tables, jumped to first from INPUT and OUTPUT, with the same rules.
+ * Written with iptables-restore --noflush, so that each step is one
+ * transaction.  The image records the name, which tells the restore which
+ * kind of lock to remove.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -52,12 +59,15 @@ static struct {
 static size_t nr_locked;
 
 /*
- * Run nft with args, script (if any) on its stdin; what it says goes into out
- * (NUL-terminated).  Returns its exit status, or -errno if it could not run.
+ * Run tool (nft, iptables-restore...) with args, script (if any) on its
+ * stdin; what it says goes into out (NUL-terminated).  Returns its exit
+ * status, or -errno if it could not run.
  */
-static int run_nft(const char *const *args, const char *script, char *out, size_t len)
+static int run_tool(const char *tool, const char *const *args, const char *script, char *out,
+		    size_t len)
 {
-	const char *argv[8] = {"nft"};
+	const char *argv[8] = {tool};
+	char sbin[64];
 	posix_spawn_file_actions_t fa;
 	int in[2], msg[2], status, ret;
 	size_t n = 0, i;
@@ -78,9 +88,10 @@ static int run_nft(const char *const *args, const char *script, char *out, size_
 	posix_spawn_file_actions_adddup2(&fa, in[0], 0);
 	posix_spawn_file_actions_adddup2(&fa, msg[1], 1);
 	posix_spawn_file_actions_adddup2(&fa, msg[1], 2);
-	ret = posix_spawnp(&pid, "nft", &fa, NULL, (char *const *)argv, environ);
+	ret = posix_spawnp(&pid, tool, &fa, NULL, (char *const *)argv, environ);
+	snprintf(sbin, sizeof(sbin), "/usr/sbin/%s", tool);
 	if (ret == ENOENT) /* root's PATH may lack sbin */
-		ret = posix_spawn(&pid, "/usr/sbin/nft", &fa, NULL, (char *const *)argv, environ);
+		ret = posix_spawn(&pid, sbin, &fa, NULL, (char *const *)argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	close(in[0]);
 	close(msg[1]);
@@ -117,6 +128,11 @@ close_in:
 	return ret;
 }
 
+static int run_nft(const char *const *args, const char *script, char *out, size_t len)
+{
+	return run_tool("nft", args, script, out, len);
+}
+
 /* Run an nft script; failures are logged with what was being done. */
 static int nft_script(const char *script, const char *what)
 {
@@ -139,19 +155,94 @@ static int nft_script(const char *script, const char *what)
 	return 0;
 }
 
+#define IPT_PREFIX "amber-ipt-"
+#define IPT_HINT   "install iptables (apt install iptables) or use --network-lock nft or skip"
+
+/* A lock of iptables (a chain of amber's, in IPv4's and IPv6's filter tables), not nft? */
+static bool is_ipt(const char *name)
+{
+	return !strncmp(name, IPT_PREFIX, strlen(IPT_PREFIX));
+}
+
+/* Run an iptables-restore script (--noflush: only the lines given) for IPv4 and IPv6. */
+static int ipt_script(const char *script, const char *what, bool v4, bool v6)
+{
+	static const char *const args[] = {"-w", "--noflush", NULL};
+	static const char *const tools[] = {"iptables-restore", "ip6tables-restore"};
+	char out[1024];
+	int ret = 0;
+
+	for (int i = 0; i < 2 && !ret; i++) {
+		if (!(i ? v6 : v4))
+			continue;
+		ret = run_tool(tools[i], args, script, out, sizeof(out));
+		if (ret == -ENOENT) {
+			pr_err("%s: %s not found: " IPT_HINT, what, tools[i]);
+		} else if (ret < 0) {
+			pr_err("%s: cannot run %s: %s (" IPT_HINT ")", what, tools[i],
+			       strerror(-ret));
+		} else if (ret) {
+			pr_err("%s: %s failed (exit %d): %s", what, tools[i], ret, out);
+			ret = -EIO;
+		}
+	}
+	return ret;
+}
+
+/* The command that removes lock name, for messages. */
+static const char *unlock_cmd(const char *name)
+{
+	static char buf[384];
+
+	if (is_ipt(name))
+		snprintf(buf, sizeof(buf),
+			 "for t in iptables ip6tables; do $t -w -D INPUT -j %1$s; "
+			 "$t -w -D OUTPUT -j %1$s; $t -w -F %1$s; $t -w -X %1$s; done",
+			 name);
+	else
+		snprintf(buf, sizeof(buf), "nft delete table inet %s", name);
+	return buf;
+}
+
+static const char *lock_name(const char *name)
+{
+	static char buf[96];
+
+	snprintf(buf, sizeof(buf),
+		 is_ipt(name) ? "iptables chain %s (filter table)" : "nft table inet %s", name);
+	return buf;
+}
+
 static bool table_exists(const char *name)
 {
-	const char *args[] = {"list", "table", "inet", name, NULL};
+	const char *nft[] = {"list", "table", "inet", name, NULL};
+	const char *ipt[] = {"-w", "-n", "-L", name, NULL};
 	char out[256];
 
-	return run_nft(args, NULL, out, sizeof(out)) == 0;
+	if (is_ipt(name))
+		return run_tool("iptables", ipt, NULL, out, sizeof(out)) == 0 ||
+		       run_tool("ip6tables", ipt, NULL, out, sizeof(out)) == 0;
+	return run_nft(nft, NULL, out, sizeof(out)) == 0;
+}
+
+/* Remove lock name (both families' chains for iptables); logged on failure. */
+static int remove_lock(const char *name, const char *what)
+{
+	char script[256];
+
+	if (!is_ipt(name)) {
+		snprintf(script, sizeof(script), "delete table inet %s\n", name);
+		return nft_script(script, what);
+	}
+	snprintf(script, sizeof(script),
+		 "*filter\n-D INPUT -j %1$s\n-D OUTPUT -j %1$s\n-F %1$s\n-X %1$s\nCOMMIT\n", name);
+	return ipt_script(script, what, true, true);
 }
 
 /* At exit: the lock stays only if the dump killed every locked process. */
 static void netlock_release(void)
 {
 	bool alive = leave_running;
-	char script[128];
 
 	for (size_t i = 0; i < nr_locked; i++) {
 		struct pollfd p = {.fd = locked[i].pidfd, .events = POLLIN};
@@ -161,48 +252,65 @@ static void netlock_release(void)
 	}
 	nr_locked = 0;
 	if (!alive) {
-		pr_info("network lock kept: nft table inet %s drops the dumped connections' "
-			"packets until amber restore removes it",
-			table);
+		pr_info("network lock kept: %s drops the dumped connections' packets until "
+			"amber restore removes it",
+			lock_name(table));
 		return;
 	}
-	snprintf(script, sizeof(script), "delete table inet %s\n", table);
-	if (nft_script(script, "network unlock after the dump"))
-		pr_err("the dumped connections stay blocked: remove the lock with "
-		       "'nft delete table inet %s'",
-		       table);
+	if (remove_lock(table, "network unlock after the dump"))
+		pr_err("the dumped connections stay blocked: remove the lock with '%s'",
+		       unlock_cmd(table));
 	else
-		pr_info("network lock removed: nft table inet %s", table);
+		pr_info("network lock removed: %s", lock_name(table));
 }
 
 static int create_table(struct dump_ctx *ctx)
 {
 	char script[512], name[64];
+	bool ipt = ctx->o->netlock_ipt;
 	uint32_t rnd = 0;
 	int ret;
 
 	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
 		rnd = (uint32_t)getpid() ^ (uint32_t)time(NULL);
-	snprintf(name, sizeof(name), "amber-%d-%08x", ctx->o->pid, rnd);
-	snprintf(script, sizeof(script),
-		 "add table inet %1$s\n"
-		 "add chain inet %1$s in { type filter hook input priority filter; policy accept; "
-		 "}\n"
-		 "add chain inet %1$s out { type filter hook output priority filter; policy "
-		 "accept; }\n",
-		 name);
-	ret = nft_script(script, "network lock");
+	/* an iptables chain's name has at most 28 characters: this has at most 26 */
+	snprintf(name, sizeof(name), "%s%d-%08x", ipt ? IPT_PREFIX : "amber-", ctx->o->pid, rnd);
+	if (ipt) {
+		snprintf(script, sizeof(script),
+			 "*filter\n:%1$s - [0:0]\n-I INPUT 1 -j %1$s\n-I OUTPUT 1 -j %1$s\n"
+			 "COMMIT\n",
+			 name);
+		ret = ipt_script(script, "network lock", true, false);
+		if (!ret) {
+			ret = ipt_script(script, "network lock", false, true);
+			if (ret) {
+				snprintf(script, sizeof(script),
+					 "*filter\n-D INPUT -j %1$s\n-D OUTPUT -j %1$s\n-X %1$s\n"
+					 "COMMIT\n",
+					 name);
+				ipt_script(script, "network unlock", true, false);
+			}
+		}
+	} else {
+		snprintf(script, sizeof(script),
+			 "add table inet %1$s\n"
+			 "add chain inet %1$s in { type filter hook input priority filter; policy "
+			 "accept; }\n"
+			 "add chain inet %1$s out { type filter hook output priority filter; "
+			 "policy accept; }\n",
+			 name);
+		ret = nft_script(script, "network lock");
+	}
 	if (ret)
 		return ret;
 	snprintf(table, sizeof(table), "%s", name);
 	leave_running = ctx->o->leave_running;
 	if (atexit(netlock_release)) {
-		snprintf(script, sizeof(script), "delete table inet %s\n", name);
-		nft_script(script, "network unlock");
+		remove_lock(name, "network unlock");
 		table[0] = 0;
 		return -ENOMEM;
 	}
-	pr_debug("network lock: nft table inet %s", table);
+	pr_debug("network lock: %s", lock_name(table));
 	return 0;
 }
 
@@ -269,63 +377,112 @@ int netlock_connection(struct dump_ctx *ctx, const InetSkEntry *e, const char *w
 	ret = track_process(ctx);
 	if (ret)
 		return ret;
-	snprintf(script, sizeof(script),
-		 "add rule inet %1$s in %2$s saddr %3$s tcp sport %4$u %2$s daddr %5$s tcp dport "
-		 "%6$u drop\n"
-		 "add rule inet %1$s out %2$s saddr %5$s tcp sport %6$u %2$s daddr %3$s tcp dport "
-		 "%4$u drop\n",
-		 table, fs, dst, e->dst_port, src, e->src_port);
-	ret = nft_script(script, what);
+	if (is_ipt(table)) {
+		/* one chain, jumped to from INPUT and OUTPUT: both directions in each */
+		snprintf(script, sizeof(script),
+			 "*filter\n"
+			 "-A %1$s -s %2$s -d %4$s -p tcp --sport %3$u --dport %5$u -j DROP\n"
+			 "-A %1$s -s %4$s -d %2$s -p tcp --sport %5$u --dport %3$u -j DROP\n"
+			 "COMMIT\n",
+			 table, dst, e->dst_port, src, e->src_port);
+		ret = ipt_script(script, what, !strcmp(fs, "ip"), strcmp(fs, "ip"));
+	} else {
+		snprintf(script, sizeof(script),
+			 "add rule inet %1$s in %2$s saddr %3$s tcp sport %4$u %2$s daddr %5$s "
+			 "tcp dport %6$u drop\n"
+			 "add rule inet %1$s out %2$s saddr %5$s tcp sport %6$u %2$s daddr %3$s "
+			 "tcp dport %4$u drop\n",
+			 table, fs, dst, e->dst_port, src, e->src_port);
+		ret = nft_script(script, what);
+	}
 	if (ret)
 		return ret;
-	pr_debug("%s: locked %s:%u <-> %s:%u in nft table inet %s", what, src, e->src_port, dst,
-		 e->dst_port, table);
+	pr_debug("%s: locked %s:%u <-> %s:%u in %s", what, src, e->src_port, dst, e->dst_port,
+		 lock_name(table));
 	*name = table;
 	return 0;
 }
 
-/* The name goes into an nft script: only what create_table makes. */
+/* The name goes into an nft or iptables script: only what create_table makes. */
 static bool valid_name(const char *name)
 {
 	size_t len = strlen(name);
 
-	return len < sizeof(table) && !strncmp(name, "amber-", 6) &&
+	return len <= 28 && !strncmp(name, "amber-", 6) &&
 	       strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-") == len;
+}
+
+/* The locks this restore removed (netlock_restore_failed names the others). */
+static char **removed;
+static size_t nr_removed;
+
+static void note_removed(const char *name)
+{
+	char **n = realloc(removed, (nr_removed + 1) * sizeof(*n));
+
+	if (!n)
+		return;
+	removed = n;
+	removed[nr_removed] = strdup(name);
+	if (removed[nr_removed])
+		nr_removed++;
 }
 
 int netlock_unlock(struct tree *t, const char *name)
 {
-	char script[128];
 	int ret;
 
 	if (!valid_name(name)) {
-		pr_err("files.img: the network lock table '%.64s' is not one amber makes; the "
-		       "image is corrupt",
+		pr_err("files.img: the network lock '%.64s' is not one amber makes; the image is "
+		       "corrupt",
 		       name);
 		return -EBADMSG;
 	}
 	if (t->o->network_lock_skip) {
 		pr_warn("--network-lock skip: the image's network lock stays; remove it with "
-			"'nft delete table inet %s' once the connections may see packets",
-			name);
+			"'%s' once the connections may see packets",
+			unlock_cmd(name));
+		note_removed(name); /* said already */
 		return 0;
 	}
 	if (!table_exists(name)) {
-		pr_warn("the image's network lock, nft table inet %s, is already gone (removed "
-			"by hand, or the machine rebooted): the peers may have reset the "
-			"connections",
-			name);
+		pr_warn("the image's network lock, %s, is already gone (removed by hand, or the "
+			"machine rebooted): the peers may have reset the connections",
+			lock_name(name));
+		note_removed(name);
 		return 0;
 	}
-	snprintf(script, sizeof(script), "delete table inet %s\n", name);
-	ret = nft_script(script, "network unlock");
-	if (ret)
-		pr_err("the restored connections stay blocked by nft table inet %s: remove it "
-		       "with 'nft delete table inet %s'",
-		       name, name);
-	else
-		pr_info("network lock removed: nft table inet %s", name);
+	ret = remove_lock(name, "network unlock");
+	if (ret) {
+		pr_err("the restored connections stay blocked by %s: remove it with '%s'",
+		       lock_name(name), unlock_cmd(name));
+	} else {
+		pr_info("network lock removed: %s", lock_name(name));
+		note_removed(name);
+	}
 	return ret;
+}
+
+void netlock_restore_failed(struct tree *t)
+{
+	for (size_t i = 0; i < t->nr_rfiles; i++) {
+		const InetSkEntry *e = t->rfiles[i] ? t->rfiles[i]->inet_sk : NULL;
+		bool said = false;
+
+		if (!e || !e->netlock_table || !valid_name(e->netlock_table))
+			continue;
+		for (size_t k = 0; k < nr_removed && !said; k++)
+			said = !strcmp(removed[k], e->netlock_table);
+		for (size_t k = 0; k < i && !said; k++)
+			said = t->rfiles[k] && t->rfiles[k]->inet_sk &&
+			       t->rfiles[k]->inet_sk->netlock_table &&
+			       !strcmp(t->rfiles[k]->inet_sk->netlock_table, e->netlock_table);
+		if (said)
+			continue;
+		pr_err("the network lock of the image, %s, stays in place so that the restore "
+		       "can be tried again; if the image is abandoned, remove it with '%s'",
+		       lock_name(e->netlock_table), unlock_cmd(e->netlock_table));
+	}
 }
 
 int netlock_probe(char *why, size_t len)

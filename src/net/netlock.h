@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The network lock (CRIU's --network-lock nft): from just before a dump reads
- * an established TCP connection until the restore has it back, every packet
- * of that connection is dropped by an nft table of amber's own, so that the
- * peer retransmits into silence instead of being answered with a reset.
+ * The network lock (CRIU's --network-lock nftables or iptables): from just
+ * before a dump reads an established TCP connection until the restore has it
+ * back, every packet of that connection is dropped by an nft table (or an
+ * iptables chain) of amber's own, so that the peer retransmits into silence
+ * instead of being answered with a reset.
  */
 #ifndef AMBER_NETLOCK_H
 #define AMBER_NETLOCK_H
@@ -23,6 +24,13 @@ int netlock_connection(struct dump_ctx *ctx, const InetSkEntry *e, const char *w
 
 /* Restore: remove the table named in the image, once its connections exist again. */
 int netlock_unlock(struct tree *t, const char *table);
+
+/*
+ * Restore failed: name each network lock of the image still in place (a
+ * restore that fails leaves it, so that it can be tried again) and the
+ * command that removes it.
+ */
+void netlock_restore_failed(struct tree *t);
 
 /* amber check: 0 when nft runs here (why: what it said), or -errno. */
 int netlock_probe(char *why, size_t len);

@@ -99,6 +99,7 @@ static bool listed_in(const char *table, int col, uint64_t ino)
  * /proc/net/{tcp,udp}{,6}; a socket that is not bound yet (or a TCP one
  * only bound) is listed nowhere, so a socket of no other known family is
  * taken for one too: inet_dump() checks its family and refuses the rest.
+ * UDP-Lite, raw and ping sockets are inet ones too (inet_extra(), sk-raw.c).
  */
 static bool inet_match(const char *link, const struct stat *st)
 {
@@ -109,8 +110,7 @@ static bool inet_match(const char *link, const struct stat *st)
 		    {"/proc/net/tcp6", 10},
 		    {"/proc/net/udp", 10},
 		    {"/proc/net/udp6", 10}},
-	  other[] = {{"/proc/net/netlink", 10}, {"/proc/net/packet", 9}, {"/proc/net/raw", 10},
-		     {"/proc/net/raw6", 10},	{"/proc/net/icmp", 10},	 {"/proc/net/icmp6", 10}};
+	  other[] = {{"/proc/net/netlink", 10}, {"/proc/net/packet", 9}};
 
 	if (!S_ISSOCK(st->st_mode))
 		return false;
@@ -609,6 +609,12 @@ static int inet_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 	if (getsockopt(dup, SOL_SOCKET, SO_DOMAIN, &val, &len))
 		goto sockopt_fail;
 	e->family = val;
+	if (e->family == AF_NETLINK) { /* an unbound one is listed nowhere: not known as one */
+		inet_sk_entry__free_unpacked(e, NULL);
+		f->inet_sk = NULL;
+		f->kind = netlink_sk_type.kind;
+		return netlink_sk_type.dump(ctx, fd, dup, f);
+	}
 	len = sizeof(val);
 	if (getsockopt(dup, SOL_SOCKET, SO_TYPE, &val, &len))
 		goto sockopt_fail;
@@ -617,11 +623,14 @@ static int inet_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 	if (getsockopt(dup, SOL_SOCKET, SO_PROTOCOL, &val, &len))
 		goto sockopt_fail;
 	e->proto = val;
+	if (inet_extra(e)) /* UDP-Lite, ping, raw: sk-raw.c */
+		return inet_extra_dump(ctx, dup, e, what);
 	if ((e->family != AF_INET && e->family != AF_INET6) ||
 	    !((e->type == SOCK_STREAM && e->proto == IPPROTO_TCP) ||
 	      (e->type == SOCK_DGRAM && e->proto == IPPROTO_UDP))) {
 		pr_err("%s: a socket of family %u, type %u, protocol %u, which amber cannot dump "
-		       "(only unix sockets, and TCP and UDP over IPv4/IPv6)",
+		       "(only unix, packet and netlink sockets, and TCP, UDP, UDP-Lite, ping "
+		       "and raw ones over IPv4/IPv6)",
 		       what, e->family, e->type, e->proto);
 		return -EOPNOTSUPP;
 	}
@@ -1375,6 +1384,8 @@ static int check_isk(const struct isk *s, struct tree *t)
 		       state_name(e->state), show_addr(e, false), show_addr(e, true), t->owner.uid);
 		return -EPERM;
 	}
+	if (inet_extra(e))
+		return inet_extra_check(t, e, s->who);
 	return sk_opts_check(
 		t, e->opts, e->n_opts, (int)e->family, (int)e->type,
 		e->type == SOCK_STREAM && e->state != TCP_CLOSE && e->state != TCP_LISTEN, s->who);
@@ -1411,8 +1422,11 @@ static int inet_prepare(struct tree *t, RegFile **files, size_t n, int *fds)
 		    (isks[i].e->state == TCP_LISTEN || isks[i].e->state == TCP_CLOSE))
 			ret = open_listen_or_closed(&isks[i]);
 	for (size_t i = 0; i < nr_isks && !ret; i++)
-		if (isks[i].e->type == SOCK_DGRAM)
+		if (isks[i].e->type == SOCK_DGRAM && !inet_extra(isks[i].e))
 			ret = open_udp(&isks[i]);
+	for (size_t i = 0; i < nr_isks && !ret; i++)
+		if (inet_extra(isks[i].e))
+			ret = inet_extra_open(t, isks[i].e, isks[i].who, &isks[i].fd);
 	for (size_t i = 0; i < nr_isks && !ret; i++)
 		if (is_conn(isks[i].e))
 			ret = is_reset(isks[i].e, t->o) ? open_reset(&isks[i])

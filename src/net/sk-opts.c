@@ -22,6 +22,9 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <linux/filter.h>
+#include <linux/if_packet.h>
+#include <linux/netlink.h>
+#include <netinet/icmp6.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/ip.h>
@@ -40,6 +43,18 @@
 #include "owner.h"
 #include "sk.h"
 
+/* linux/icmp.h and linux/udp.h would clash with the libc headers */
+#define ICMP_FILTER	   1
+#define ICMP_FILTER_SIZE   4 /* struct icmp_filter: a bit per ICMP type */
+#define SOL_UDPLITE	   136
+#define UDPLITE_SEND_CSCOV 10
+#define UDPLITE_RECV_CSCOV 11
+#ifndef SOL_ICMPV6
+#define SOL_ICMPV6 58
+#endif
+#ifndef PACKET_VNET_HDR_SZ
+#define PACKET_VNET_HDR_SZ 24
+#endif
 #ifndef SO_PASSPIDFD
 #define SO_PASSPIDFD 76
 #endif
@@ -56,15 +71,19 @@
 #define TCP_CA_NAME_MAX 16
 
 /* families and types an option applies to */
-#define F_UNIX	 1
-#define F_INET4	 2
-#define F_INET6	 4
-#define F_INET	 (F_INET4 | F_INET6)
-#define F_ALL	 (F_UNIX | F_INET)
-#define T_STREAM 1
-#define T_DGRAM	 2
-#define T_SEQ	 4
-#define T_ALL	 (T_STREAM | T_DGRAM | T_SEQ)
+#define F_UNIX	  1
+#define F_INET4	  2
+#define F_INET6	  4
+#define F_INET	  (F_INET4 | F_INET6)
+#define F_PACKET  8
+#define F_NETLINK 16
+#define F_ALL	  (F_UNIX | F_INET | F_PACKET | F_NETLINK)
+#define T_STREAM  1
+#define T_DGRAM	  2
+#define T_SEQ	  4
+#define T_RAW	  8
+#define T_IP	  (T_STREAM | T_DGRAM | T_RAW) /* IP-level: any inet socket */
+#define T_ALL	  (T_STREAM | T_DGRAM | T_SEQ | T_RAW)
 
 enum kind {
 	K_BOOL,	  /* int, 0 or 1 */
@@ -88,6 +107,7 @@ struct opt {
 	enum kind kind;
 	unsigned size; /* K_RAW, K_STR */
 	unsigned families, types, flags;
+	int proto; /* only on sockets of this protocol (0: any) */
 };
 
 #define B(l, o, f, t, fl)                                                                          \
@@ -110,39 +130,40 @@ struct opt {
  */
 static const struct opt opts[] = {
 	/* joined before bind like the rest; a group of size bytes */
-	{"IP_ADD_MEMBERSHIP", SOL_IP, MCAST_JOIN_GROUP, K_MEMB, 4, F_INET, T_DGRAM, 0},
-	{"IPV6_ADD_MEMBERSHIP", SOL_IPV6, MCAST_JOIN_GROUP, K_MEMB, 16, F_INET6, T_DGRAM, 0},
-	B(SOL_IP, IP_MULTICAST_LOOP, F_INET, T_DGRAM, 0),
-	I(SOL_IP, IP_MULTICAST_TTL, F_INET, T_DGRAM, 0),
-	B(SOL_IP, IP_MULTICAST_ALL, F_INET, T_DGRAM, 0),
-	I(SOL_IPV6, IPV6_MULTICAST_IF, F_INET6, T_DGRAM, 0),
-	I(SOL_IPV6, IPV6_MULTICAST_HOPS, F_INET6, T_DGRAM, 0),
-	B(SOL_IPV6, IPV6_MULTICAST_LOOP, F_INET6, T_DGRAM, 0),
-	B(SOL_IPV6, IPV6_MULTICAST_ALL, F_INET6, T_DGRAM, 0),
-	I(SOL_IP, IP_TOS, F_INET, T_STREAM | T_DGRAM, 0),
-	I(SOL_IP, IP_TTL, F_INET, T_STREAM | T_DGRAM, 0),
-	B(SOL_IP, IP_FREEBIND, F_INET, T_STREAM | T_DGRAM, 0),
-	B(SOL_IP, IP_TRANSPARENT, F_INET, T_STREAM | T_DGRAM, PRIV),
-	B(SOL_IP, IP_PKTINFO, F_INET, T_STREAM | T_DGRAM, 0),
-	B(SOL_IP, IP_RECVERR, F_INET, T_STREAM | T_DGRAM, 0),
-	I(SOL_IP, IP_MTU_DISCOVER, F_INET, T_STREAM | T_DGRAM, 0),
-	B(SOL_IP, IP_RECVTOS, F_INET, T_STREAM | T_DGRAM, 0),
-	B(SOL_IP, IP_RECVTTL, F_INET, T_STREAM | T_DGRAM, 0),
-	B(SOL_IP, IP_RECVORIGDSTADDR, F_INET, T_DGRAM, 0),
-	B(SOL_IP, IP_BIND_ADDRESS_NO_PORT, F_INET, T_STREAM | T_DGRAM, 0),
-	I(SOL_IPV6, IPV6_TCLASS, F_INET6, T_STREAM | T_DGRAM, 0),
-	I(SOL_IPV6, IPV6_UNICAST_HOPS, F_INET6, T_STREAM | T_DGRAM, 0),
-	B(SOL_IPV6, IPV6_RECVPKTINFO, F_INET6, T_STREAM | T_DGRAM, 0),
-	B(SOL_IPV6, IPV6_RECVERR, F_INET6, T_STREAM | T_DGRAM, 0),
-	I(SOL_IPV6, IPV6_MTU_DISCOVER, F_INET6, T_STREAM | T_DGRAM, 0),
-	B(SOL_IPV6, IPV6_RECVTCLASS, F_INET6, T_STREAM | T_DGRAM, 0),
-	B(SOL_IPV6, IPV6_RECVHOPLIMIT, F_INET6, T_STREAM | T_DGRAM, 0),
-	B(SOL_IPV6, IPV6_DONTFRAG, F_INET6, T_STREAM | T_DGRAM, 0),
-	B(SOL_IPV6, IPV6_RECVORIGDSTADDR, F_INET6, T_DGRAM, 0),
-	B(SOL_IPV6, IPV6_FREEBIND, F_INET6, T_STREAM | T_DGRAM, 0),
-	B(SOL_IPV6, IPV6_TRANSPARENT, F_INET6, T_STREAM | T_DGRAM, PRIV),
+	{"IP_ADD_MEMBERSHIP", SOL_IP, MCAST_JOIN_GROUP, K_MEMB, 4, F_INET, T_DGRAM | T_RAW, 0},
+	{"IPV6_ADD_MEMBERSHIP", SOL_IPV6, MCAST_JOIN_GROUP, K_MEMB, 16, F_INET6, T_DGRAM | T_RAW,
+	 0},
+	B(SOL_IP, IP_MULTICAST_LOOP, F_INET, T_DGRAM | T_RAW, 0),
+	I(SOL_IP, IP_MULTICAST_TTL, F_INET, T_DGRAM | T_RAW, 0),
+	B(SOL_IP, IP_MULTICAST_ALL, F_INET, T_DGRAM | T_RAW, 0),
+	I(SOL_IPV6, IPV6_MULTICAST_IF, F_INET6, T_DGRAM | T_RAW, 0),
+	I(SOL_IPV6, IPV6_MULTICAST_HOPS, F_INET6, T_DGRAM | T_RAW, 0),
+	B(SOL_IPV6, IPV6_MULTICAST_LOOP, F_INET6, T_DGRAM | T_RAW, 0),
+	B(SOL_IPV6, IPV6_MULTICAST_ALL, F_INET6, T_DGRAM | T_RAW, 0),
+	I(SOL_IP, IP_TOS, F_INET, T_IP, 0),
+	I(SOL_IP, IP_TTL, F_INET, T_IP, 0),
+	B(SOL_IP, IP_FREEBIND, F_INET, T_IP, 0),
+	B(SOL_IP, IP_TRANSPARENT, F_INET, T_IP, PRIV),
+	B(SOL_IP, IP_PKTINFO, F_INET, T_IP, 0),
+	B(SOL_IP, IP_RECVERR, F_INET, T_IP, 0),
+	I(SOL_IP, IP_MTU_DISCOVER, F_INET, T_IP, 0),
+	B(SOL_IP, IP_RECVTOS, F_INET, T_IP, 0),
+	B(SOL_IP, IP_RECVTTL, F_INET, T_IP, 0),
+	B(SOL_IP, IP_RECVORIGDSTADDR, F_INET, T_DGRAM | T_RAW, 0),
+	B(SOL_IP, IP_BIND_ADDRESS_NO_PORT, F_INET, T_IP, 0),
+	I(SOL_IPV6, IPV6_TCLASS, F_INET6, T_IP, 0),
+	I(SOL_IPV6, IPV6_UNICAST_HOPS, F_INET6, T_IP, 0),
+	B(SOL_IPV6, IPV6_RECVPKTINFO, F_INET6, T_IP, 0),
+	B(SOL_IPV6, IPV6_RECVERR, F_INET6, T_IP, 0),
+	I(SOL_IPV6, IPV6_MTU_DISCOVER, F_INET6, T_IP, 0),
+	B(SOL_IPV6, IPV6_RECVTCLASS, F_INET6, T_IP, 0),
+	B(SOL_IPV6, IPV6_RECVHOPLIMIT, F_INET6, T_IP, 0),
+	B(SOL_IPV6, IPV6_DONTFRAG, F_INET6, T_IP, 0),
+	B(SOL_IPV6, IPV6_RECVORIGDSTADDR, F_INET6, T_DGRAM | T_RAW, 0),
+	B(SOL_IPV6, IPV6_FREEBIND, F_INET6, T_IP, 0),
+	B(SOL_IPV6, IPV6_TRANSPARENT, F_INET6, T_IP, PRIV),
 	/* inet keeps SO_REUSEADDR in inet_sk_entry.reuseaddr (restore binds with it on) */
-	B(SOL_SOCKET, SO_REUSEADDR, F_UNIX, T_ALL, 0),
+	B(SOL_SOCKET, SO_REUSEADDR, F_UNIX | F_PACKET | F_NETLINK, T_ALL, 0),
 	B(SOL_SOCKET, SO_REUSEPORT, F_ALL, T_ALL, 0),
 	I(SOL_SOCKET, SO_PRIORITY, F_ALL, T_ALL, PRIO),
 	I(SOL_SOCKET, SO_MARK, F_ALL, T_ALL, PRIV),
@@ -168,9 +189,9 @@ static const struct opt opts[] = {
 	R(SOL_SOCKET, SO_TIMESTAMPING_OLD, sizeof(struct so_timestamping), F_ALL, T_ALL, 0),
 	R(SOL_SOCKET, SO_TIMESTAMPING_NEW, sizeof(struct so_timestamping), F_ALL, T_ALL, 0),
 	/* unix keeps its buffer sizes in unix_sk_entry (the refill needs its own) */
-	{"SO_SNDBUF", SOL_SOCKET, SO_SNDBUF, K_BUF, 0, F_INET, T_ALL, LATE},
-	{"SO_RCVBUF", SOL_SOCKET, SO_RCVBUF, K_BUF, 0, F_INET, T_ALL, LATE},
-	I(SOL_SOCKET, SO_BUF_LOCK, F_INET, T_ALL, LATE),
+	{"SO_SNDBUF", SOL_SOCKET, SO_SNDBUF, K_BUF, 0, F_INET | F_PACKET | F_NETLINK, T_ALL, LATE},
+	{"SO_RCVBUF", SOL_SOCKET, SO_RCVBUF, K_BUF, 0, F_INET | F_PACKET | F_NETLINK, T_ALL, LATE},
+	I(SOL_SOCKET, SO_BUF_LOCK, F_INET | F_PACKET | F_NETLINK, T_ALL, LATE),
 	{"SO_ATTACH_FILTER", SOL_SOCKET, SO_ATTACH_FILTER, K_FILTER, 0, F_ALL, T_ALL, LATE},
 	B(SOL_SOCKET, SO_LOCK_FILTER, F_ALL, T_ALL, LATE),
 	B(SOL_TCP, TCP_NODELAY, F_INET, T_STREAM, 0),
@@ -196,6 +217,39 @@ static const struct opt opts[] = {
 	B(IPPROTO_UDP, UDP_CORK, F_INET, T_DGRAM, 0),
 	I(IPPROTO_UDP, UDP_SEGMENT, F_INET, T_DGRAM, 0),
 	B(IPPROTO_UDP, UDP_GRO, F_INET, T_DGRAM, 0),
+	/* UDP-Lite, ICMP "ping" and raw sockets (sk-raw.c) */
+	{"UDPLITE_SEND_CSCOV", SOL_UDPLITE, UDPLITE_SEND_CSCOV, K_INT, 0, F_INET, T_DGRAM, 0,
+	 IPPROTO_UDPLITE},
+	{"UDPLITE_RECV_CSCOV", SOL_UDPLITE, UDPLITE_RECV_CSCOV, K_INT, 0, F_INET, T_DGRAM, 0,
+	 IPPROTO_UDPLITE},
+	B(SOL_IP, IP_HDRINCL, F_INET4, T_RAW, 0),
+	B(SOL_IP, IP_NODEFRAG, F_INET4, T_RAW, 0),
+	{"ICMP_FILTER", SOL_RAW, ICMP_FILTER, K_RAW, ICMP_FILTER_SIZE, F_INET4, T_RAW, 0,
+	 IPPROTO_ICMP},
+	I(SOL_IPV6, IPV6_CHECKSUM, F_INET6, T_RAW, 0),
+	B(SOL_IPV6, IPV6_HDRINCL, F_INET6, T_RAW, 0),
+	{"ICMPV6_FILTER", SOL_ICMPV6, ICMP6_FILTER, K_RAW, sizeof(struct icmp6_filter), F_INET6,
+	 T_RAW, 0, IPPROTO_ICMPV6},
+	/* packet sockets (sk-packet.c): PACKET_VERSION and PACKET_RESERVE before bind */
+	I(SOL_PACKET, PACKET_VERSION, F_PACKET, T_DGRAM | T_RAW, 0),
+	I(SOL_PACKET, PACKET_RESERVE, F_PACKET, T_DGRAM | T_RAW, 0),
+	B(SOL_PACKET, PACKET_AUXDATA, F_PACKET, T_DGRAM | T_RAW, 0),
+	B(SOL_PACKET, PACKET_ORIGDEV, F_PACKET, T_DGRAM | T_RAW, 0),
+	I(SOL_PACKET, PACKET_TIMESTAMP, F_PACKET, T_DGRAM | T_RAW, 0),
+	B(SOL_PACKET, PACKET_LOSS, F_PACKET, T_DGRAM | T_RAW, 0),
+	B(SOL_PACKET, PACKET_VNET_HDR, F_PACKET, T_RAW, 0),
+	I(SOL_PACKET, PACKET_VNET_HDR_SZ, F_PACKET, T_RAW, 0),
+	B(SOL_PACKET, PACKET_QDISC_BYPASS, F_PACKET, T_DGRAM | T_RAW, 0),
+	B(SOL_PACKET, PACKET_IGNORE_OUTGOING, F_PACKET, T_DGRAM | T_RAW, 0),
+	B(SOL_PACKET, PACKET_TX_HAS_OFF, F_PACKET, T_DGRAM | T_RAW, 0),
+	/* netlink sockets (sk-netlink.c) */
+	B(SOL_NETLINK, NETLINK_PKTINFO, F_NETLINK, T_DGRAM | T_RAW, 0),
+	B(SOL_NETLINK, NETLINK_BROADCAST_ERROR, F_NETLINK, T_DGRAM | T_RAW, 0),
+	B(SOL_NETLINK, NETLINK_NO_ENOBUFS, F_NETLINK, T_DGRAM | T_RAW, 0),
+	B(SOL_NETLINK, NETLINK_LISTEN_ALL_NSID, F_NETLINK, T_DGRAM | T_RAW, PRIV),
+	B(SOL_NETLINK, NETLINK_CAP_ACK, F_NETLINK, T_DGRAM | T_RAW, 0),
+	B(SOL_NETLINK, NETLINK_EXT_ACK, F_NETLINK, T_DGRAM | T_RAW, 0),
+	B(SOL_NETLINK, NETLINK_GET_STRICT_CHK, F_NETLINK, T_DGRAM | T_RAW, 0),
 };
 
 #define NR_OPTS	       (sizeof(opts) / sizeof(opts[0]))
@@ -203,18 +257,39 @@ static const struct opt opts[] = {
 
 static unsigned family_bit(int family)
 {
-	return family == AF_UNIX ? F_UNIX : family == AF_INET ? F_INET4 : F_INET6;
+	switch (family) {
+	case AF_UNIX:
+		return F_UNIX;
+	case AF_INET:
+		return F_INET4;
+	case AF_INET6:
+		return F_INET6;
+	case AF_PACKET:
+		return F_PACKET;
+	case AF_NETLINK:
+		return F_NETLINK;
+	}
+	return 0;
 }
 
 static unsigned type_bit(int type)
 {
-	return type == SOCK_STREAM ? T_STREAM : type == SOCK_DGRAM ? T_DGRAM : T_SEQ;
+	switch (type) {
+	case SOCK_STREAM:
+		return T_STREAM;
+	case SOCK_DGRAM:
+		return T_DGRAM;
+	case SOCK_RAW:
+		return T_RAW;
+	}
+	return T_SEQ;
 }
 
-static bool applies(const struct opt *o, int family, int type, bool established)
+/* proto -1: a socket of its type's usual protocol (TCP, UDP), no protocol's own options */
+static bool applies(const struct opt *o, int family, int type, int proto, bool established)
 {
 	return (o->families & family_bit(family)) && (o->types & type_bit(type)) &&
-	       !(established && (o->flags & NOT_EST));
+	       (!o->proto || o->proto == proto) && !(established && (o->flags & NOT_EST));
 }
 
 static const struct opt *opt_by_name(const char *name)
@@ -381,7 +456,8 @@ static int mc_member(int fd, const struct opt *o, int64_t ifindex, const uint8_t
 	mc_group(&gf.gf_group, o, group);
 	*member = false;
 	if (getsockopt(fd, o->level, MCAST_MSFILTER, &gf, &len)) {
-		if (errno == EADDRNOTAVAIL)
+		/* ENOPROTOOPT: no IPv4 options on this socket (a raw IPv6 one), so no group */
+		if (errno == EADDRNOTAVAIL || errno == ENOPROTOOPT)
 			return 0;
 		pr_err("%s: cannot tell whether it joined %s: %m", what,
 		       show_group(o, group, ifindex));
@@ -492,10 +568,14 @@ static int check_unkept(int fd, int fresh, const char *what)
 int sk_opts_dump(int fd, int family, int type, bool established, const char *what, SkOpt ***out,
 		 size_t *n)
 {
-	int fresh, locks = 0, ret = 0;
-	socklen_t len = sizeof(locks);
+	int fresh, locks = 0, proto = 0, ret = 0;
+	socklen_t len = sizeof(proto);
 
-	fresh = socket(family, type | SOCK_CLOEXEC, 0);
+	/* the same protocol: a UDP-Lite, ICMP or raw socket's options are its own */
+	if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &len))
+		proto = 0;
+	len = sizeof(locks);
+	fresh = socket(family, type | SOCK_CLOEXEC, proto);
 	if (fresh < 0) {
 		pr_err("%s: cannot make a new socket of its kind to compare its options with: %m",
 		       what);
@@ -509,7 +589,7 @@ int sk_opts_dump(int fd, int family, int type, bool established, const char *wha
 		struct val def, cur;
 		const char *why;
 
-		if (!applies(o, family, type, established))
+		if (!applies(o, family, type, proto, established))
 			continue;
 		if (o->kind == K_MEMB) {
 			ret = mc_dump(fd, o, what, out, n);
@@ -563,6 +643,12 @@ static bool needs_priv(const struct opt *o, const SkOpt *s)
 int sk_opts_check(struct tree *t, SkOpt **s, size_t n, int family, int type, bool established,
 		  const char *what)
 {
+	return sk_opts_check_proto(t, s, n, family, type, -1, established, what);
+}
+
+int sk_opts_check_proto(struct tree *t, SkOpt **s, size_t n, int family, int type, int proto,
+			bool established, const char *what)
+{
 	for (size_t i = 0; i < n; i++) {
 		const struct opt *o = s[i]->name ? opt_by_name(s[i]->name) : NULL;
 		bool is_int;
@@ -573,7 +659,7 @@ int sk_opts_check(struct tree *t, SkOpt **s, size_t n, int family, int type, boo
 			       what, s[i]->name ? s[i]->name : "");
 			return -EBADMSG;
 		}
-		if (!applies(o, family, type, established)) {
+		if (!applies(o, family, type, proto, established)) {
 			pr_err("%s: the image holds %s, which does not apply to this kind of "
 			       "socket; the image is corrupt",
 			       what, o->name);

@@ -13,6 +13,36 @@
 
 extern const struct fd_type unix_sk_type;
 extern const struct fd_type inet_sk_type;
+extern const struct fd_type packet_sk_type;
+extern const struct fd_type netlink_sk_type;
+
+/*
+ * Inet sockets beyond TCP and UDP (sk-raw.c): UDP-Lite, ICMP "ping" and raw
+ * sockets, kept in inet_sk_entry like the others.  sk-inet.c hands them over:
+ * inet_extra() tells which are; inet_extra_dump() fills e (family, type and
+ * proto set); inet_extra_check() and inet_extra_open() restore one (fd: the
+ * new socket, options before bind set, the late ones left to sk-inet.c).
+ */
+bool inet_extra(const InetSkEntry *e);
+int inet_extra_dump(struct dump_ctx *ctx, int dup, InetSkEntry *e, const char *what);
+int inet_extra_check(struct tree *t, const InetSkEntry *e, const char *who);
+int inet_extra_open(struct tree *t, const InetSkEntry *e, const char *who, int *fd);
+
+/*
+ * sock_diag (sk-diag.c): the message describing socket inode ino, asked
+ * with req (a packet_diag_req or netlink_diag_req of len bytes), whose
+ * inode is at ino_off in the answer; *msg is malloc'ed (nlmsghdr
+ * included).  -ENOENT: not listed.
+ */
+int sk_diag_find(const void *req, size_t len, size_t ino_off, uint64_t ino, void **msg);
+
+/* Each attribute (struct nlattr) of such a message, after its fixed part of hdr bytes. */
+#define sk_diag_for_each_attr(a, msg, hdr)                                                         \
+	for (struct nlattr *a = (struct nlattr *)((char *)NLMSG_DATA(msg) + NLA_ALIGN(hdr));       \
+	     (char *)a + sizeof(*a) <= (char *)(msg) + (msg)->nlmsg_len &&                         \
+	     a->nla_len >= sizeof(*a) &&                                                           \
+	     (char *)a + a->nla_len <= (char *)(msg) + (msg)->nlmsg_len;                           \
+	     a = (struct nlattr *)((char *)a + NLA_ALIGN(a->nla_len)))
 
 /* Is socket inode ino open in some process of the tree being dumped? */
 bool sk_open_in_tree(struct tree *t, uint64_t ino);
@@ -37,6 +67,9 @@ int sk_opts_dump(int fd, int family, int type, bool established, const char *wha
 /* Restore, before any socket is made: known, well-formed, and the owner's to set? */
 int sk_opts_check(struct tree *t, SkOpt **opts, size_t n, int family, int type, bool established,
 		  const char *what);
+/* The same for a socket of protocol proto, whose own options (UDPLITE_*, ICMP_FILTER) apply. */
+int sk_opts_check_proto(struct tree *t, SkOpt **opts, size_t n, int family, int type, int proto,
+			bool established, const char *what);
 /*
  * Set them on fd with the owner's rights: !late before it binds, late once
  * its queues are refilled; late also reads every one back.

@@ -59,8 +59,8 @@ static __thread uint64_t tls_var = 1;
 #define GPS(reg, i) "mov %%" reg ", rs_out+" S(i) "*8(%%rip)\n\t"
 #define GP_ALL(M)                                                                                  \
 	M("rbx", 0)                                                                                \
-	M("rdx", 1) M("r8", 2) M("r9", 3) M("r10", 4) M("r12", 5) M("r13", 6) M("r14", 7)          \
-		M("r15", 8)
+	M("rdx", 1)                                                                                \
+	M("r8", 2) M("r9", 3) M("r10", 4) M("r12", 5) M("r13", 6) M("r14", 7) M("r15", 8)
 
 #define X87L(i) "fldt rs_in+%c[ox]+" S(i) "*16(%%rip)\n\t"
 #define X87S(i) "fstpt rs_out+%c[ox]+" S(i) "*16(%%rip)\n\t"

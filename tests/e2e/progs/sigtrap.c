@@ -18,7 +18,7 @@ static void on_trap(int sig)
 
 int main(int argc, char **argv)
 {
-	struct sigaction sa = { .sa_handler = on_trap }, cur;
+	struct sigaction sa = {.sa_handler = on_trap}, cur;
 
 	prog_init(argc, argv);
 	sigaction(SIGTRAP, &sa, NULL);
@@ -27,7 +27,8 @@ int main(int argc, char **argv)
 	if (prog_sabotage())
 		signal(SIGTRAP, SIG_DFL);
 	sigaction(SIGTRAP, NULL, &cur);
-	CHECK(cur.sa_handler == on_trap, "SIGTRAP handler still installed (%p)", (void *)cur.sa_handler);
+	CHECK(cur.sa_handler == on_trap, "SIGTRAP handler still installed (%p)",
+	      (void *)cur.sa_handler);
 	raise(SIGTRAP);
 	CHECK(hits == 1, "SIGTRAP handled (%d)", hits);
 	return prog_done();

@@ -81,7 +81,7 @@ static void *waiter(void *arg)
 static void *sleeper(void *arg)
 {
 	struct tinfo *t = arg;
-	struct timespec ts = { 0, 5 * 1000 * 1000 };
+	struct timespec ts = {0, 5 * 1000 * 1000};
 
 	setup(t, 1);
 	while (!stop_sleeper) {
@@ -106,7 +106,7 @@ static void *reader(void *arg)
 
 int main(int argc, char **argv)
 {
-	void *(*fn[NT])(void *) = { waiter, sleeper, reader };
+	void *(*fn[NT])(void *) = {waiter, sleeper, reader};
 	long before;
 
 	prog_init(argc, argv);
@@ -138,8 +138,8 @@ int main(int argc, char **argv)
 
 		CHECK(!pthread_join(t->th, NULL), "thread %d joined", i);
 		snprintf(want, sizeof(want), "amber-t%d", i);
-		CHECK(t->tid_after == t->tid_before, "thread %d tid %d (before %d)", i, t->tid_after,
-		      t->tid_before);
+		CHECK(t->tid_after == t->tid_before, "thread %d tid %d (before %d)", i,
+		      t->tid_after, t->tid_before);
 		CHECK(t->tls_after, "thread %d TLS value", i);
 		CHECK(!strcmp(t->name_after, want), "thread %d name '%s'", i, t->name_after);
 		CHECK(t->mask_ok, "thread %d signal mask", i);

@@ -29,8 +29,8 @@ int main(int argc, char **argv)
 	pid_t root = getpid(), a, s, z, g = 0;
 	int p[2], gp[2], fd, st;
 	pid_t r;
-	volatile long *shared = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-				     -1, 0);
+	volatile long *shared =
+		mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	off_t before, after;
 	long gbuf;
 
@@ -101,8 +101,8 @@ int main(int argc, char **argv)
 	prog_ready();
 	prog_wait_go();
 	/* G checks its own group (it may be gone by now) */
-	CHECK(getpgid(a) == a && getsid(s) == s, "groups and sessions: A leads %d, S leads session %d",
-	      getpgid(a), getsid(s));
+	CHECK(getpgid(a) == a && getsid(s) == s,
+	      "groups and sessions: A leads %d, S leads session %d", getpgid(a), getsid(s));
 	st = -1;
 	r = waitpid(z, &st, 0);
 	CHECK(r == z && WIFEXITED(st) && WEXITSTATUS(st) == (prog_sabotage() ? 8 : 7),

@@ -42,7 +42,8 @@ int main(int argc, char **argv)
 	after = vdso_start();
 	if (proxy && !strcmp(proxy, "1")) {
 		CHECK(after && after != before, "the vDSO moved (%lx -> %lx)", before, after);
-		CHECK(*(volatile unsigned char *)ehdr == 0x7f, "the old vDSO address still holds code");
+		CHECK(*(volatile unsigned char *)ehdr == 0x7f,
+		      "the old vDSO address still holds code");
 	} else {
 		CHECK(after == before, "the vDSO is where it was (%lx -> %lx)", before, after);
 	}
@@ -52,8 +53,8 @@ int main(int argc, char **argv)
 	diff = (s.tv_sec - v.tv_sec) * 1000000000L + (s.tv_nsec - v.tv_nsec);
 	if (prog_sabotage())
 		diff += 5000000000L;
-	CHECK(diff >= 0 && diff < 1000000000L, "vDSO clock_gettime agrees with the syscall (%ld ns)",
-	      diff);
+	CHECK(diff >= 0 && diff < 1000000000L,
+	      "vDSO clock_gettime agrees with the syscall (%ld ns)", diff);
 	clock_gettime(CLOCK_MONOTONIC, &v);
 	syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &s);
 	diff = (s.tv_sec - v.tv_sec) * 1000000000L + (s.tv_nsec - v.tv_nsec);

@@ -10,7 +10,7 @@
 
 #include "prog.h"
 
-#define ANON (64UL << 20)
+#define ANON   (64UL << 20)
 #define FILESZ (4UL << 20)
 
 int main(int argc, char **argv)
@@ -49,7 +49,8 @@ int main(int argc, char **argv)
 				want = 0xa0 + k;
 		bad += a[i] != want;
 	}
-	CHECK(!bad, "64 MiB of read-only-touched memory: zeros and 16 written pages (%lu bad)", bad);
+	CHECK(!bad, "64 MiB of read-only-touched memory: zeros and 16 written pages (%lu bad)",
+	      bad);
 	bad = 0;
 	for (unsigned long i = 0; i < FILESZ; i++)
 		bad += f[i] != (i == 4096 * 7 ? 0xee : ((i >> 12) | 1) & 0xff);

@@ -2,7 +2,8 @@
 # table, CRIU's options with CRIU's meanings, configuration files, action scripts,
 # -s/--leave-stopped, and an error of its own for each kind of mistake.
 TESTS+=(cli_help cli_errors cli_criu_command_lines cli_log_file_links cli_config_files)
-TESTS+=(cli_action_scripts cli_action_script_fails cli_leave_stopped cli_man_page)
+TESTS+=(cli_action_scripts cli_action_scripts_netlock cli_action_script_fails cli_leave_stopped
+	cli_man_page)
 
 # Every option the table gives a command is in its help, both ways of asking for it.
 t_cli_help() {
@@ -48,7 +49,7 @@ t_cli_errors() {
 	cli_refused "unknown option --tcp-establishment\b" 2 dump -t 1234 -D "$W/x" --tcp-establishment || return 1
 	cli_refused "option -D needs a value" 2 restore -D || return 1
 	cli_refused "--lazy-pages is CRIU's option; amber does not implement it" 2 restore -D "$W" --lazy-pages || return 1
-	cli_refused "--network-lock takes nft \(the default\) or skip, not 'iptable'" 2 dump -t 1234 -D "$W/x" --network-lock iptable || return 1
+	cli_refused "--network-lock takes nft or nftables \(the default\), iptables or skip, not 'iptable'" 2 dump -t 1234 -D "$W/x" --network-lock iptable || return 1
 	cli_refused "-v takes a level from 0 to 4" 2 dump -t 1234 -D "$W/x" -v9 || return 1
 	[ ! -e "$W/x" ] || { fail "a refused command line created $W/x"; return 1; }
 }
@@ -149,6 +150,31 @@ post-resume $PID $W/img"
 	[ "$(cat "$W/actions")" = "$want" ] || { fail "the script saw: $(tr '\n' ';' <"$W/actions") wanted: $(tr '\n' ';' <<<"$want")"; return 1; }
 	touch "$T/go"
 	wait_for 30 test -e "$T/result" && [ "$(cat "$T/result")" = 0 ] || { fail "the restored counter failed"; return 1; }
+}
+
+# With TCP connections (--tcp-established) the script also sees network-lock at
+# dump (before the sockets are dumped) and network-unlock at restore (once the
+# processes are built, before they resume), in CRIU's places.
+cli_netlock_dumped() {
+	local want="pre-dump $PID $W/img
+network-lock $PID $W/img
+post-dump $PID $W/img"
+	[ "$(cat "$W/actions")" = "$want" ] || { fail "at dump the script saw: $(tr '\n' ';' <"$W/actions") wanted: $(tr '\n' ';' <<<"$want")"; return 1; }
+	: >"$W/actions"
+}
+t_cli_action_scripts_netlock() {
+	[ $SELFTEST = 1 ] && return 77
+	local want
+	cli_write_script "$W/script"
+	cycle -d "--tcp-established --action-script $W/script" \
+		-r "--tcp-established --action-script $W/script" -B cli_netlock_dumped -- \
+		"$PROGS/netlock" "$T" || return 1
+	want="pre-restore none $W/img
+post-restore $PID $W/img
+network-unlock $PID $W/img
+pre-resume $PID $W/img
+post-resume $PID $W/img"
+	[ "$(cat "$W/actions")" = "$want" ] || { fail "at restore the script saw: $(tr '\n' ';' <"$W/actions") wanted: $(tr '\n' ';' <<<"$want")"; return 1; }
 }
 
 # A failing pre-dump script: nothing frozen, nothing written; a failing pre-resume

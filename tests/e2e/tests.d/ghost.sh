@@ -146,31 +146,3 @@ t_linkremap_image_refused() {
 	refused lr_dir "files.img: bad entry" files.img "$id.link_remap=/etc/.amber-link-remap.1.0" || ok=1
 	return $ok
 }
-
-# An fd on a namespace file has no path to reopen, one on /proc/PID of a
-# process outside the tree would be another process's at restore, and one of
-# the tree's own cannot be reopened yet: all are refused at dump, naming the
-# fd, and the process runs on.
-TESTS+=(procfd_ns_refused procfd_outside_refused procfd_own_refused procfd_dir_refused)
-procfd_refused() { # SETUP PATTERN
-	[ $SELFTEST = 1 ] && return 77
-	mkdir -p "$T"
-	start_prog bash -c "$1 exec $PROGS/counter $T" || return
-	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v &&
-		{ fail "amber dump succeeded"; return 1; }
-	grep -q -- "$2" "$W/dump.log" ||
-		{ fail "the refusal does not say '$2'"; attach "$W/dump.log"; return 1; }
-	runs_on "the refused dump"
-}
-t_procfd_ns_refused() {
-	procfd_refused "exec 7</proc/self/ns/net;" "fd 7 is net:\[[0-9]*\], a namespace file"
-}
-t_procfd_outside_refused() {
-	procfd_refused "exec 7</proc/$$/status;" "fd 7 is /proc/$$/status, of process $$, which is not in the dumped tree"
-}
-t_procfd_own_refused() {
-	procfd_refused "exec 7</proc/self/status;" "fd 7 is /proc/[0-9]*/status, a /proc file of the tree's own process"
-}
-t_procfd_dir_refused() {
-	procfd_refused "exec 7</proc/$$;" "fd 7 is /proc/$$, of process $$, which is not in the dumped tree"
-}

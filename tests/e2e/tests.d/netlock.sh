@@ -81,3 +81,84 @@ t_netlock_skip_resets() {
 	[ "$err" != 0 ] || { fail "the unlocked peer finished without an error"; return 1; }
 	note "without the lock the peer's send failed with errno $err"
 }
+
+# --network-lock iptables (CRIU's default name): the same lock as a chain of
+# amber's in the filter tables of iptables and ip6tables, jumped to from INPUT
+# and OUTPUT.  Run in a network namespace of the test's (fam_ns_up,
+# skfamilies.sh), so that no table outlives it; a restore refused meanwhile
+# leaves the chain and says how to remove it.
+TESTS+=(netlock_iptables netlock_nftables_name)
+
+# the chain amber made for the tree rooted at pid $1 (empty if none), in IPv4's table
+nl_ipt_chain() { fam_in iptables -w -S 2>/dev/null | sed -n "s/^-N \(amber-ipt-$1-[0-9a-f]*\)\$/\1/p"; }
+
+nl_ipt_locked() {
+	local c rules p rc
+	c=$(nl_ipt_chain "$PID")
+	[ -n "$c" ] || { fail "no amber iptables chain after the dump: $(fam_in iptables -w -S 2>&1 | tr '\n' ' ')"; return 1; }
+	rules=$(fam_in iptables -w -S "$c")
+	echo "$rules" | sed 's/^/    lock: /' >>"$W/log"
+	for p in $(cat "$T/ports"); do
+		echo "$rules" | grep -q -- "--sport $p .*DROP" && echo "$rules" | grep -q -- "--dport $p .*DROP" ||
+			{ fail "the lock has no rule for port $p in both directions"; return 1; }
+	done
+	[ "$(echo "$rules" | grep -c DROP)" = 6 ] || { fail "the chain has not 6 rules (3 sockets x 2 directions)"; return 1; }
+	for p in INPUT OUTPUT; do
+		fam_in iptables -w -S "$p" | grep -q -- "-A $p -j $c" ||
+			{ fail "$p does not jump to $c"; return 1; }
+		fam_in ip6tables -w -S "$p" | grep -q -- "-A $p -j $c" ||
+			{ fail "ip6tables' $p does not jump to $c"; return 1; }
+	done
+	sleep 2
+	[ ! -e "$T/e.sent" ] || { fail "the peer stopped while the tree was dumped: $(cat "$T/e.sent")"; return 1; }
+	amber_to "$W/refused.log" 60 restore -D "$W/img"
+	rc=$?
+	[ $rc != 0 ] || { fail "a restore without --tcp-established succeeded"; return 1; }
+	[ "$(nl_ipt_chain "$PID")" = "$c" ] || { fail "the refused restore removed the lock"; return 1; }
+	grep -q "the network lock of the image, iptables chain $c (filter table), stays in place" "$W/refused.log" &&
+		grep -qF "remove it with 'for t in iptables ip6tables; do \$t -w -D INPUT -j $c;" "$W/refused.log" ||
+		{ fail "the refused restore does not name the lock and its removal"; attach "$W/refused.log"; return 1; }
+	note "the lock $c held for 2 s and survived a refused restore, which said: $(grep -m1 'stays in place' "$W/refused.log")"
+}
+
+nl_ipt_unlocked() {
+	[ -z "$(nl_ipt_chain "$PID")" ] || { fail "the restore left the iptables chain"; return 1; }
+	! fam_in ip6tables -w -S | grep -q "amber-ipt-" || { fail "the restore left the ip6tables chain"; return 1; }
+	! fam_in iptables -w -S | grep -q -- "-j amber-ipt-" || { fail "the restore left a jump to the chain"; return 1; }
+}
+
+t_netlock_iptables() {
+	local rc
+	fam_ns_up || return 1
+	AMBER=$AMBER_NS cycle -d "--tcp-established --network-lock iptables" -r "--tcp-established" \
+		-B nl_ipt_locked -A nl_ipt_unlocked -- nsenter --net="/run/netns/$FAM_NS" "$PROGS/netlock" "$T"
+	rc=$?
+	cleanup_test
+	fam_ns_down
+	return $rc
+}
+
+# CRIU's other name, nftables, is nft; a refused restore names the table and its removal
+nl_nft_named() {
+	local t rc
+	t=$(fam_in nft list tables 2>/dev/null | sed -n "s/^table inet \(amber-$PID-[0-9a-f]*\)\$/\1/p")
+	[ -n "$t" ] || { fail "no amber nft table after the dump with --network-lock nftables"; return 1; }
+	amber_to "$W/refused.log" 60 restore -D "$W/img"
+	rc=$?
+	[ $rc != 0 ] || { fail "a restore without --tcp-established succeeded"; return 1; }
+	grep -qF "nft table inet $t, stays in place so that the restore can be tried again; if the image is abandoned, remove it with 'nft delete table inet $t'" "$W/refused.log" ||
+		{ fail "the refused restore does not name the lock and its removal"; attach "$W/refused.log"; return 1; }
+}
+nl_nft_gone() {
+	! fam_in nft list tables 2>/dev/null | grep -q "amber-$PID-" || { fail "the restore left the nft table"; return 1; }
+}
+t_netlock_nftables_name() {
+	local rc
+	fam_ns_up || return 1
+	AMBER=$AMBER_NS cycle -d "--tcp-established --network-lock nftables" -r "--tcp-established" \
+		-B nl_nft_named -A nl_nft_gone -- nsenter --net="/run/netns/$FAM_NS" "$PROGS/netlock" "$T"
+	rc=$?
+	cleanup_test
+	fam_ns_down
+	return $rc
+}

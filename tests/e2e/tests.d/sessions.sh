@@ -72,3 +72,60 @@ time.sleep(120)' "$T" || return 1
 		{ fail "refused, but not naming pid $kid and its session"; attach "$W/dump.log"; return 1; }
 	is_alive "$PID" && is_alive "$kid" || { fail "the refused dump harmed the tree"; return 1; }
 }
+
+# Sessions and groups led by zombies (progs/zombielead.c): the zombies come
+# back leading them, with their names and statuses, and the members made by a
+# zombie session leader come back in its session, children of its parent.
+TESTS+=(sessions_zombie_leaders)
+zl_ids() { # the tree below PID: pid ppid pgid sid state comm
+	local p=$1 kid
+	echo "$p $(awk '{sub(/^[0-9]+ /, ""); c = $0; sub(/\) .*/, "", c); n = split($0, f, ") "); split(f[n], g, " "); print g[2], g[3], g[4], g[1], c ")"}' "/proc/$p/stat")"
+	for kid in $(cat /proc/"$p"/task/*/children 2>/dev/null); do zl_ids "$kid"; done
+}
+zl_before() {
+	zl_ids "$PID" | sed "1s/^$PID [0-9]*/$PID -/" | sort >"$W/ids.before"
+	[ "$(grep -c ' Z ' "$W/ids.before")" = 3 ] && [ "$(wc -l <"$W/ids.before")" = 7 ] ||
+		{ fail "expected 7 processes, 3 zombies: $(cat "$W/ids.before")"; return 1; }
+}
+zl_after() {
+	zl_ids "$PID" | sed "1s/^$PID [0-9]*/$PID -/" | sort >"$W/ids.after"
+	diff -u "$W/ids.before" "$W/ids.after" >"$W/ids.diff" && return 0
+	fail "parents, groups, sessions, states or names differ after restore (- before, + after):"
+	sed 's/^/    /' "$W/ids.diff" >>"$W/log"
+	return 1
+}
+t_sessions_zombie_leaders() { cycle -P zl_before -A zl_after -- "$PROGS/zombielead" "$T"; }
+
+# An image in which a process is a zombie's child, or a member of a zombie's
+# session is not its sibling, or a zombie's name is too long, is refused
+# before any process exists; the unedited image restores.
+TESTS+=(sessions_zombie_image_refused)
+t_sessions_zombie_image_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	local ok=0 z m n o
+	start_prog "$PROGS/zombielead" "$T" || return 1
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v ||
+		{ fail "amber dump failed"; attach "$W/dump.log"; return 1; }
+	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
+	"$AMBER" show "$W/img" | jq -c '.pstree' >"$W/pstree.json"
+	# the index of the first zombie, of a member it made (parent the root,
+	# session the zombie's) and of that member's child
+	z=$(jq '[.[] | .zombie // false] | index(true)' "$W/pstree.json")
+	m=$(jq --argjson r "$PID" 'map(.zombie != true and .ppid == $r and .sid != $r) | index(true)' "$W/pstree.json")
+	n=$(jq --argjson r "$PID" 'map(.ppid != $r) | .[1:] | index(true) + 1' "$W/pstree.json")
+	[ "$z" != null ] && [ "$m" != null ] && [ "$n" != null ] ||
+		{ fail "no zombie, member or member's child in $(cat "$W/pstree.json")"; return 1; }
+	refused zl_child "bad entry" pstree.img \
+		"$m.ppid=$(jq ".[$z].pid" "$W/pstree.json")" || ok=1
+	# a zombie leading another session than that of the member's child
+	o=$(jq --argjson s "$(jq ".[$n].sid" "$W/pstree.json")" 'map(.zombie == true and .pid != $s) | index(true)' "$W/pstree.json")
+	o=$(jq ".[$o].pid" "$W/pstree.json")
+	refused zl_cousin "led by a zombie that is not its sibling" pstree.img "$n.sid=$o" "$n.pgid=$o" || ok=1
+	refused zl_comm "bad entry" pstree.img "$z.comm=aaaaaaaaaaaaaaaaaaaa" || ok=1
+	[ $ok = 0 ] || return 1
+	amber_to "$W/restore.log" 60 restore -d -D "$W/img" || { fail "the unedited image does not restore"; attach "$W/restore.log"; return 1; }
+	echo "$PID" >>"$W/pids"
+	touch "$T/go"
+	wait_for 30 test -e "$T/result" && [ "$(cat "$T/result")" = 0 ] ||
+		{ fail "the restored program failed its checks"; attach "$T/err"; return 1; }
+}

@@ -1,4 +1,4 @@
-# TCP states beyond ESTABLISHED/LISTEN (tests/e2e/progs/tcpstates.c); loopback ports 47100-47199.
+# TCP states beyond ESTABLISHED/LISTEN (tests/e2e/progs/tcpstates.c); loopback ports 47100-47101 and 47210-47299 (sockopts has 47110-47116).
 TESTS+=(tcpstates_pending_refused tcpstates_pending_skip)
 
 # a connection in a listener's accept queue: the dump is refused, naming the flag and listener
@@ -57,27 +57,27 @@ tcp_cycle() { # MODE FAM PORT [cycle options]
 	shift 3
 	cycle -P ss_before -A ss_after "$@" -- "$PROGS/tcpstates" "$T" "$mode" "$fam" "$TCPPORT"
 }
-t_tcpstates_half_4() { tcp_cycle half 4 47110 -d --tcp-established -r --tcp-established; }
-t_tcpstates_half_6() { tcp_cycle half 6 47111 -d --tcp-established -r --tcp-established; }
-t_tcpstates_half_m() { tcp_cycle half m 47112 -d --tcp-established -r --tcp-established; }
-t_tcpstates_closing_4() { tcp_cycle closing 4 47113 -d --tcp-established -r --tcp-established; }
-t_tcpstates_closing_6() { tcp_cycle closing 6 47114 -d --tcp-established -r --tcp-established; }
+t_tcpstates_half_4() { tcp_cycle half 4 47210 -d --tcp-established -r --tcp-established; }
+t_tcpstates_half_6() { tcp_cycle half 6 47211 -d --tcp-established -r --tcp-established; }
+t_tcpstates_half_m() { tcp_cycle half m 47212 -d --tcp-established -r --tcp-established; }
+t_tcpstates_closing_4() { tcp_cycle closing 4 47213 -d --tcp-established -r --tcp-established; }
+t_tcpstates_closing_6() { tcp_cycle closing 6 47214 -d --tcp-established -r --tcp-established; }
 # a connect() in progress needs no flag
-t_tcpstates_synsent_4() { tcp_cycle synsent 4 47115; }
-t_tcpstates_synsent_6() { tcp_cycle synsent 6 47116; }
-t_tcpstates_synsent_blocking() { tcp_cycle synsentb m 47123; }
+t_tcpstates_synsent_4() { tcp_cycle synsent 4 47215; }
+t_tcpstates_synsent_6() { tcp_cycle synsent 6 47216; }
+t_tcpstates_synsent_blocking() { tcp_cycle synsentb m 47223; }
 # the listener it was connecting to is gone by the restore: the connect fails as it would have
 kill_peer() { kill -9 "$(cat "$T/peer.pid")"; }
 t_tcpstates_synsent_refused() {
 	[ $SELFTEST = 1 ] && return 77 # without amber E lives on
-	cycle -B kill_peer -- "$PROGS/tcpstates" "$T" synsentr 4 47126
+	cycle -B kill_peer -- "$PROGS/tcpstates" "$T" synsentr 4 47226
 }
 
 # -R: repair mode goes again on half-closed connections, which keep working
 t_tcpstates_half_leave_running() {
 	[ $SELFTEST = 1 ] && return 77
 	local rc
-	start_prog "$PROGS/tcpstates" "$T" half 6 47124 || return
+	start_prog "$PROGS/tcpstates" "$T" half 6 47224 || return
 	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -R --tcp-established -v
 	rc=$?
 	[ $rc = 0 ] || { fail "amber dump -R --tcp-established exited with $rc"; attach "$W/dump.log"; return 1; }
@@ -91,23 +91,23 @@ close_logged() {
 }
 t_tcpstates_close_4() {
 	[ $SELFTEST = 1 ] && return 77 # without amber nothing is reset
-	cycle -d --tcp-close -A close_logged -- "$PROGS/tcpstates" "$T" close 4 47117
+	cycle -d --tcp-close -A close_logged -- "$PROGS/tcpstates" "$T" close 4 47217
 }
 t_tcpstates_close_m() {
 	[ $SELFTEST = 1 ] && return 77
-	cycle -d --tcp-close -A close_logged -- "$PROGS/tcpstates" "$T" close m 47118
+	cycle -d --tcp-close -A close_logged -- "$PROGS/tcpstates" "$T" close m 47218
 }
 # dumped with TCP repair, restored with --tcp-close (instead of --tcp-established)
 t_tcpstates_close_restore() {
 	[ $SELFTEST = 1 ] && return 77
-	cycle -d --tcp-established -r --tcp-close -A close_logged -- "$PROGS/tcpstates" "$T" close 6 47119
+	cycle -d --tcp-established -r --tcp-close -A close_logged -- "$PROGS/tcpstates" "$T" close 6 47219
 }
 
 # connections without a flag: refused, naming the first one's state and both flags; the tree runs on
 t_tcpstates_half_needs_flag() {
 	[ $SELFTEST = 1 ] && return 77
 	local rc
-	start_prog "$PROGS/tcpstates" "$T" half 4 47120 || return
+	start_prog "$PROGS/tcpstates" "$T" half 4 47220 || return
 	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v
 	rc=$?
 	[ $rc != 0 ] || { fail "the dump of half-closed connections without a flag succeeded"; return 1; }
@@ -119,8 +119,8 @@ t_tcpstates_half_needs_flag() {
 }
 
 # urgent data not read yet: refused at dump, naming it; the tree runs on
-t_tcpstates_oob_refused() { oob_refused 47121; }
-t_tcpstates_oobinline_refused() { oob_refused 47125 inline; }
+t_tcpstates_oob_refused() { oob_refused 47221; }
+t_tcpstates_oobinline_refused() { oob_refused 47225 inline; }
 oob_refused() { # PORT [inline]
 	[ $SELFTEST = 1 ] && { cycle -- "$PROGS/tcpstates" "$T" oob "$@"; return; }
 	local rc
@@ -145,7 +145,7 @@ tcp_entry() { # JQ-SELECT: the files.img index of the first inet socket it selec
 t_tcpstates_image_refused() {
 	[ $SELFTEST = 1 ] && return 77
 	local ok=0 cw ls
-	start_prog "$PROGS/tcpstates" "$T" half 4 47122 || return 1
+	start_prog "$PROGS/tcpstates" "$T" half 4 47222 || return 1
 	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" --tcp-established -v ||
 		{ fail "amber dump failed"; attach "$W/dump.log"; return 1; }
 	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
