@@ -14,4 +14,5 @@ kq_die() { echo "KQ-ERROR $*" >&2; exit 1; }
 # the series, in order, without its cover letter (0000-cover-letter.patch has no diff)
 kq_series() { ls "$KQ_KDIR"/patches/[0-9][0-9][0-9][0-9]-*.patch 2>/dev/null | grep -v '/0000-' | sort; }
 kq_cover() { echo "$KQ_KDIR/patches/0000-cover-letter.patch"; }
-kq_series_hash() { kq_series | xargs cat | sha256sum | cut -c1-16; }
+# the tree's key: the diffs only, so a change of commit messages alone rebuilds nothing
+kq_series_hash() { kq_series | xargs sed -s -n '/^diff --git /,$p' | sha256sum | cut -c1-16; }

@@ -7,7 +7,8 @@ set -euo pipefail
 src=$1; out=$2; v=$3
 frag=$KQ_KDIR/config/$v.config
 [ -f "$frag" ] || kq_die "no config fragment $frag"
-tmp=$out.cfg; rm -rf "$tmp"; mkdir -p "$tmp" "$out"
+# one scratch dir for every variant: its kconfig tools are built once, not per variant
+tmp=$KQ_WORK/cfg-scratch; mkdir -p "$tmp" "$out"; rm -f "$tmp/.config"
 make -s -C "$src" O="$tmp" tinyconfig >/dev/null
 "$src/scripts/kconfig/merge_config.sh" -m -O "$tmp" "$tmp/.config" \
 	"$KQ_KDIR/config/base.config" "$frag" >/dev/null
@@ -24,6 +25,5 @@ for l in $(sed -n 's/^# \(CONFIG_[A-Z0-9_]*\) is not set$/\1/p' "$frag"); do
 done
 [ "${KQ_LAX:-0}" = 1 ] && fail=0   # bisect.sh: options of later patches do not exist yet
 if ! cmp -s "$tmp/.config" "$out/.config"; then cp "$tmp/.config" "$out/.config"; fi
-rm -rf "$tmp"
 echo "config $v: $(grep -E '^(# )?CONFIG_(CHECKPOINT_RESTORE|PROC_CHILDREN|KCMP|PROC_PID_STAT_CR|PRCTL_SET_MM_ARGS)[= ]' "$out/.config" | tr '\n' ' ')"
 exit $fail

@@ -15,14 +15,14 @@
 # KQ-RESULT line and a final "N passed, N failed" (exit 1 if anything failed).
 #
 # Environment (see docs/kernel.md): KQ_WORK, KQ_JOBS (2), KQ_VARIANTS
-# ("baseline abi cr only-children only-kcmp only-stat only-prctl"), KQ_DEBIAN (1: boot Debian's kernel), KQ_CCACHE (auto|0|1),
+# ("baseline abi cr only-children only-kcmp kcmp-plain only-stat only-prctl noipc"), KQ_DEBIAN (1: boot Debian's kernel), KQ_CCACHE (auto|0|1),
 # KQ_BISECT (0; 1: build+boot every prefix of the series), KQ_TIMEOUT (300 s per
 # boot), KQ_AMBER (amber binary for the guest; default <repo>/build/amber),
 # KQ_E2E (1: also dump/restore build/progs in the guest), KQ_E2E_PROGS (a,b,c).
 # Nothing is ever loaded into the host kernel; QEMU never uses KVM.
 set -uo pipefail
 . "$(dirname "$(realpath "$0")")/lib.sh"
-VARIANTS=${KQ_VARIANTS:-baseline abi cr only-children only-kcmp only-stat only-prctl noipc}
+VARIANTS=${KQ_VARIANTS:-baseline abi cr only-children only-kcmp kcmp-plain only-stat only-prctl noipc}
 TO=${KQ_TIMEOUT:-300}
 L=$KQ_WORK/logs
 pass=0; fail=0
@@ -66,23 +66,51 @@ boot() { # boot NAME KERNEL EXPECT AMBER_EXPECT
 	fi
 }
 
-# kcmp's order must not be the plain pointer order: boot the abi kernel twice more
-# and compare the order of 12 files opened alike (crabi's kcmp-order-sig), which a
-# kernel that boots the same way repeats unless the per-boot cookies are random.
-order_across_boots() { # KERNEL
-	local k=$1 i sig sigs
-	sigs=$(sed -n 's/^KQ-INFO root kcmp-order-sig //p' "$L/boot-abi.log")
-	for i in 2 3; do
-		"$KQ_HERE/runvm.sh" "$k" "$KQ_WORK/initrd.gz" "$L/boot-abi-order$i.log" "$TO" \
-			"KQ_EXPECT=present KQ_ORDER_ONLY=1 KQ_NAME=abi-order$i"
-		sig=$(sed -n 's/^KQ-INFO root kcmp-order-sig //p' "$L/boot-abi-order$i.log")
+# kcmp's order must not be the plain pointer order.  Boot a kernel N times and
+# collect the order of 12 files opened alike (crabi --order-only prints it as
+# kcmp-order-sig): with kcmp's random per-boot cookies it differs from boot to
+# boot; the control kernel kcmp-plain (cookies zero, i.e. plain pointers, see
+# tests/kcmp-plain.h) must repeat it, or the check could not fail.
+order_sigs() { # NAME KERNEL N: the N signatures, "none<i>" for a boot without one
+	local name=$1 k=$2 n=$3 i sig sigs=""
+	for ((i = 1; i <= n; i++)); do
+		"$KQ_HERE/runvm.sh" "$k" "$KQ_WORK/initrd.gz" "$L/boot-$name-order$i.log" "$TO" \
+			"KQ_EXPECT=kcmp KQ_ORDER_ONLY=1 KQ_NAME=$name-order$i"
+		sig=$(sed -n 's/^KQ-INFO root kcmp-order-sig //p' "$L/boot-$name-order$i.log")
 		sigs="$sigs ${sig:-none$i}"
 	done
-	if [ "$(echo $sigs | tr ' ' '\n' | grep -v '^none' | sort -u | wc -l)" = 3 ]; then
-		res abi.kcmp-order-per-boot PASS "3 boots, 3 different orders of 12 files: $sigs"
+	echo $sigs
+}
+ndistinct() { echo "$@" | tr ' ' '\n' | grep -v '^none' | sort -u | wc -l; }
+order_per_boot() { # KERNEL (only-kcmp)
+	local sigs
+	sigs=$(order_sigs only-kcmp "$1" 3)
+	if [ "$(ndistinct $sigs)" = 3 ]; then
+		res only-kcmp.kcmp-order-per-boot PASS "3 boots, 3 different orders of 12 files: $sigs"
 	else
-		res abi.kcmp-order-per-boot FAIL "3 boots gave the orders: $sigs (a repeat: not obfuscated per boot?)"
+		res only-kcmp.kcmp-order-per-boot FAIL "3 boots gave the orders: $sigs (a repeat: not obfuscated per boot?)"
 	fi
+}
+order_control() { # KERNEL (kcmp-plain)
+	local sigs
+	sigs=$(order_sigs kcmp-plain "$1" 2)
+	if [ "$(ndistinct $sigs)" = 1 ] && ! echo "$sigs" | grep -q none; then
+		res kcmp-plain.kcmp-order-control PASS "plain pointer order, 2 boots: $sigs (the same, so the per-boot check can fail)"
+	else
+		res kcmp-plain.kcmp-order-control FAIL "plain pointer order, 2 boots: $sigs (want one order twice)"
+	fi
+}
+# What each option costs: bloat-o-meter from baseline (all off) to only-X, next
+# to the numbers the option's commit message gives (information, not a test:
+# they move with the compiler and the source package's version).
+bloat_info() { # only-X
+	local v=$1 p bm got msg
+	case $v in only-children) p=0001 ;; only-kcmp) p=0002 ;; only-stat) p=0003 ;; *) p=0004 ;; esac
+	bm=$KQ_WORK/tree/scripts/bloat-o-meter
+	[ -x "$bm" ] && command -v python3 >/dev/null || return 0
+	got=$("$bm" "$KQ_WORK/out-baseline/vmlinux" "$KQ_WORK/out-$v/vmlinux" 2>/dev/null | sed -n 's/^add\/remove/&/p' | head -1)
+	msg=$(grep -h '^  add/remove' "$KQ_KDIR"/patches/$p-*.patch | head -1 | sed 's/^ *//')
+	echo "KQ-INFO bloat $v: $got; $p's message: ${msg:-none}$([ "$got" = "$msg" ] && echo ' (the same)')"
 }
 
 kq_stage "deps"
@@ -103,11 +131,15 @@ if [ -x "$AM" ]; then
 	# a representative part of the e2e suite (guest-e2e.sh), if the programs are built
 	if [ "${KQ_E2E:-1}" = 1 ] && [ -d "$KQ_REPO/build/progs" ]; then
 		extra+=("$KQ_HERE/guest-e2e.sh:/amber/e2e.sh")
-		for p in "$KQ_REPO"/build/progs/*; do [ -x "$p" ] && extra+=("$p:/amber/progs/$(basename "$p")"); done
-		echo "KQ-INFO amber e2e: $(ls "$KQ_REPO/build/progs" | tr '\n' ' ')"
+		progs=""
+		for p in "$KQ_REPO"/build/progs/*; do
+			[ -f "$p" ] && [ -x "$p" ] || continue
+			extra+=("$p:/amber/progs/$(basename "$p")"); progs="$progs $(basename "$p")"
+		done
+		echo "KQ-INFO amber e2e programs:$progs"
 	fi
 else echo "KQ-SKIP amber: $AM not built; 'amber check' will not run in the guest"; fi
-# the series' kselftests (0005) and the kselftest runner, static, installed as
+# the series' kselftests (0005, 0006) and the kselftest runner, static, installed as
 # `make install` of tools/testing/selftests does; guest-run.sh runs them
 rm -rf "$KQ_WORK/ksft"
 if make -s -C "$KQ_WORK/tree" O="$KQ_WORK/ksft-headers" headers >"$L/ksft-build.log" 2>&1 &&
@@ -130,6 +162,11 @@ fi
 for v in $VARIANTS; do
 	kq_stage "build $v"
 	if "$KQ_HERE/build.sh" "$v"; then
+		case $v in only-*) bloat_info "$v" ;; esac
+		if [ "$v" = kcmp-plain ]; then
+			order_control "$KQ_WORK/out-$v/arch/x86/boot/bzImage"
+			continue
+		fi
 		case $v in
 		baseline) e=absent; a=missing ;;
 		abi) e=present; a=seeds ;;
@@ -138,7 +175,7 @@ for v in $VARIANTS; do
 		*) e=present; a=pass ;;
 		esac
 		boot "$v" "$KQ_WORK/out-$v/arch/x86/boot/bzImage" "$e" "$a"
-		[ "$v" = abi ] && order_across_boots "$KQ_WORK/out-$v/arch/x86/boot/bzImage"
+		[ "$v" = only-kcmp ] && order_per_boot "$KQ_WORK/out-$v/arch/x86/boot/bzImage"
 	else
 		res "$v.build" FAIL "see $KQ_WORK/out-$v.build.log"
 	fi
