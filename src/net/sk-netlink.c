@@ -246,27 +246,31 @@ static int open_one(struct tree *t, RegFile *f, const char *who)
 	return fd;
 }
 
-/* Every entry of the image, before any file of the tree is made (files.c). */
-static int netlink_check(struct tree *t, const RegFile *f)
+/* All at once, so that a bad entry is refused before any socket exists. */
+static int netlink_prepare(struct tree *t, RegFile **files, size_t n, int *fds)
 {
 	char who[128];
+	int ret = 0;
 
-	if (!f->netlink_sk) {
-		pr_err("files.img: netlink socket entry %u has no socket state; the image is "
-		       "corrupt",
-		       f->id);
-		return -EBADMSG;
+	for (size_t i = 0; i < n && !ret; i++) {
+		if (!files[i]->netlink_sk) {
+			pr_err("files.img: netlink socket entry %u has no socket state; the image "
+			       "is corrupt",
+			       files[i]->id);
+			return -EBADMSG;
+		}
+		snprintf(who, sizeof(who), "%s", sk_who(t, files[i], "netlink"));
+		ret = check_one(t, files[i]->netlink_sk, who);
 	}
-	snprintf(who, sizeof(who), "%s", sk_who(t, f, "netlink"));
-	return check_one(t, f->netlink_sk, who);
-}
-
-static int netlink_open(struct tree *t, RegFile *f)
-{
-	char who[128];
-
-	snprintf(who, sizeof(who), "%s", sk_who(t, f, "netlink"));
-	return open_one(t, f, who);
+	for (size_t i = 0; i < n && !ret; i++) {
+		snprintf(who, sizeof(who), "%s", sk_who(t, files[i], "netlink"));
+		fds[i] = open_one(t, files[i], who);
+		if (fds[i] < 0) {
+			ret = fds[i];
+			fds[i] = -1;
+		}
+	}
+	return ret;
 }
 
 const struct fd_type netlink_sk_type = {
@@ -274,6 +278,5 @@ const struct fd_type netlink_sk_type = {
 	.kind = FILE_KIND__FILE_NETLINK_SK,
 	.match = netlink_match,
 	.dump = netlink_dump,
-	.check = netlink_check,
-	.open = netlink_open,
+	.prepare = netlink_prepare,
 };

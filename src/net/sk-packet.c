@@ -357,27 +357,31 @@ static int open_one(struct tree *t, RegFile *f, const char *who)
 	return fd;
 }
 
-/* Every entry of the image, before any file of the tree is made (files.c). */
-static int packet_check(struct tree *t, const RegFile *f)
+/* All at once, so that a bad entry is refused before any socket exists. */
+static int packet_prepare(struct tree *t, RegFile **files, size_t n, int *fds)
 {
 	char who[128];
+	int ret = 0;
 
-	if (!f->packet_sk) {
-		pr_err("files.img: packet socket entry %u has no socket state; the image is "
-		       "corrupt",
-		       f->id);
-		return -EBADMSG;
+	for (size_t i = 0; i < n && !ret; i++) {
+		if (!files[i]->packet_sk) {
+			pr_err("files.img: packet socket entry %u has no socket state; the image "
+			       "is corrupt",
+			       files[i]->id);
+			return -EBADMSG;
+		}
+		snprintf(who, sizeof(who), "%s", sk_who(t, files[i], "packet"));
+		ret = check_one(t, files[i]->packet_sk, who);
 	}
-	snprintf(who, sizeof(who), "%s", sk_who(t, f, "packet"));
-	return check_one(t, f->packet_sk, who);
-}
-
-static int packet_open(struct tree *t, RegFile *f)
-{
-	char who[128];
-
-	snprintf(who, sizeof(who), "%s", sk_who(t, f, "packet"));
-	return open_one(t, f, who);
+	for (size_t i = 0; i < n && !ret; i++) {
+		snprintf(who, sizeof(who), "%s", sk_who(t, files[i], "packet"));
+		fds[i] = open_one(t, files[i], who);
+		if (fds[i] < 0) {
+			ret = fds[i];
+			fds[i] = -1;
+		}
+	}
+	return ret;
 }
 
 const struct fd_type packet_sk_type = {
@@ -385,6 +389,5 @@ const struct fd_type packet_sk_type = {
 	.kind = FILE_KIND__FILE_PACKET_SK,
 	.match = packet_match,
 	.dump = packet_dump,
-	.check = packet_check,
-	.open = packet_open,
+	.prepare = packet_prepare,
 };
