@@ -197,7 +197,7 @@ close_sock:
 	return ret;
 }
 
-static int put_addr(InetSkEntry *e, const struct sockaddr_storage *ss, bool dst)
+int inet_put_addr(InetSkEntry *e, const struct sockaddr_storage *ss, bool dst)
 {
 	const void *a;
 	size_t len;
@@ -231,7 +231,7 @@ static int put_addr(InetSkEntry *e, const struct sockaddr_storage *ss, bool dst)
 	return 0;
 }
 
-static socklen_t get_addr(const InetSkEntry *e, bool dst, struct sockaddr_storage *ss)
+socklen_t inet_get_addr(const InetSkEntry *e, bool dst, struct sockaddr_storage *ss)
 {
 	const ProtobufCBinaryData *b = dst ? &e->dst_addr : &e->src_addr;
 	unsigned port = dst ? e->dst_port : e->src_port;
@@ -256,7 +256,7 @@ static socklen_t get_addr(const InetSkEntry *e, bool dst, struct sockaddr_storag
 	}
 }
 
-static const char *show_addr(const InetSkEntry *e, bool dst)
+const char *inet_show_addr(const InetSkEntry *e, bool dst)
 {
 	static char out[2][INET6_ADDRSTRLEN + 16];
 	static int k;
@@ -410,7 +410,7 @@ static int check_urgent(int dup, const InetSkEntry *e, const char *what)
 		pr_err("%s: TCP connection %s -> %s has urgent data (MSG_OOB) %s, which amber "
 		       "cannot restore (TCP repair has no urgent pointer); have the process "
 		       "read it first",
-		       what, show_addr(e, false), show_addr(e, true),
+		       what, inet_show_addr(e, false), inet_show_addr(e, true),
 		       n == 1 ? "not read yet" : "announced by the peer and not arrived yet");
 		return -EOPNOTSUPP;
 	}
@@ -431,7 +431,7 @@ static int dump_syn_sent(uint64_t ino, InetSkEntry *e, const char *what)
 	ret = tcp_diag((int)e->family, ino, 1 << TCP_SYN_SENT, &d);
 	if (ret) {
 		pr_err("%s: inet_diag cannot describe the TCP connect from %s: %s", what,
-		       show_addr(e, false), strerror(-ret));
+		       inet_show_addr(e, false), strerror(-ret));
 		return ret;
 	}
 	e->dst_addr.data = malloc(len);
@@ -445,7 +445,7 @@ static int dump_syn_sent(uint64_t ino, InetSkEntry *e, const char *what)
 		pr_err("%s: TCP connect %s -> %s in progress with %u bytes sent along its SYN "
 		       "(TCP fast open), which amber cannot dump; dump again once it is "
 		       "connected",
-		       what, show_addr(e, false), show_addr(e, true), d.wqueue - 1);
+		       what, inet_show_addr(e, false), inet_show_addr(e, true), d.wqueue - 1);
 		return -EOPNOTSUPP;
 	}
 	return 0;
@@ -502,8 +502,8 @@ static int dump_established(struct dump_ctx *ctx, int dup, InetSkEntry *e, const
 		    tcp_fin_sent(ti.tcpi_state) != tcp_fin_sent(e->state)) {
 			pr_err("%s: TCP connection %s -> %s went from %s to %s during the dump; "
 			       "dump again",
-			       what, show_addr(e, false), show_addr(e, true), state_name(e->state),
-			       state_name(ti.tcpi_state));
+			       what, inet_show_addr(e, false), inet_show_addr(e, true),
+			       state_name(e->state), state_name(ti.tcpi_state));
 			ret = -EAGAIN;
 			goto off;
 		}
@@ -637,12 +637,12 @@ static int inet_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 	len = sizeof(ss);
 	if (getsockname(dup, (struct sockaddr *)&ss, &len))
 		goto sockopt_fail;
-	ret = put_addr(e, &ss, false);
+	ret = inet_put_addr(e, &ss, false);
 	if (ret)
 		return ret;
 	len = sizeof(ss);
 	if (!getpeername(dup, (struct sockaddr *)&ss, &len)) {
-		ret = put_addr(e, &ss, true);
+		ret = inet_put_addr(e, &ss, true);
 		if (ret)
 			return ret;
 	}
@@ -686,7 +686,7 @@ static int inet_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 		pending = d.rqueue;
 		if (ret) {
 			pr_err("%s: inet_diag cannot describe the listener %s: %s", what,
-			       show_addr(e, false), strerror(-ret));
+			       inet_show_addr(e, false), strerror(-ret));
 			return ret;
 		}
 		e->has_backlog = 1;
@@ -695,13 +695,13 @@ static int inet_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 			pr_err("%s: TCP listener %s has %u connection(s) not accept()ed yet, "
 			       "which amber cannot dump; dump with --skip-in-flight to drop them "
 			       "(their clients see a reset)",
-			       what, show_addr(e, false), pending);
+			       what, inet_show_addr(e, false), pending);
 			return -EOPNOTSUPP;
 		}
 		if (pending)
 			pr_warn("%s: --skip-in-flight: %u connection(s) to %s not accept()ed yet "
 				"are dropped; their clients will see a reset",
-				what, pending, show_addr(e, false));
+				what, pending, inet_show_addr(e, false));
 		return 0;
 	}
 	case TCP_SYN_SENT:
@@ -717,8 +717,8 @@ static int inet_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 		ret = tcp_diag((int)e->family, f->ino, 1u << e->state, &d);
 		if (ret) {
 			pr_err("%s: inet_diag cannot describe the TCP connection %s -> %s (%s): %s",
-			       what, show_addr(e, false), show_addr(e, true), state_name(e->state),
-			       strerror(-ret));
+			       what, inet_show_addr(e, false), inet_show_addr(e, true),
+			       state_name(e->state), strerror(-ret));
 			return ret;
 		}
 		e->has_shutdown = 1;
@@ -728,15 +728,16 @@ static int inet_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 			e->has_closed = e->closed = 1;
 			pr_info("%s: --tcp-close: %s TCP connection %s -> %s closes with the dump "
 				"and comes back reset",
-				what, state_name(e->state), show_addr(e, false),
-				show_addr(e, true));
+				what, state_name(e->state), inet_show_addr(e, false),
+				inet_show_addr(e, true));
 			return 0;
 		}
 		if (!ctx->o->tcp_established) {
 			pr_err("%s: %s TCP connection %s -> %s; dump (and restore) with "
 			       "--tcp-established to take it along, or with --tcp-close to "
 			       "have it come back reset",
-			       what, state_name(e->state), show_addr(e, false), show_addr(e, true));
+			       what, state_name(e->state), inet_show_addr(e, false),
+			       inet_show_addr(e, true));
 			return -EOPNOTSUPP;
 		}
 		return dump_established(ctx, dup, e, what);
@@ -745,12 +746,12 @@ static int inet_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 		pr_err("%s: TCP socket %s -> %s in state SYN_RECV (a TCP fast open connection "
 		       "not yet acknowledged), which amber cannot dump; dump again once its "
 		       "handshake is over",
-		       what, show_addr(e, false), show_addr(e, true));
+		       what, inet_show_addr(e, false), inet_show_addr(e, true));
 		return -EOPNOTSUPP;
 	default:
 		pr_err("%s: TCP socket %s in state %s (%u), which amber cannot dump: a process's "
 		       "socket is not expected in it",
-		       what, show_addr(e, false), state_name(e->state), e->state);
+		       what, inet_show_addr(e, false), state_name(e->state), e->state);
 		return -EOPNOTSUPP;
 	}
 sockopt_fail:
@@ -780,7 +781,7 @@ static int new_sock(struct isk *s)
 
 	if (fd < 0) {
 		pr_err("cannot create a %s socket for %s: %m",
-		       e->type == SOCK_STREAM ? "TCP" : "UDP", show_addr(e, false));
+		       e->type == SOCK_STREAM ? "TCP" : "UDP", inet_show_addr(e, false));
 		return -errno;
 	}
 	if (e->family == AF_INET6 && e->has_v6only) {
@@ -800,7 +801,7 @@ static int new_sock(struct isk *s)
 static int bind_src(int fd, const InetSkEntry *e)
 {
 	struct sockaddr_storage ss;
-	socklen_t len = get_addr(e, false, &ss);
+	socklen_t len = inet_get_addr(e, false, &ss);
 	int ret = owner_enter(rtree);
 
 	if (ret)
@@ -808,7 +809,7 @@ static int bind_src(int fd, const InetSkEntry *e)
 	if (bind(fd, (struct sockaddr *)&ss, len)) {
 		ret = -errno;
 		pr_err("cannot bind a %s socket to %s: %m%s",
-		       e->type == SOCK_STREAM ? "TCP" : "UDP", show_addr(e, false),
+		       e->type == SOCK_STREAM ? "TCP" : "UDP", inet_show_addr(e, false),
 		       errno == EADDRINUSE ? " (another socket holds the port; stop it)"
 		       : errno == EACCES   ? " (the image's owner may not bind that port)"
 					   : "");
@@ -841,7 +842,7 @@ static int open_listen_or_closed(struct isk *s)
 		ret = bind_src(s->fd, e);
 	if (!ret && e->state == TCP_LISTEN && listen(s->fd, (int)e->backlog)) {
 		ret = -errno;
-		pr_err("cannot listen on %s: %m", show_addr(e, false));
+		pr_err("cannot listen on %s: %m", inet_show_addr(e, false));
 	}
 	if (!ret)
 		ret = set_reuse(s->fd, e->reuseaddr);
@@ -866,7 +867,7 @@ static int open_udp(struct isk *s)
 		goto connect;
 	len = sizeof(to);
 	if (getsockname(s->fd, (struct sockaddr *)&to, &len)) {
-		pr_err("UDP socket %s: cannot read back its address: %m", show_addr(e, false));
+		pr_err("UDP socket %s: cannot read back its address: %m", inet_show_addr(e, false));
 		return -errno;
 	}
 	if (to.ss_family == AF_INET) {
@@ -882,7 +883,7 @@ static int open_udp(struct isk *s)
 	}
 	tmp = socket(to.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (tmp < 0) {
-		pr_err("cannot create a UDP socket to refill %s: %m", show_addr(e, false));
+		pr_err("cannot create a UDP socket to refill %s: %m", inet_show_addr(e, false));
 		return -errno;
 	}
 	for (size_t i = 0; i < e->n_dgrams && !ret; i++)
@@ -891,7 +892,7 @@ static int open_udp(struct isk *s)
 			ret = -errno;
 	close(tmp);
 	if (ret) {
-		pr_err("cannot refill the queue of UDP socket %s: %s", show_addr(e, false),
+		pr_err("cannot refill the queue of UDP socket %s: %s", inet_show_addr(e, false),
 		       strerror(-ret));
 		return ret;
 	}
@@ -914,18 +915,19 @@ static int open_udp(struct isk *s)
 		ret = -ETIMEDOUT;
 	}
 	if (ret) {
-		pr_err("UDP socket %s: the refilled datagrams did not arrive", show_addr(e, false));
+		pr_err("UDP socket %s: the refilled datagrams did not arrive",
+		       inet_show_addr(e, false));
 		return ret;
 	}
 connect:
 	if (!ret && e->has_dst_addr) {
 		struct sockaddr_storage ss;
 
-		len = get_addr(e, true, &ss);
+		len = inet_get_addr(e, true, &ss);
 		if (connect(s->fd, (struct sockaddr *)&ss, len)) {
 			ret = -errno;
-			pr_err("cannot connect UDP socket %s to %s: %m", show_addr(e, false),
-			       show_addr(e, true));
+			pr_err("cannot connect UDP socket %s to %s: %m", inet_show_addr(e, false),
+			       inet_show_addr(e, true));
 		}
 	}
 	return ret;
@@ -935,8 +937,8 @@ static int tcp_setopt(int fd, int opt, const void *val, socklen_t len, const Ine
 		      const char *name)
 {
 	if (setsockopt(fd, SOL_TCP, opt, val, len)) {
-		pr_err("TCP %s -> %s: cannot set %s: %m", show_addr(e, false), show_addr(e, true),
-		       name);
+		pr_err("TCP %s -> %s: cannot set %s: %m", inet_show_addr(e, false),
+		       inet_show_addr(e, true), name);
 		return -errno;
 	}
 	return 0;
@@ -961,7 +963,7 @@ static int fill(int fd, const uint8_t *data, size_t len, const InetSkEntry *e, c
 		}
 		if (r <= 0) {
 			pr_err("TCP %s -> %s: cannot refill the %s queue (%zu of %zu bytes): %m",
-			       show_addr(e, false), show_addr(e, true), q, off, len);
+			       inet_show_addr(e, false), inet_show_addr(e, true), q, off, len);
 			return r < 0 ? -errno : -EIO;
 		}
 		off += r;
@@ -981,8 +983,8 @@ static int open_established(struct isk *s)
 	size_t sent = e->snd_queue.len - e->snd_queue_unsent;
 
 	if (e->snd_queue_unsent > e->snd_queue.len) {
-		pr_err("TCP %s -> %s: bad queue lengths in the image", show_addr(e, false),
-		       show_addr(e, true));
+		pr_err("TCP %s -> %s: bad queue lengths in the image", inet_show_addr(e, false),
+		       inet_show_addr(e, true));
 		return -EBADMSG;
 	}
 	s->fd = new_sock(s);
@@ -1005,10 +1007,10 @@ static int open_established(struct isk *s)
 		ret = bind_src(s->fd, e);
 	if (ret)
 		return ret;
-	len = get_addr(e, true, &ss);
+	len = inet_get_addr(e, true, &ss);
 	if (connect(s->fd, (struct sockaddr *)&ss, len)) {
-		pr_err("TCP %s -> %s: cannot reconnect in repair mode: %m", show_addr(e, false),
-		       show_addr(e, true));
+		pr_err("TCP %s -> %s: cannot reconnect in repair mode: %m",
+		       inet_show_addr(e, false), inet_show_addr(e, true));
 		return -errno;
 	}
 	if (e->has_mss)
@@ -1075,7 +1077,7 @@ static int replay_peer(struct isk *s, bool ack_fin, unsigned want)
 				     1u << want | (want == TCP_CLOSING ? 1u << TCP_CLOSE : 0));
 	if (ret)
 		pr_err("TCP %s -> %s: the replayed %s of the peer did not take it to %s: %s",
-		       show_addr(e, false), show_addr(e, true),
+		       inet_show_addr(e, false), inet_show_addr(e, true),
 		       ack_fin ? "acknowledgement of our FIN" : "FIN", state_name(want),
 		       strerror(-ret));
 	return ret;
@@ -1091,7 +1093,7 @@ static int shut_wr(struct isk *s)
 {
 	if (shutdown(s->fd, SHUT_WR)) {
 		pr_err("TCP %s -> %s: cannot shut its sending side down again: %m",
-		       show_addr(s->e, false), show_addr(s->e, true));
+		       inet_show_addr(s->e, false), inet_show_addr(s->e, true));
 		return -errno;
 	}
 	return 0;
@@ -1152,7 +1154,7 @@ static int finish_established(struct isk *s)
 	    !tcp_fin_received(e->state) && shutdown(s->fd, SHUT_RD)) {
 		ret = -errno;
 		pr_err("TCP %s -> %s: cannot shut its receiving side down again: %m",
-		       show_addr(e, false), show_addr(e, true));
+		       inet_show_addr(e, false), inet_show_addr(e, true));
 	}
 	return ret;
 }
@@ -1189,10 +1191,10 @@ static int open_reset(struct isk *s)
 		ret = bind_src(s->fd, e);
 	if (ret)
 		return ret;
-	len = get_addr(e, true, &ss);
+	len = inet_get_addr(e, true, &ss);
 	if (connect(s->fd, (struct sockaddr *)&ss, len)) {
-		pr_err("TCP %s -> %s: cannot reconnect in repair mode: %m", show_addr(e, false),
-		       show_addr(e, true));
+		pr_err("TCP %s -> %s: cannot reconnect in repair mode: %m",
+		       inet_show_addr(e, false), inet_show_addr(e, true));
 		return -errno;
 	}
 	return 0;
@@ -1231,7 +1233,7 @@ static int finish_reset(struct isk *s)
 		if (ret)
 			pr_err("TCP %s -> %s: the replayed FIN of the peer did not take it to "
 			       "CLOSE_WAIT: %s",
-			       show_addr(e, false), show_addr(e, true), strerror(-ret));
+			       inet_show_addr(e, false), inet_show_addr(e, true), strerror(-ret));
 	}
 	if (!ret)
 		ret = tcp_inject(e, false, TH_RST, rcv, 0, 0);
@@ -1248,15 +1250,15 @@ static int finish_reset(struct isk *s)
 		ret = tcp_wait_state(s->fd, 1u << TCP_CLOSE);
 		if (ret)
 			pr_err("TCP %s -> %s: the reset sent to it did not close it: %s",
-			       show_addr(e, false), show_addr(e, true), strerror(-ret));
+			       inet_show_addr(e, false), inet_show_addr(e, true), strerror(-ret));
 	}
 	if (!ret)
 		ret = tcp_setopt(s->fd, TCP_REPAIR, &off, sizeof(off), e, "TCP_REPAIR off");
 	if (!ret)
 		ret = set_reuse(s->fd, e->reuseaddr);
 	if (!ret)
-		pr_info("--tcp-close: TCP %s -> %s (%s) comes back reset", show_addr(e, false),
-			show_addr(e, true), state_name(e->state));
+		pr_info("--tcp-close: TCP %s -> %s (%s) comes back reset", inet_show_addr(e, false),
+			inet_show_addr(e, true), state_name(e->state));
 	return ret;
 }
 
@@ -1279,18 +1281,18 @@ static int open_syn_sent(struct isk *s)
 	if (ret)
 		return ret;
 	if (fcntl(s->fd, F_SETFL, O_NONBLOCK)) {
-		pr_err("TCP %s: cannot make it non-blocking: %m", show_addr(e, false));
+		pr_err("TCP %s: cannot make it non-blocking: %m", inet_show_addr(e, false));
 		return -errno;
 	}
-	len = get_addr(e, true, &ss);
+	len = inet_get_addr(e, true, &ss);
 	/* EINPROGRESS: the outcome is the process's to see, as it was going to be */
 	if (connect(s->fd, (struct sockaddr *)&ss, len) && errno != EINPROGRESS) {
 		pr_err("TCP %s -> %s: the connect() in progress at the dump fails now: %m",
-		       show_addr(e, false), show_addr(e, true));
+		       inet_show_addr(e, false), inet_show_addr(e, true));
 		return -errno;
 	}
 	if (fcntl(s->fd, F_SETFL, 0)) {
-		pr_err("TCP %s: cannot make it blocking: %m", show_addr(e, false));
+		pr_err("TCP %s: cannot make it blocking: %m", inet_show_addr(e, false));
 		return -errno;
 	}
 	return 0;
@@ -1355,7 +1357,7 @@ static int check_tcp_state(const InetSkEntry *e)
 	if (!why)
 		return 0;
 	pr_err("files.img: TCP socket %s in state %u (%s) with %s; the image is corrupt",
-	       show_addr(e, false), e->state, state_name(e->state), why);
+	       inet_show_addr(e, false), e->state, state_name(e->state), why);
 	return -EBADMSG;
 }
 
@@ -1374,14 +1376,15 @@ static int check_isk(const struct isk *s, struct tree *t)
 	if (is_conn(e) && !is_reset(e, o) && !o->tcp_established) {
 		pr_err("the image holds the %s TCP connection %s -> %s; restore with "
 		       "--tcp-established (or with --tcp-close to have it come back reset)",
-		       state_name(e->state), show_addr(e, false), show_addr(e, true));
+		       state_name(e->state), inet_show_addr(e, false), inet_show_addr(e, true));
 		return -EINVAL;
 	}
 	if (is_conn(e) && t->owner.switches) {
 		pr_err("the image holds the %s TCP connection %s -> %s, and belongs to "
 		       "uid %u: TCP repair would let its writer set any connection's state with "
 		       "root's CAP_NET_ADMIN; only root's own images restore connections",
-		       state_name(e->state), show_addr(e, false), show_addr(e, true), t->owner.uid);
+		       state_name(e->state), inet_show_addr(e, false), inet_show_addr(e, true),
+		       t->owner.uid);
 		return -EPERM;
 	}
 	if (inet_extra(e))

@@ -57,74 +57,12 @@ static const char *kind_name(const InetSkEntry *e)
 	return e->proto == IPPROTO_UDPLITE ? "UDP-Lite" : "ICMP (ping)";
 }
 
-static int put_addr(ProtobufCBinaryData *b, uint32_t *port, const struct sockaddr_storage *ss)
-{
-	const void *a;
-	size_t len;
-
-	if (ss->ss_family == AF_INET) {
-		const struct sockaddr_in *in = (const void *)ss;
-
-		a = &in->sin_addr;
-		len = 4;
-		*port = ntohs(in->sin_port);
-	} else {
-		const struct sockaddr_in6 *in6 = (const void *)ss;
-
-		a = &in6->sin6_addr;
-		len = 16;
-		*port = ntohs(in6->sin6_port);
-	}
-	b->data = malloc(len);
-	if (!b->data)
-		return -ENOMEM;
-	memcpy(b->data, a, len);
-	b->len = len;
-	return 0;
-}
-
-static socklen_t get_addr(const InetSkEntry *e, bool dst, struct sockaddr_storage *ss)
-{
-	const ProtobufCBinaryData *b = dst ? &e->dst_addr : &e->src_addr;
-	unsigned port = dst ? e->dst_port : e->src_port;
-
-	memset(ss, 0, sizeof(*ss));
-	if (e->family == AF_INET) {
-		struct sockaddr_in *in = (void *)ss;
-
-		in->sin_family = AF_INET;
-		in->sin_port = htons(port);
-		memcpy(&in->sin_addr, b->data, 4);
-		return sizeof(*in);
-	}
-	struct sockaddr_in6 *in6 = (void *)ss;
-
-	in6->sin6_family = AF_INET6;
-	in6->sin6_port = htons(port);
-	memcpy(&in6->sin6_addr, b->data, 16);
-	return sizeof(*in6);
-}
-
 static bool wildcard(const ProtobufCBinaryData *b)
 {
 	for (size_t i = 0; i < b->len; i++)
 		if (b->data[i])
 			return false;
 	return true;
-}
-
-static const char *show(const InetSkEntry *e, bool dst)
-{
-	static char out[2][INET6_ADDRSTRLEN + 16];
-	static int k;
-	char a[INET6_ADDRSTRLEN] = "?", *o = out[k++ % 2];
-	const ProtobufCBinaryData *b = dst ? &e->dst_addr : &e->src_addr;
-
-	if (b->len == 4 || b->len == 16)
-		inet_ntop(b->len == 4 ? AF_INET : AF_INET6, b->data, a, sizeof(a));
-	snprintf(o, sizeof(out[0]), e->family == AF_INET6 ? "[%s]:%u" : "%s:%u", a,
-		 dst ? e->dst_port : e->src_port);
-	return o;
 }
 
 int inet_extra_dump(struct dump_ctx *ctx, int dup, InetSkEntry *e, const char *what)
@@ -137,15 +75,14 @@ int inet_extra_dump(struct dump_ctx *ctx, int dup, InetSkEntry *e, const char *w
 	(void)ctx;
 	if (getsockname(dup, (struct sockaddr *)&ss, &len))
 		goto sockopt_fail;
-	ret = put_addr(&e->src_addr, &e->src_port, &ss);
+	ret = inet_put_addr(e, &ss, false);
 	if (ret)
 		return ret;
 	len = sizeof(ss);
 	if (!getpeername(dup, (struct sockaddr *)&ss, &len)) {
-		ret = put_addr(&e->dst_addr, &e->dst_port, &ss);
+		ret = inet_put_addr(e, &ss, true);
 		if (ret)
 			return ret;
-		e->has_dst_addr = e->has_dst_port = 1;
 	}
 	e->state = e->has_dst_addr ? TCP_ESTABLISHED : TCP_CLOSE; /* as UDP's */
 	len = sizeof(val);
@@ -169,12 +106,12 @@ int inet_extra_dump(struct dump_ctx *ctx, int dup, InetSkEntry *e, const char *w
 	if (recv(dup, &byte, 1, MSG_PEEK | MSG_DONTWAIT | MSG_TRUNC) >= 0) {
 		pr_err("%s: %s socket %s has packets queued for reading, which amber cannot "
 		       "deliver to it alone again; let the process read them before the dump",
-		       what, kind_name(e), show(e, false));
+		       what, kind_name(e), inet_show_addr(e, false));
 		return -EOPNOTSUPP;
 	}
 	if (errno != EAGAIN && errno != EWOULDBLOCK) {
 		pr_err("%s: cannot tell whether %s socket %s has packets queued: %m", what,
-		       kind_name(e), show(e, false));
+		       kind_name(e), inet_show_addr(e, false));
 		return -errno;
 	}
 	return 0;
@@ -289,13 +226,13 @@ static int bind_connect(struct tree *t, int fd, const InetSkEntry *e, const char
 	ret = owner_enter(t);
 	if (ret)
 		return ret;
-	len = get_addr(e, false, &ss);
+	len = inet_get_addr(e, false, &ss);
 	if (e->type == SOCK_RAW)
 		((struct sockaddr_in *)&ss)->sin_port = 0; /* sin6_port at the same offset */
 	if (bind_it && bind(fd, (struct sockaddr *)&ss, len)) {
 		ret = -errno;
 		pr_err("%s: cannot bind the %s socket to %s: %m%s", who, kind_name(e),
-		       show(e, false),
+		       inet_show_addr(e, false),
 		       errno == EADDRINUSE ? " (another socket holds it; stop it)"
 		       : errno == EACCES   ? " (the image's owner may not bind it)"
 					   : "");
@@ -303,11 +240,11 @@ static int bind_connect(struct tree *t, int fd, const InetSkEntry *e, const char
 	if (!ret && e->n_dgrams)
 		ret = refill(fd, e, who);
 	if (!ret && e->has_dst_addr) {
-		len = get_addr(e, true, &ss);
+		len = inet_get_addr(e, true, &ss);
 		if (connect(fd, (struct sockaddr *)&ss, len)) {
 			ret = -errno;
 			pr_err("%s: cannot connect the %s socket to %s: %m", who, kind_name(e),
-			       show(e, true));
+			       inet_show_addr(e, true));
 		}
 	}
 	owner_leave(t);

@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "files.h"
 
@@ -75,6 +76,14 @@ int sk_opts_check_proto(struct tree *t, SkOpt **opts, size_t n, int family, int 
  * its queues are refilled; late also reads every one back.
  */
 int sk_opts_restore(struct tree *t, int fd, SkOpt **opts, size_t n, bool late, const char *what);
+/*
+ * sk-inet.c, for every inet kind: an address of e (dst: the peer's) to and
+ * from a sockaddr (the image's bytes are copied only when of the family's
+ * length), and "ADDR:PORT" for messages (two may be used at once).
+ */
+int inet_put_addr(InetSkEntry *e, const struct sockaddr_storage *ss, bool dst);
+socklen_t inet_get_addr(const InetSkEntry *e, bool dst, struct sockaddr_storage *ss);
+const char *inet_show_addr(const InetSkEntry *e, bool dst);
 /* "pid P: fd F (KIND socket:[INO])" of a socket of the image, for messages. */
 const char *sk_who(struct tree *t, const RegFile *f, const char *kind);
 
