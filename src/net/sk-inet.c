@@ -256,6 +256,22 @@ socklen_t inet_get_addr(const InetSkEntry *e, bool dst, struct sockaddr_storage 
 	}
 }
 
+/* A wildcard address as a destination: the loopback one of its family. */
+void inet_any_to_loopback(struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET) {
+		struct sockaddr_in *in = (void *)ss;
+
+		if (in->sin_addr.s_addr == htonl(INADDR_ANY))
+			in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	} else {
+		struct sockaddr_in6 *in6 = (void *)ss;
+
+		if (IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr))
+			in6->sin6_addr = in6addr_loopback;
+	}
+}
+
 const char *inet_show_addr(const InetSkEntry *e, bool dst)
 {
 	static char out[2][INET6_ADDRSTRLEN + 16];
@@ -870,17 +886,7 @@ static int open_udp(struct isk *s)
 		pr_err("UDP socket %s: cannot read back its address: %m", inet_show_addr(e, false));
 		return -errno;
 	}
-	if (to.ss_family == AF_INET) {
-		struct sockaddr_in *in = (void *)&to;
-
-		if (in->sin_addr.s_addr == htonl(INADDR_ANY))
-			in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	} else {
-		struct sockaddr_in6 *in6 = (void *)&to;
-
-		if (IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr))
-			in6->sin6_addr = in6addr_loopback;
-	}
+	inet_any_to_loopback(&to);
 	tmp = socket(to.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (tmp < 0) {
 		pr_err("cannot create a UDP socket to refill %s: %m", inet_show_addr(e, false));

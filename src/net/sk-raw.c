@@ -165,17 +165,7 @@ static int refill(int fd, const InetSkEntry *e, const char *who)
 		pr_err("%s: cannot read back its address: %m", who);
 		return -errno;
 	}
-	if (to.ss_family == AF_INET) {
-		struct sockaddr_in *in = (void *)&to;
-
-		if (in->sin_addr.s_addr == htonl(INADDR_ANY))
-			in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	} else {
-		struct sockaddr_in6 *in6 = (void *)&to;
-
-		if (IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr))
-			in6->sin6_addr = in6addr_loopback;
-	}
+	inet_any_to_loopback(&to);
 	tmp = socket(to.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, IPPROTO_UDPLITE);
 	if (tmp < 0) {
 		pr_err("%s: cannot create a UDP-Lite socket to refill its queue: %m", who);

@@ -84,6 +84,8 @@ int sk_opts_restore(struct tree *t, int fd, SkOpt **opts, size_t n, bool late, c
 int inet_put_addr(InetSkEntry *e, const struct sockaddr_storage *ss, bool dst);
 socklen_t inet_get_addr(const InetSkEntry *e, bool dst, struct sockaddr_storage *ss);
 const char *inet_show_addr(const InetSkEntry *e, bool dst);
+/* where a wildcard address is, the loopback address of its family (a destination) */
+void inet_any_to_loopback(struct sockaddr_storage *ss);
 /* "pid P: fd F (KIND socket:[INO])" of a socket of the image, for messages. */
 const char *sk_who(struct tree *t, const RegFile *f, const char *kind);
 
