@@ -248,6 +248,7 @@ static void free_run(struct run *r)
 	for (size_t i = 0; i < t->nr_pstree; i++)
 		pstree_entry__free_unpacked(t->pstree[i], NULL);
 	free(t->pstree);
+	tree_index_free(t);
 	free(t->helpers);
 	free(t->creator);
 }

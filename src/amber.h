@@ -141,6 +141,7 @@ struct tree {
 	PstreeEntry **pstree;
 	size_t nr_procs; /* live processes (dprocs/rprocs), in pstree order */
 	size_t nr_pstree;
+	struct tree_index *index; /* tree.c: pid -> pstree entry, restore context */
 };
 
 struct dump_ctx {
@@ -282,22 +283,12 @@ bool sessions_is_helper(const struct tree *t, uint32_t pid);
 /* Whether pid is a zombie that makes members of its session (it dies early). */
 bool sessions_zombie_leads(const struct tree *t, uint32_t pid);
 
-/* The pstree.img entry of pid, or NULL. */
-static inline PstreeEntry *tree_entry(const struct tree *t, uint32_t pid)
-{
-	for (size_t i = 0; i < t->nr_pstree; i++)
-		if (t->pstree[i]->pid == pid)
-			return t->pstree[i];
-	return NULL;
-}
-
-/* The restore context of pid (zombies have none), or NULL. */
-static inline struct restore_ctx *tree_rproc(const struct tree *t, uint32_t pid)
-{
-	for (size_t p = 0; p < t->nr_procs; p++)
-		if ((uint32_t)t->rprocs[p]->pid == pid)
-			return t->rprocs[p];
-	return NULL;
-}
+/* tree.c: the pstree.img entry of pid, or NULL; its restore context (zombies
+ * have none), or NULL.  O(1) through an index that follows the tree. */
+PstreeEntry *tree_entry(const struct tree *t, uint32_t pid);
+struct restore_ctx *tree_rproc(const struct tree *t, uint32_t pid);
+/* Builds the index now (before forking, so children do not each build one). */
+int tree_index_build(const struct tree *t);
+void tree_index_free(struct tree *t);
 
 #endif

@@ -244,7 +244,7 @@ static int read_processes(struct tree *t)
 		if (ret)
 			return ret;
 	}
-	return 0;
+	return tree_index_build(t);
 }
 
 /* Every fd at or above the highest fd of any process is free for amber's own. */

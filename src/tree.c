@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: MIT
+/*
+ * pid -> pstree entry and restore context, in O(1).  Every forked restore
+ * child looks itself and its children up; a linear scan there made restoring
+ * n processes O(n^2) cache misses (12% of a 500-process restore).  The index
+ * follows t->pstree and t->rprocs as they grow (both only append).
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "amber.h"
+
+struct tree_index {
+	struct slot {
+		uint32_t pid; /* 0: free (pid 0 is never in a tree) */
+		uint32_t pst; /* index in t->pstree */
+		int32_t rp;   /* index in t->rprocs, or -1 */
+	} *slot;
+	size_t cap; /* power of two, at least twice the entries */
+	size_t n_pst, n_rp;
+};
+
+static size_t slot_of(const struct tree_index *x, uint32_t pid)
+{
+	size_t i = (pid * 2654435761u) & (x->cap - 1);
+
+	while (x->slot[i].pid && x->slot[i].pid != pid)
+		i = (i + 1) & (x->cap - 1);
+	return i;
+}
+
+/* Brings the index up to date; NULL when out of memory (callers scan instead). */
+static struct tree_index *tree_index(const struct tree *ct)
+{
+	/* the index is a cache of the tree, not part of what callers see */
+	struct tree *t = (struct tree *)ct;
+	struct tree_index *x = t->index;
+
+	if (!x) {
+		x = calloc(1, sizeof(*x));
+		if (!x)
+			return NULL;
+		t->index = x;
+	}
+	if (2 * t->nr_pstree >= x->cap) {
+		size_t cap = 64;
+
+		while (cap < 4 * t->nr_pstree)
+			cap *= 2;
+		free(x->slot);
+		x->slot = calloc(cap, sizeof(*x->slot));
+		if (!x->slot) {
+			x->cap = 0;
+			return NULL;
+		}
+		x->cap = cap;
+		x->n_pst = x->n_rp = 0;
+	}
+	for (; x->n_pst < t->nr_pstree; x->n_pst++) {
+		uint32_t pid = t->pstree[x->n_pst]->pid;
+		struct slot *s = &x->slot[slot_of(x, pid)];
+
+		if (!s->pid) /* the first entry of a pid wins, as a scan finds it */
+			*s = (struct slot){.pid = pid, .pst = (uint32_t)x->n_pst, .rp = -1};
+	}
+	for (; t->rprocs && x->n_rp < t->nr_procs; x->n_rp++) {
+		struct slot *s = &x->slot[slot_of(x, (uint32_t)t->rprocs[x->n_rp]->pid)];
+
+		if (s->pid && s->rp < 0)
+			s->rp = (int32_t)x->n_rp;
+	}
+	return x;
+}
+
+int tree_index_build(const struct tree *t)
+{
+	return tree_index(t) ? 0 : -ENOMEM;
+}
+
+void tree_index_free(struct tree *t)
+{
+	if (t->index)
+		free(t->index->slot);
+	free(t->index);
+	t->index = NULL;
+}
+
+PstreeEntry *tree_entry(const struct tree *t, uint32_t pid)
+{
+	struct tree_index *x = pid ? tree_index(t) : NULL;
+	struct slot *s;
+
+	if (!x) {
+		for (size_t i = 0; i < t->nr_pstree; i++)
+			if (t->pstree[i]->pid == pid)
+				return t->pstree[i];
+		return NULL;
+	}
+	s = &x->slot[slot_of(x, pid)];
+	return s->pid ? t->pstree[s->pst] : NULL;
+}
+
+struct restore_ctx *tree_rproc(const struct tree *t, uint32_t pid)
+{
+	struct tree_index *x = pid ? tree_index(t) : NULL;
+	struct slot *s;
+
+	if (!x) {
+		for (size_t p = 0; p < t->nr_procs; p++)
+			if ((uint32_t)t->rprocs[p]->pid == pid)
+				return t->rprocs[p];
+		return NULL;
+	}
+	s = &x->slot[slot_of(x, pid)];
+	return s->pid && s->rp >= 0 ? t->rprocs[s->rp] : NULL;
+}
