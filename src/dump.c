@@ -418,8 +418,8 @@ static int collect_tree(struct tree *t)
 			struct dump_ctx *ctx = t->dprocs[p];
 
 			for (size_t i = 0; i < ctx->nr_threads; i++) {
-				pid_t kids[1024];
-				int n = proc_children(ctx->threads[i].tid, kids, 1024);
+				pid_t *kids;
+				int n = proc_children(ctx->threads[i].tid, &kids);
 
 				if (n < 0) {
 					pr_err("cannot read /proc/%d/task/%d/children: %s%s",
@@ -441,8 +441,11 @@ static int collect_tree(struct tree *t)
 					else
 						ret = add_process(t, kids[k], &stopsig);
 					if (ret)
-						return ret;
+						break;
 				}
+				free(kids);
+				if (ret)
+					return ret;
 			}
 		}
 	} while (found);

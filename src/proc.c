@@ -279,26 +279,43 @@ int proc_parse_fdinfo(pid_t pid, int fd, uint64_t *pos, unsigned *flags)
 	return 0;
 }
 
-int proc_children(pid_t pid, pid_t *out, int max)
+int proc_children(pid_t pid, pid_t **out)
 {
 	char path[96], *buf, *p;
-	int n = 0, ret;
+	pid_t *kids = NULL;
+	size_t n = 0, cap = 0;
+	int ret;
 
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
 	ret = sys_read_file(path, &buf, NULL);
 	if (ret)
 		return ret;
-	for (p = buf; *p && n < max;) {
+	for (p = buf; *p;) {
 		char *end;
 		long v = strtol(p, &end, 10);
 
 		if (end == p)
 			break;
-		out[n++] = (pid_t)v;
+		if (n == cap) {
+			pid_t *k = realloc(kids, (cap = cap ? 2 * cap : 64) * sizeof(*k));
+
+			if (!k) {
+				ret = -ENOMEM;
+				goto free_kids;
+			}
+			kids = k;
+		}
+		kids[n++] = (pid_t)v;
 		p = end;
 		while (isspace((unsigned char)*p))
 			p++;
 	}
 	free(buf);
-	return n;
+	*out = kids;
+	return (int)n;
+
+free_kids:
+	free(kids);
+	free(buf);
+	return ret;
 }

@@ -48,6 +48,7 @@ void proc_free_vmas(struct vma *vmas, size_t nr);
 /* fdinfo pos/flags/mnt_id */
 int proc_parse_fdinfo(pid_t pid, int fd, uint64_t *pos, unsigned *flags);
 /* Children of a thread from /proc/PID/task/TID/children (the C/R children file). */
-int proc_children(pid_t pid, pid_t *out, int max);
+/* Fills *out (malloc()ed, every child however many) and returns the count, or -errno. */
+int proc_children(pid_t pid, pid_t **out);
 
 #endif
