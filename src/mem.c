@@ -53,10 +53,6 @@ static const struct {
 	{VMF_SEQ_READ, MADV_SEQUENTIAL},   {VMF_RAND_READ, MADV_RANDOM},
 };
 
-/* vma_entry.mlock, mm_entry.mlock_future */
-#define VMA_MLOCK_LOCKED  1u /* VM_LOCKED: mlock(), MAP_LOCKED, mlockall(MCL_CURRENT) */
-#define VMA_MLOCK_ONFAULT 2u /* VM_LOCKONFAULT: MLOCK_ONFAULT, MCL_ONFAULT */
-
 #ifndef MADV_GUARD_INSTALL
 #define MADV_GUARD_INSTALL 102
 #endif
@@ -115,12 +111,8 @@ static int classify(struct dump_ctx *ctx, struct vma *v)
 		}
 		v->kind = VMA_KIND__VMA_ANON_PRIVATE;
 		v->hugetlb_kib = (unsigned)(sf.f_bsize >> 10);
-	} else if (v->deleted && !strcmp(p, "/[aio]")) {
-		/* an io_setup ring: a file of the kernel's aio fs, no file to map again */
-		pr_err("pid %d: mapping %lx-%lx is an AIO context's ring (io_setup); amber "
-		       "cannot dump AIO contexts yet (io_destroy it before the dump)",
-		       ctx->pid, v->start, v->end);
-		return -EOPNOTSUPP;
+	} else if (v->deleted && v->shared && !strcmp(p, "/[aio]")) {
+		v->kind = VMA_KIND__VMA_AIO; /* an io_setup ring: aio.c makes it again */
 	} else if (!strncmp(p, "/SYSV", 5)) {
 		v->kind = VMA_KIND__VMA_SYSV_SHM; /* an attach: the segment is ipc/sysv.c's */
 	} else {
@@ -339,6 +331,11 @@ static int mem_dump_vmas(struct dump_ctx *ctx, MmEntry *mm, int pagemap_fd)
 			e->sysv_rdonly = !(v->vmflags & VMF_MAYWRITE);
 		}
 		mm->vmas[mm->n_vmas++] = e;
+		if (v->kind == VMA_KIND__VMA_AIO) {
+			ret = aio_dump_ring(ctx, e);
+			if (ret)
+				return ret;
+		}
 		if (!is_vdso_part(v->kind)) {
 			ret = dump_guards(ctx->pid, pagemap_fd, e, &guards, max);
 			if (ret)
@@ -909,8 +906,10 @@ int mem_check_mm(pid_t pid, const MmEntry *mm, size_t nr_files)
 		if (e->start < prev_end || e->end <= e->start || (e->start | e->end) % PAGE_SIZE ||
 		    e->end > TASK_SIZE_MAX || e->pgoff % PAGE_SIZE ||
 		    e->pgoff > UINT64_MAX - (e->end - e->start) ||
-		    (e->kind > VMA_KIND__VMA_VVAR_VCLOCK && e->kind != VMA_KIND__VMA_SYSV_SHM) ||
+		    (e->kind > VMA_KIND__VMA_VVAR_VCLOCK && e->kind != VMA_KIND__VMA_SYSV_SHM &&
+		     e->kind != VMA_KIND__VMA_AIO) ||
 		    (e->kind == VMA_KIND__VMA_SYSV_SHM && !e->has_sysv_shmid) ||
+		    (e->kind == VMA_KIND__VMA_AIO && !aio_ring_valid(e)) ||
 		    (e->has_file_id && e->file_id >= nr_files) ||
 		    ((e->kind == VMA_KIND__VMA_FILE_PRIVATE ||
 		      e->kind == VMA_KIND__VMA_FILE_SHARED) &&
@@ -1852,7 +1851,8 @@ static int map_vmas(struct restore_ctx *ctx, bool proxy)
 		/* runs of VMAs not mapped here (the vDSO when moved) are skipped */
 		while (pm < ctx->nr_pm && ctx->pm[pm]->vaddr < e->start)
 			pm++;
-		if (is_vdso_part(e->kind) && !(proxy && e->kind == VMA_KIND__VMA_VDSO))
+		if ((is_vdso_part(e->kind) && !(proxy && e->kind == VMA_KIND__VMA_VDSO)) ||
+		    e->kind == VMA_KIND__VMA_AIO) /* aio.c makes the ring once all is mapped */
 			continue;
 		if (e->kind == VMA_KIND__VMA_SYSV_SHM)
 			ret = plan_shmat(&p, e);

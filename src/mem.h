@@ -15,6 +15,10 @@
 #define PAGE_SIZE 4096UL
 #define USER_TOP  0x7ffffffff000UL /* top of the x86-64 user address space */
 
+/* vma_entry.mlock, mm_entry.mlock_future */
+#define VMA_MLOCK_LOCKED  1u /* VM_LOCKED: mlock(), MAP_LOCKED, mlockall(MCL_CURRENT) */
+#define VMA_MLOCK_ONFAULT 2u /* VM_LOCKONFAULT: MLOCK_ONFAULT, MCL_ONFAULT */
+
 /* An address range [start, end). */
 struct range {
 	unsigned long start, end;
@@ -51,9 +55,9 @@ int vdso_parse(const uint8_t *b, size_t len, struct vsym *out, int max);
 
 struct cow_dump {
 	struct dump_ctx *parent; /* NULL: nothing is inherited */
-	int pagemap_fd;	       /* the process's, borrowed from the caller */
-	int parent_pagemap_fd; /* opened here */
-	bool vma_ok; /* the current VMA is the parent's too (cow_dump_vma) */
+	int pagemap_fd;		 /* the process's, borrowed from the caller */
+	int parent_pagemap_fd;	 /* opened here */
+	bool vma_ok;		 /* the current VMA is the parent's too (cow_dump_vma) */
 };
 
 /* Finds the parent in the tree and opens its pagemap; pagemap_fd is the
@@ -85,5 +89,12 @@ bool cow_eligible(const VmaEntry *v);
 int uffd_open(struct restore_ctx *ctx);
 /* Copies the runs of the VMAs i with sel[i] (mapped, still empty) into place. */
 int uffd_fill(struct restore_ctx *ctx, int uffd, const bool *sel);
+
+/* ---- AIO rings (aio.c; restored by aio_ops after the memory) ---- */
+
+/* At dump, the VMA e of an io_setup ring: its header and unreaped events. */
+int aio_dump_ring(struct dump_ctx *ctx, VmaEntry *e);
+/* A VMA_AIO entry of an image: a ring io_setup can make, head, tail, events. */
+bool aio_ring_valid(const VmaEntry *e);
 
 #endif

@@ -15,7 +15,7 @@ struct tree_index {
 		uint32_t pid; /* 0: free (pid 0 is never in a tree) */
 		uint32_t pst; /* index in t->pstree */
 		int32_t rp;   /* index in t->rprocs, or -1 */
-	} *slot;
+	} * slot;
 	size_t cap; /* power of two, at least twice the entries */
 	size_t n_pst, n_rp;
 };

@@ -201,17 +201,58 @@ t_bpfmap_image_refused() {
 	return $ok
 }
 
-# AIO contexts (progs/aio.c): the kernel shows no count of the requests still in flight
-# in a context, so amber refuses an io_setup ring at dump, naming it; the program then
-# runs on and reaps its completed reads.
-TESTS+=(aio_refused)
-t_aio_refused() {
-	[ $SELFTEST = 1 ] && { cycle -- "$PROGS/aio" "$T"; return; }
+# AIO contexts (progs/aio.c): two rings, one wrapped, with completed reads not
+# reaped; after restore the same ids, head, tail and events, and the rings work.
+TESTS+=(aio)
+t_aio() { cycle -- "$PROGS/aio" "$T"; }
+
+# A ring whose events do not fit it, whose head or tail lies outside it, or whose
+# size io_setup cannot make is refused before anything is made; the unedited image
+# restores.
+TESTS+=(aio_image_refused)
+t_aio_image_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	local ok=0 k
 	start_prog "$PROGS/aio" "$T" || return 1
-	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v &&
-		{ fail "amber dump succeeded with an AIO context"; return 1; }
-	grep -q "pid $PID: mapping [0-9a-f]*-[0-9a-f]* is an AIO context's ring (io_setup)" "$W/dump.log" ||
-		{ fail "the refusal does not name the AIO ring"; attach "$W/dump.log"; return 1; }
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v || { fail "amber dump failed"; attach "$W/dump.log"; return 1; }
+	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
+	k=$("$AMBER" show "$W/img" | jq '.tasks[0].mm.vmas | map(.kind == "VMA_AIO") | index(true)')
+	[ "$k" != null ] || { fail "no AIO ring in the image"; return 1; }
+	refused aio_head "bad mapping table" "mm-$PID.img" "vmas.$k.aio_head=127" || ok=1
+	refused aio_tail "bad mapping table" "mm-$PID.img" "vmas.$k.aio_tail=4000000000" || ok=1
+	refused aio_events "bad mapping table" "mm-$PID.img" "vmas.$k.aio_events=00" || ok=1
+	refused aio_nr "bad mapping table" "mm-$PID.img" "vmas.$k.aio_nr=1000" || ok=1
+	refused aio_size "bad mapping table" "mm-$PID.img" "vmas.$k.end=$(("$("$AMBER" show "$W/img" | jq ".tasks[0].mm.vmas[$k].end")" + (128 << 20)))" || ok=1
+	[ $ok = 0 ] || return 1
+	amber_to "$W/restore.log" 60 restore -d -D "$W/img" || { fail "the unedited image does not restore"; attach "$W/restore.log"; return 1; }
+	echo "$PID" >>"$W/pids"
+	touch "$T/go"
+	wait_for 30 test -e "$T/result" && [ "$(cat "$T/result")" = 0 ] ||
+		{ fail "the restored program failed its checks"; attach "$T/err"; return 1; }
+}
+
+# A request in flight is in no kernel interface; one that completes while the process
+# is frozen moves the ring's tail, and amber refuses the dump, naming the context.
+# The test completes the poll request of progs/aio.c inflight (a pipe made readable)
+# once amber has read the ring; 512 MiB of memory keep the dump busy meanwhile.
+TESTS+=(aio_inflight_refused)
+t_aio_inflight_refused() {
+	[ $SELFTEST = 1 ] && { cycle -- "$PROGS/aio" "$T" inflight; return; }
+	start_prog "$PROGS/aio" "$T" inflight || return 1
+	(
+		# once amber has read the ring (its log says so), before the pages are done
+		for _ in $(seq 2000); do
+			grep -q "AIO context [0-9a-f]*: [0-9]* events" "$W/dump.log" 2>/dev/null && break
+			sleep 0.005
+		done
+		echo x >"/proc/$PID/fd/100"
+	) &
+	local writer=$!
+	amber_to "$W/dump.log" 120 dump -t "$PID" -D "$W/img" -v &&
+		{ fail "amber dump succeeded while an AIO request was in flight"; return 1; }
+	wait $writer
+	grep -q "pid $PID: AIO context [0-9a-f]* had requests in flight (1 completed during the dump)" "$W/dump.log" ||
+		{ fail "the refusal does not name the AIO context"; attach "$W/dump.log"; return 1; }
 	runs_on "the refused dump"
 }
 
