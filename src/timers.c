@@ -107,6 +107,11 @@ static int add_timer(struct dump_ctx *ctx, PosixTimerEntry *e)
 	if (!n)
 		return -ENOMEM;
 	c->posix_timers = n;
+	if (c->n_posix_timers >= MAX_TIMERS) {
+		pr_err("pid %d has more than %d POSIX timers, more than amber restores", ctx->pid,
+		       MAX_TIMERS);
+		return -EOPNOTSUPP;
+	}
 	r = infect_call(&ctx->inf, SYS_timer_gettime, e->id, ctx->inf.scratch, 0, 0, 0, 0);
 	if (r) {
 		pr_err("pid %d: timer_gettime(%d) failed: %s", ctx->pid, e->id, strerror((int)-r));
@@ -200,7 +205,7 @@ static int timers_restore_read(struct restore_ctx *ctx)
 	if (c->n_posix_timers > MAX_TIMERS)
 		goto corrupt;
 	for (size_t i = 0; i < c->n_posix_timers; i++)
-		if (c->posix_timers[i]->id < 0 || c->posix_timers[i]->id >= MAX_TIMERS * 16)
+		if (c->posix_timers[i]->id < 0) /* ids only grow: any non-negative int */
 			goto corrupt;
 	/* amber creates them as root: an alarm clock needs CAP_WAKE_ALARM */
 	for (size_t i = 0; i < c->n_posix_timers && !ctx->tree->owner.unbounded; i++) {
@@ -288,8 +293,12 @@ static int restore_posix_timers(struct restore_ctx *ctx)
 			fillers[nr_fillers++] = id;
 		}
 		if (id != e->id) {
-			pr_err("pid %d: cannot recreate POSIX timer %d (got %d: %s)", ctx->pid,
-			       e->id, id, id < 0 ? strerror(-id) : "another id");
+			pr_err("pid %d: cannot recreate POSIX timer %d (got %d: %s)%s", ctx->pid,
+			       e->id, id, id < 0 ? strerror(-id) : "another id",
+			       restore_ids ? ""
+					   : "; without PR_TIMER_CREATE_RESTORE_IDS (Linux 6.17) "
+					     "amber reaches an id by creating the ones below it, "
+					     "up to 4096");
 			ret = id < 0 ? id : -EINVAL;
 			break;
 		}

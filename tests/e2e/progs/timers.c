@@ -6,7 +6,9 @@
  *   timer A: CLOCK_MONOTONIC, SIGEV_SIGNAL SIGRTMIN+1 value 42, 100 s / 30 s
  *   timer B: created and deleted (a hole in the ids)
  *   timer C: CLOCK_REALTIME, SIGEV_NONE, 300 s
- *   timer D: CLOCK_BOOTTIME, SIGEV_THREAD_ID SIGRTMIN+2 value 43, 110 s
+ *   timer D: CLOCK_BOOTTIME, SIGEV_THREAD_ID SIGRTMIN+2 value 43, 110 s, created after
+ *            70000 timers were created and deleted: its id is above 65536 (a
+ *            restore once refused such ids as corrupt)
  *
  * After restore: remaining <= before and > before - SLOP seconds, intervals exact, the
  * same ids work (B's id does not); A and D, re-armed to 10 ms, deliver their signal with
@@ -102,6 +104,8 @@ int main(int argc, char **argv)
 	t[0] = mk(CLOCK_MONOTONIC, SIGEV_SIGNAL, SIGRTMIN + 1, 42);
 	t[1] = mk(CLOCK_MONOTONIC, SIGEV_SIGNAL, SIGRTMIN + 1, 0);
 	t[2] = mk(CLOCK_REALTIME, SIGEV_NONE, 0, 0);
+	for (i = 0; i < 70000; i++) /* ids only grow: a long-running process has high ones */
+		timer_delete(mk(CLOCK_MONOTONIC, SIGEV_NONE, 0, 0));
 	t[3] = mk(CLOCK_BOOTTIME, SIGEV_THREAD_ID, SIGRTMIN + 2, 43);
 	timer_delete(t[1]);
 	arm(t[0], 100, 30, 0);
