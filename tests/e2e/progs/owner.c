@@ -9,8 +9,10 @@
  * fd 10: DIR/data O_RDWR, 11: the FIFO DIR/fifo O_RDWR, 12: the directory
  * DIR/dir, 13: an inotify fd watching DIR/dir, 14: a unix datagram socket
  * bound to DIR/sock, 15: DIR/ghost, deleted; nice 3; a PROT_READ page mapped
- * at 0x10000000.  After go it checks that all of it came back, and that its
- * uid, gids and groups are what they were.
+ * at 0x10000000; fds 16 and 17: a stream socketpair.  After go it checks that
+ * all of it came back, that the pair's peer credentials (SO_PEERCRED) name its
+ * own uid and gid, not root's, and that its uid, gids and groups are what they
+ * were.
  */
 #include <grp.h>
 #include <sys/inotify.h>
@@ -76,6 +78,14 @@ int main(int argc, char **argv)
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", prog_path("sock"));
 	if (bind(14, (struct sockaddr *)&sa, sizeof(sa)))
 		prog_die("bind");
+	{
+		int sv[2];
+
+		if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
+			prog_die("socketpair");
+		at(sv[0], 16);
+		at(sv[1], 17);
+	}
 	at(open(prog_path("ghost"), O_RDWR | O_CREAT | O_TRUNC, 0640), 15);
 	if (write(15, "ghost", 5) != 5 || unlink(prog_path("ghost")))
 		prog_die("ghost");
@@ -100,6 +110,15 @@ int main(int argc, char **argv)
 	snprintf(want, sizeof(want), "%s (deleted)", prog_path("ghost"));
 	check_link(15, want);
 	CHECK(pread(15, buf, 5, 0) == 5 && !memcmp(buf, "ghost", 5), "ghost holds ghost");
+	for (int i = 16; i <= 17; i++) {
+		struct ucred c = {0};
+		socklen_t len = sizeof(c);
+		int r = getsockopt(i, SOL_SOCKET, SO_PEERCRED, &c, &len);
+
+		CHECK(!r && c.uid == uid && c.gid == gid,
+		      "fd %d's peer credentials: uid %u gid %u (want %u %u)", i, c.uid, c.gid, uid,
+		      gid);
+	}
 	errno = 0;
 	CHECK(getpriority(PRIO_PROCESS, 0) == 3 + prog_sabotage(), "nice 3");
 	CHECK(getuid() == uid && geteuid() == uid, "uid %u", uid);

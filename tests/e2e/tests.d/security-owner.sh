@@ -27,7 +27,7 @@ owner_dump() {
 
 uids_are() { [ "$(status_field "$1" Uid)" = "$2	$2	$2	$2" ]; }
 file_id() { "$AMBER" show "$W/img" | jq -r --arg p "$1" '.files[] | select(.path == $p) | .id'; }
-sock_id() { "$AMBER" show "$W/img" | jq -r '.files[] | select(.kind == "FILE_UNIX_SK") | .id'; }
+sock_id() { "$AMBER" show "$W/img" | jq -r '.files[] | select(.kind == "FILE_UNIX_SK" and .unix_sk.name) | .id'; }
 
 # refused NAME PATTERN FILE EDIT...: an edited copy of the image is refused
 refused() {
