@@ -10,6 +10,14 @@
 # median of BENCH_RUNS runs (3).
 # BENCH_ONLY=REGEX runs only the rows whose name matches (e.g. 'memory|page').
 # Under each row, where amber's time went (its stats: amber show --stats).
+# After every restore the workload checks itself (its bytes, children, threads,
+# fds, mappings; redis its keys, the JVM its threads and heap): a run that came
+# back wrong prints "bad" and does not count.  The dense memory rows also print
+# amber/limit: the machine's own cost of moving the same bytes in the same run
+# (write() of the memory into the image's filesystem; read() of it into fresh
+# anonymous memory).  The table goes to bench/results/DATE.txt (BENCH_RESULTS=
+# to put it elsewhere, none to skip) with the machine's description, and its
+# numbers to DATE.dat, drawn by gnuplot (bench/plot.gp) into DATE.png.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 AMBER=${AMBER:-$ROOT/build/amber} # AMBER=path to time another build
@@ -19,9 +27,13 @@ RUNS=${BENCH_RUNS:-3}
 ONLY=${BENCH_ONLY:-}
 CRIU=${CRIU:-$(command -v criu || true)}
 
+RESULTS=${BENCH_RESULTS:-$ROOT/bench/results}
+STAMP=$(date +%Y-%m-%d)
+
 mkdir -p "$DIR"
 trap 'rm -rf "$DIR"' EXIT
 gcc -O2 -pthread -o "$W" "$ROOT/bench/workload.c" || exit 1
+export BENCH_VERDICT=$DIR/verdict
 
 is_criu4() { [ -n "$1" ] && "$1" --version 2>/dev/null | grep -qE 'Version: ([4-9]|[1-9][0-9])\.'; }
 if ! is_criu4 "$CRIU" && [ "${BENCH_CRIU:-1}" = 1 ]; then
@@ -63,6 +75,10 @@ wait_gone() { # PIDS...
 start() { # ARGS -> sets WPID (the workload, in its own session)
 	local out=$DIR/w.out
 	rm -f "$out"
+	case $1 in
+	redis) start_redis "$2"; return ;;
+	jvm) start_jvm "$2"; return ;;
+	esac
 	setsid "$W" "$@" >"$out" 2>/dev/null </dev/null &
 	WPID=$! # setsid execs in place: not a group leader in a script
 	for _ in $(seq 600); do grep -q ready "$out" 2>/dev/null && break; sleep 0.05; done
@@ -73,6 +89,42 @@ start() { # ARGS -> sets WPID (the workload, in its own session)
 	done
 }
 
+# redis-server from Debian with N keys (DEBUG POPULATE: key:I -> value:I), on a unix socket
+start_redis() {
+	rm -f "$DIR/redis.sock"
+	setsid redis-server --port 0 --unixsocket "$DIR/redis.sock" --save '' --appendonly no \
+		--enable-debug-command yes --dir "$DIR" >"$DIR/w.out" 2>&1 </dev/null &
+	WPID=$!
+	for _ in $(seq 200); do [ -S "$DIR/redis.sock" ] && break; sleep 0.05; done
+	redis-cli -s "$DIR/redis.sock" DEBUG POPULATE "$1" >/dev/null
+	WANT=$1
+}
+# Debian's JVM running bench/Threads.java: N threads and a heap of 200000 entries
+start_jvm() {
+	[ -f "$DIR/Threads.class" ] || javac -d "$DIR" "$ROOT/bench/Threads.java" || return
+	rm -f "$DIR/check" "$DIR/jverdict"
+	setsid java -XX:-UsePerfData -Xmx256m -cp "$DIR" Threads "$1" "$DIR" >"$DIR/w.out" 2>&1 </dev/null &
+	WPID=$!
+	for _ in $(seq 600); do grep -q ready "$DIR/w.out" 2>/dev/null && break; sleep 0.05; done
+}
+
+# The restored workload checks itself: prints ok or why not.
+verify() { # KIND
+	local v
+	case $1 in
+	redis)
+		v="$(redis-cli -s "$DIR/redis.sock" DBSIZE 2>&1) $(redis-cli -s "$DIR/redis.sock" GET key:4242 2>&1)"
+		[ "$v" = "$WANT value:4242" ] && echo ok || echo "bad: redis says $v"
+		return ;;
+	jvm)
+		rm -f "$DIR/jverdict"; touch "$DIR/check"; v=$DIR/jverdict ;;
+	*)
+		rm -f "$BENCH_VERDICT"; kill -USR1 "$WPID" 2>/dev/null; v=$BENCH_VERDICT ;;
+	esac
+	for _ in $(seq 600); do [ -s "$v" ] && break; sleep 0.05; done
+	cat "$v" 2>/dev/null || echo "bad: no answer"
+}
+
 tree_pids() { # PID: the pid and its descendants
 	local p=$1 c
 	echo "$p"
@@ -81,7 +133,7 @@ tree_pids() { # PID: the pid and its descendants
 
 # one run: prints "dump_seconds restore_seconds" or "fail fail"
 run_amber() {
-	local img=$DIR/img t0 t1 t2 pids
+	local img=$DIR/img t0 t1 t2 t3 pids
 	rm -rf "$img"
 	pids=$(tree_pids "$WPID")
 	t0=$(now)
@@ -90,7 +142,8 @@ run_amber() {
 	wait_gone $pids
 	t2=$(now)
 	timeout 600 "$AMBER" restore -D "$img" -d >/dev/null 2>&1 || { echo "fail fail"; return; }
-	printf '%.3f %.3f\n' "$(echo "$t1 - $t0" | bc)" "$(echo "$(now) - $t2" | bc)"
+	t3=$(now)
+	checked "$(echo "$t1 - $t0" | bc)" "$(echo "$t3 - $t2" | bc)"
 	# where amber's time went (stats.c), for the phases line of the row
 	"$AMBER" show --stats "$img" >"$DIR/stats.last" 2>/dev/null
 }
@@ -103,7 +156,7 @@ phases() {
 }
 
 run_criu() {
-	local img=$DIR/cimg t0 t1 t2 pids
+	local img=$DIR/cimg t0 t1 t2 t3 pids
 	rm -rf "$img"; mkdir -p "$img"
 	pids=$(tree_pids "$WPID")
 	t0=$(now)
@@ -112,12 +165,35 @@ run_criu() {
 	wait_gone $pids
 	t2=$(now)
 	timeout 600 "$CRIU" restore -D "$img" -d --shell-job >/dev/null 2>&1 || { echo "fail fail"; return; }
-	printf '%.3f %.3f\n' "$(echo "$t1 - $t0" | bc)" "$(echo "$(now) - $t2" | bc)"
+	t3=$(now)
+	checked "$(echo "$t1 - $t0" | bc)" "$(echo "$t3 - $t2" | bc)"
+}
+
+# "dump restore" seconds if the restored workload is right, else "bad bad"
+checked() {
+	local v
+	v=$(verify "$KIND")
+	if [ "$v" = ok ]; then
+		printf '%.3f %.3f\n' "$1" "$2"
+	else
+		echo "$v" >>"$DIR/bad.log"
+		echo "bad bad"
+	fi
+}
+
+# the median of numbers, or the first word that is not one (fail, bad)
+med() {
+	local all w
+	all=$(cat)
+	w=$(grep -vE '^[0-9.]+$' <<<"$all" | head -n 1)
+	[ -n "$w" ] && echo "$w" && return
+	median <<<"$all"
 }
 
 bench_row() { # NAME TOOL ARGS...
 	local name=$1 tool=$2 d=() r=() i res
 	shift 2
+	KIND=$1
 	for i in $(seq "$RUNS"); do
 		start "$@"
 		res=$("run_$tool")
@@ -126,23 +202,68 @@ bench_row() { # NAME TOOL ARGS...
 		pkill -KILL -s "$WPID" 2>/dev/null
 		wait_gone $(tree_pids "$WPID") "$WPID"
 	done
-	echo "$(printf '%s\n' "${d[@]}" | median) $(printf '%s\n' "${r[@]}" | median)"
+	echo "$(printf '%s\n' "${d[@]}" | med) $(printf '%s\n' "${r[@]}" | med)"
 }
 
-ratio() { [[ $1 == fail || $2 == fail || $2 == - ]] && echo "-" || echo "scale=2; $1 / $2" | bc; }
+# The machine's cost of a dense row's bytes: "write_seconds fill_seconds" (medians)
+limit_row() { # MIB
+	local w=() f=() i
+	for i in $(seq "$RUNS"); do
+		w+=("$("$W" limit-write "$1" "$DIR/limit.bin")")
+		f+=("$("$W" limit-fill "$1" "$DIR/limit.bin")")
+		rm -f "$DIR/limit.bin"
+	done
+	echo "$(printf '%s\n' "${w[@]}" | med) $(printf '%s\n' "${f[@]}" | med)"
+}
 
-printf '%-22s %10s %10s %10s %10s %8s %8s\n' workload "amber dump" restore "criu dump" restore "d ratio" "r ratio"
+isnum() { [[ $1 =~ ^[0-9.]+$ ]]; }
+ratio() { isnum "$1" && isnum "$2" && [ "$2" != 0.000 ] && echo "scale=2; $1 / $2" | bc || echo "-"; }
+
+out() { echo "$*"; [ -n "$RFILE" ] && echo "$*" >>"$RFILE"; }
+
+RFILE= DFILE=
+if [ "$RESULTS" != none ] && [ -z "$ONLY" ]; then
+	mkdir -p "$RESULTS"
+	RFILE=$RESULTS/$STAMP.txt DFILE=$RESULTS/$STAMP.dat
+	: >"$RFILE"
+	echo "# row amber_dump amber_restore criu_dump criu_restore" >"$DFILE"
+	{
+		echo "# amber bench, $(date -u '+%Y-%m-%d %H:%M UTC'), medians of $RUNS runs"
+		echo "# machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $(free -g | awk '/^Mem:/ {print $2}') GiB, kernel $(uname -r)"
+		echo "# amber $(git -C "$ROOT" describe --always --dirty 2>/dev/null); CRIU: ${CRIU:+$("$CRIU" --version | head -n 1)}"
+		[ "${CRIU_FAULT:-}" = 130 ] && echo "# CRIU with CRIU_FAULT=130 (hardware breakpoints do not fire here)"
+	} >>"$RFILE"
+fi
+
+out "$(printf '%-24s %10s %10s %10s %10s %8s %8s %8s %8s' workload "amber dump" restore "criu dump" restore "d ratio" "r ratio" "d/limit" "r/limit")"
 for row in "1 GiB memory:mem 1024" "4 GiB memory:mem 4096" "1 GiB, every 2nd page:sparse 1024" \
-	   "tree of 50:tree 50" \
-	   "tree of 500:tree 500" "tree of 2000:tree 2000" "200 procs x 50 fds:fds 200" "100 threads:threads 100"; do
+	   "tree of 50:tree 50" "tree of 500:tree 500" "tree of 2000:tree 2000" \
+	   "200 procs x 50 fds:fds 200" "100 threads:threads 100" "10000 threads:threads 10000" \
+	   "10000 mappings:vmas 10000" "redis, 1M keys:redis 1000000" "JVM, 200 threads:jvm 200"; do
 	name=${row%%:*}
 	args=${row#*:}
 	[[ -z $ONLY || $name =~ $ONLY ]] || continue
+	case $args in
+	redis*) command -v redis-server >/dev/null || { out "# $name: no redis-server (apt install redis-server)"; continue; } ;;
+	jvm*) command -v javac >/dev/null || { out "# $name: no javac (apt install openjdk-17-jdk-headless)"; continue; } ;;
+	esac
 	read -r ad ar <<<"$(bench_row "$name" amber $args)"
 	ph=$(phases)
-	cd=- cr=-
+	cd=- cr=- ld=- lr=-
 	[ -n "$CRIU" ] && read -r cd cr <<<"$(bench_row "$name" criu $args)"
-	printf '%-22s %10s %10s %10s %10s %8s %8s\n' "$name" "$ad" "$ar" "$cd" "$cr" \
-		"$(ratio "$ad" "$cd")" "$(ratio "$ar" "$cr")"
-	[ -n "$ph" ] && echo "#   amber phases (ms, last run): $ph"
+	if [ "${args%% *}" = mem ]; then
+		read -r wl fl <<<"$(limit_row "${args#* }")"
+		ld=$(ratio "$ad" "$wl") lr=$(ratio "$ar" "$fl")
+	fi
+	out "$(printf '%-24s %10s %10s %10s %10s %8s %8s %8s %8s' "$name" "$ad" "$ar" "$cd" "$cr" \
+		"$(ratio "$ad" "$cd")" "$(ratio "$ar" "$cr")" "$ld" "$lr")"
+	[ "${args%% *}" = mem ] && out "#   limit (s): write $wl, fill $fl"
+	[ -n "$ph" ] && out "#   amber phases (ms, last run): $ph"
+	[ -s "$DIR/bad.log" ] && out "#   bad: $(sort -u "$DIR/bad.log" | paste -sd';')" && rm -f "$DIR/bad.log"
+	[ -n "$DFILE" ] && echo "\"$name\" $ad $ar $cd $cr" >>"$DFILE"
 done
+if [ -n "$DFILE" ] && command -v gnuplot >/dev/null; then
+	gnuplot -e "dat='$DFILE'; png='$RESULTS/$STAMP.png'; title='amber vs CRIU, $STAMP'" \
+		"$ROOT/bench/plot.gp" && echo "# plot: $RESULTS/$STAMP.png"
+fi
+[ -n "$RFILE" ] && echo "# results: $RFILE"
