@@ -184,6 +184,8 @@ int infect_attach_stopped(pid_t pid, struct infect *inf)
 {
 	memset(inf, 0, sizeof(*inf));
 	inf->pid = pid;
+	/* a restored task gets its registers from the image at the end (regs.c) */
+	inf->lazy_regs = true;
 	return save_state(inf);
 }
 
@@ -455,7 +457,7 @@ done:
 	*ret = regs.rax;
 	inf->nr_syscalls++;
 	/* its own registers back at once: were amber killed now, it runs on from them */
-	r = sys_ptrace(PTRACE_SETREGS, inf->pid, NULL, &inf->regs);
+	r = inf->lazy_regs ? 0 : sys_ptrace(PTRACE_SETREGS, inf->pid, NULL, &inf->regs);
 	if (r)
 		goto fail;
 	return 0;
@@ -530,7 +532,7 @@ static int run_batch(struct infect *inf, unsigned long code, unsigned long table
 				       regs.rip);
 				return -EFAULT;
 			}
-			if (!r) /* as in infect_syscall(): its own registers back at once */
+			if (!r && !inf->lazy_regs) /* as in infect_syscall() */
 				r = sys_ptrace(PTRACE_SETREGS, inf->pid, NULL, &inf->regs);
 			return (int)r;
 		}

@@ -27,6 +27,7 @@ struct infect {
 	unsigned long scratch;	      /* scratch mapping made by infect_scratch_map() */
 	size_t scratch_size;	      /* upper half: the batch executor and its table */
 	bool batch_loaded;
+	bool lazy_regs; /* restore: its registers stay as injection left them (regs.c sets them) */
 	long nr_syscalls;
 };
 
