@@ -110,6 +110,16 @@ runs_on() {
 	rc=$?
 	[ $rc = 0 ] || { fail "after $1 the program fails its own checks (exit $rc)"; attach_all; return 1; }
 }
+# After the refusals of an image-editing test: the unedited image restores
+# detached and the program passes its own checks (so the refusals were not a
+# broken setup).
+unedited_restores() {
+	amber_to "$W/restore.log" 60 restore -d -D "$W/img" || { fail "the unedited image does not restore"; attach "$W/restore.log"; return 1; }
+	echo "$PID" >>"$W/pids"
+	touch "$T/go"
+	wait_for 30 test -e "$T/result" && [ "$(cat "$T/result")" = 0 ] ||
+		{ fail "the restored program failed its checks"; attach "$T/err"; return 1; }
+}
 # restored: the pid exists again with the program's exe, nobody tracing it
 is_restored() { # PID EXE
 	is_free_running "$1" && [ "$(readlink "/proc/$1/exe" 2>/dev/null)" = "$2" ]

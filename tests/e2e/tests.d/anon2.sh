@@ -224,11 +224,7 @@ t_aio_image_refused() {
 	refused aio_nr "bad mapping table" "mm-$PID.img" "vmas.$k.aio_nr=1000" || ok=1
 	refused aio_size "bad mapping table" "mm-$PID.img" "vmas.$k.end=$(("$("$AMBER" show "$W/img" | jq ".tasks[0].mm.vmas[$k].end")" + (128 << 20)))" || ok=1
 	[ $ok = 0 ] || return 1
-	amber_to "$W/restore.log" 60 restore -d -D "$W/img" || { fail "the unedited image does not restore"; attach "$W/restore.log"; return 1; }
-	echo "$PID" >>"$W/pids"
-	touch "$T/go"
-	wait_for 30 test -e "$T/result" && [ "$(cat "$T/result")" = 0 ] ||
-		{ fail "the restored program failed its checks"; attach "$T/err"; return 1; }
+	unedited_restores
 }
 
 # A request in flight is in no kernel interface; one that completes while the process

@@ -123,9 +123,5 @@ t_sessions_zombie_image_refused() {
 	refused zl_cousin "led by a zombie that is not its sibling" pstree.img "$n.sid=$o" "$n.pgid=$o" || ok=1
 	refused zl_comm "bad entry" pstree.img "$z.comm=aaaaaaaaaaaaaaaaaaaa" || ok=1
 	[ $ok = 0 ] || return 1
-	amber_to "$W/restore.log" 60 restore -d -D "$W/img" || { fail "the unedited image does not restore"; attach "$W/restore.log"; return 1; }
-	echo "$PID" >>"$W/pids"
-	touch "$T/go"
-	wait_for 30 test -e "$T/result" && [ "$(cat "$T/result")" = 0 ] ||
-		{ fail "the restored program failed its checks"; attach "$T/err"; return 1; }
+	unedited_restores
 }

@@ -64,11 +64,7 @@ hugetlb_image_refused() {
 	refused hl_shared "bad mapping table" "mm-$PID.img" "vmas.$k.kind=VMA_ANON_SHARED" "vmas.$k.shmem_id=1" || ok=1
 	refused hl_bounds "bad mapping table" "mm-$PID.img" "vmas.$k.hugetlb_kib=1048576" || ok=1
 	[ $ok = 0 ] || return 1
-	amber_to "$W/restore.log" 60 restore -d -D "$W/img" || { fail "the unedited image does not restore"; attach "$W/restore.log"; return 1; }
-	echo "$PID" >>"$W/pids"
-	touch "$T/go"
-	wait_for 30 test -e "$T/result" && [ "$(cat "$T/result")" = 0 ] ||
-		{ fail "the restored program failed its checks"; attach "$T/err"; return 1; }
+	unedited_restores
 }
 t_hugetlb_image_refused() {
 	[ $SELFTEST = 1 ] && return 77
