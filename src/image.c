@@ -841,6 +841,12 @@ static int open_checked(struct img_dir *d, const char *name, enum img_kind kind,
 			pr_err("%s: image file %s is a symbolic link; restore reads only the "
 			       "directory's own files, refusing",
 			       d->path, name);
+		else if (ret == -EMFILE || ret == -ENFILE)
+			pr_err("%s: cannot open image file %s: %s; amber keeps each of the "
+			       "image's %zu files open while it restores: raise the fd limit "
+			       "(ulimit -n; the hard limit needs CAP_SYS_RESOURCE)",
+			       d->path, name, strerror(-ret),
+			       d->inv ? d->inv->n_files : d->nr_files);
 		else if (ret == -ENOENT && kind == IMG_INVENTORY)
 			pr_err("%s is not a complete amber image: inventory.img is missing (the "
 			       "dump did not finish, or this is not an image directory); dump "

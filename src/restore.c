@@ -18,6 +18,7 @@
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -260,7 +261,7 @@ static void compute_fd_base(struct tree *t)
 /* Room for the processes' fds and amber's above them (rlimits.c sets the real limits). */
 static void raise_nofile(struct tree *t)
 {
-	unsigned long want = t->fd_base + 4 * t->nr_pstree + t->nr_rfiles + t->img->nr_files + 64;
+	unsigned long want = t->fd_base + 2 * t->nr_pstree + t->nr_rfiles + t->img->nr_files + 64;
 	int ret = sys_raise_nofile(want);
 
 	if (ret)
@@ -282,10 +283,15 @@ static int run_restore_tree(struct tree *t)
 	return 0;
 }
 
-/* Per process: amber -> child "go" (seized), child -> amber report. */
+/*
+ * Per process, one socketpair: amber -> child "go" (seized), child -> amber
+ * report.  Every process inherits every pair (all exist before the first
+ * fork), so two fds a process rather than two pipes' four: a tree of n
+ * processes holds 2n of them, within the fd limit for thousands.
+ */
 struct sync {
-	int go[2];
-	int report[2];
+	int amber; /* amber's end: writes go, reads the report */
+	int child; /* the child's: reads go, writes the report */
 };
 
 static struct sync *syncs;
@@ -371,7 +377,7 @@ static long clone_vm_child(struct tree *t, size_t idx, uint64_t flags)
 		return -errno;
 	if (e->clone_sighand)
 		flags |= CLONE_SIGHAND;
-	return sys_clone3_vm(e->pid, flags, stack, VM_CHILD_STACK, syncs[idx].go[0], vm_child_main,
+	return sys_clone3_vm(e->pid, flags, stack, VM_CHILD_STACK, syncs[idx].child, vm_child_main,
 			     (void *)idx);
 }
 
@@ -440,7 +446,7 @@ static int zombie_made(struct tree *t, size_t idx)
 	struct child_report rep;
 	siginfo_t si;
 
-	if (read(syncs[idx].report[0], &rep, sizeof(rep)) != sizeof(rep) || !rep.ok) {
+	if (read(syncs[idx].amber, &rep, sizeof(rep)) != sizeof(rep) || !rep.ok) {
 		rep.msg[sizeof(rep.msg) - 1] = 0;
 		pr_err("zombie %u: %s", pid, rep.ok ? "died while setting up" : rep.msg);
 		return -EIO;
@@ -550,16 +556,16 @@ static bool parent_expected(struct tree *t, size_t idx, pid_t ppid)
  */
 static int wait_go(struct tree *t, size_t idx)
 {
-	struct pollfd pfd = {.fd = syncs[idx].go[0], .events = POLLIN};
+	struct pollfd pfd = {.fd = syncs[idx].child, .events = POLLIN};
 	pid_t real = idx ? (pid_t)t->pstree[idx]->ppid : amber_pid;
 	char c;
 
 	if (t->creator[idx] == (idx ? t->pstree[idx]->ppid : 0))
-		return read(syncs[idx].go[0], &c, 1) == 1 ? 0 : -1;
+		return read(syncs[idx].child, &c, 1) == 1 ? 0 : -1;
 	while (poll(&pfd, 1, 100) == 0)
 		if (!parent_expected(t, idx, getppid()))
 			return -1;
-	if (read(syncs[idx].go[0], &c, 1) != 1)
+	if (read(syncs[idx].child, &c, 1) != 1)
 		return -1;
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	return getppid() == real ? 0 : -1;
@@ -573,7 +579,7 @@ static int wait_go(struct tree *t, size_t idx)
 static void __attribute__((noreturn)) zombie_main(struct tree *t, size_t idx)
 {
 	PstreeEntry *e = t->pstree[idx];
-	int report_fd = syncs[idx].report[1];
+	int report_fd = syncs[idx].child;
 	bool leads = sessions_zombie_leads(t, e->pid);
 
 	if (e->sid == e->pid && setsid() < 0) {
@@ -650,7 +656,7 @@ static void __attribute__((noreturn)) child_setup(struct tree *t, size_t idx, bo
 {
 	PstreeEntry *e = t->pstree[idx];
 	struct restore_ctx *ctx = tree_rproc(t, e->pid);
-	int report_fd = syncs[idx].report[1];
+	int report_fd = syncs[idx].child;
 
 	if (!vm) {
 		log_fd = fcntl(log_fd, F_DUPFD_CLOEXEC, t->fd_base);
@@ -684,6 +690,22 @@ static void __attribute__((noreturn)) child_setup(struct tree *t, size_t idx, bo
 	_exit(1);
 }
 
+/* Logged with what to do: a big tree may need more fds than the limit lets amber have. */
+static int syncs_error(const struct tree *t, int err)
+{
+	struct rlimit rl = {0};
+
+	getrlimit(RLIMIT_NOFILE, &rl);
+	pr_err("cannot make the channels to the %zu processes' restore: %s%s (amber holds the "
+	       "image's %zu files, and two fds a process, above fd %d; RLIMIT_NOFILE is %llu)",
+	       t->nr_pstree, strerror(err),
+	       err == EMFILE ? ": raise the fd limit (ulimit -n; the hard limit needs "
+			       "CAP_SYS_RESOURCE)"
+			     : "",
+	       t->img->nr_files, t->fd_base, (unsigned long long)rl.rlim_cur);
+	return -err;
+}
+
 static int make_syncs(struct tree *t)
 {
 	syncs = calloc(t->nr_pstree, sizeof(*syncs));
@@ -691,23 +713,25 @@ static int make_syncs(struct tree *t)
 	if (!syncs || !ours)
 		return -ENOMEM;
 	for (size_t i = 0; i < t->nr_pstree; i++) {
-		int *fds[2] = {syncs[i].go, syncs[i].report};
+		int fds[2];
 
-		for (int k = 0; k < 2; k++) {
-			if (pipe2(fds[k], O_CLOEXEC))
-				return -errno;
-			/* above every fd a process will get, so that none clobbers them */
-			for (int e = 0; e < 2; e++) {
-				int nfd = fcntl(fds[k][e], F_DUPFD_CLOEXEC, t->fd_base);
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds))
+			goto fail;
+		/* above every fd a process will get, so that none clobbers them */
+		for (int e = 0; e < 2; e++) {
+			int nfd = fcntl(fds[e], F_DUPFD_CLOEXEC, t->fd_base);
 
-				close(fds[k][e]);
-				if (nfd < 0)
-					return -errno;
-				fds[k][e] = nfd;
-			}
+			close(fds[e]);
+			fds[e] = nfd;
 		}
+		syncs[i].amber = fds[0];
+		syncs[i].child = fds[1];
+		if (fds[0] < 0 || fds[1] < 0)
+			goto fail;
 	}
 	return 0;
+fail:
+	return syncs_error(t, errno);
 }
 
 static int seize_and_go(struct tree *t, size_t idx)
@@ -721,7 +745,7 @@ static int seize_and_go(struct tree *t, size_t idx)
 		return (int)r;
 	}
 	ours[idx] = true;
-	return write(syncs[idx].go[1], "g", 1) == 1 ? 0 : -EPIPE;
+	return write(syncs[idx].amber, "g", 1) == 1 ? 0 : -EPIPE;
 }
 
 /*
@@ -753,7 +777,7 @@ static int create_tree(struct tree *t)
 
 		if (e->zombie)
 			continue;
-		ret = read_child_report(ctx, syncs[i].report[0]);
+		ret = read_child_report(ctx, syncs[i].amber);
 		if (!ret)
 			ret = wait_child_stop(e->pid);
 		/* all its children exist now, also those its helpers made */
@@ -809,7 +833,7 @@ static int make_zombies(struct tree *t)
 
 		if (!e->zombie)
 			continue;
-		if (write(syncs[i].go[1], "g", 1) != 1)
+		if (write(syncs[i].amber, "g", 1) != 1)
 			return -EPIPE;
 		snprintf(path, sizeof(path), "/proc/%u/stat", e->pid);
 		for (int n = 0; n < 500 && !dead; n++) {
