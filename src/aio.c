@@ -187,6 +187,7 @@ static int restore_ring(struct restore_ctx *ctx, const VmaEntry *e)
 	unsigned long evs = ptrs + AIO_BATCH * sizeof(long);
 	uint64_t len = e->end - e->start;
 	uint32_t keep = unreaped(e->aio_head, e->aio_tail, e->aio_nr);
+	uint32_t step = (e->aio_nr - 2) / 2 < AIO_BATCH ? (e->aio_nr - 2) / 2 : AIO_BATCH;
 	aio_context_t id = 0;
 	struct aio_ring h;
 	struct iocb iocb;
@@ -194,6 +195,8 @@ static int restore_ring(struct restore_ctx *ctx, const VmaEntry *e)
 	long efd, r;
 	int ret;
 
+	if (!step) /* a page holds 127 events: not for a checked entry */
+		return -EBADMSG;
 	/* io_setup(n) makes a ring of 2 * max(n, 4 * CPUs) + 2 events, rounded
 	 * up to whole pages; this n gives back the dumped size unless the
 	 * machine has far more CPUs than the ring has events */
@@ -246,16 +249,18 @@ static int restore_ring(struct restore_ctx *ctx, const VmaEntry *e)
 	ret = infect_write(&ctx->inf, cb, &iocb, sizeof(iocb));
 	if (!ret)
 		ret = infect_write(&ctx->inf, ptrs, p, sizeof(p));
-	/* head events completed and reaped, then the unreaped ones completed */
-	for (uint32_t done = 0; !ret && done < e->aio_head; done += AIO_BATCH) {
-		long n = e->aio_head - done < AIO_BATCH ? e->aio_head - done : AIO_BATCH;
+	/* head events completed and reaped, then the unreaped ones completed; at
+	 * most io_setup's n at once, which the kernel always takes whatever CPU
+	 * its per-CPU slot caches are on */
+	for (uint32_t done = 0; !ret && done < e->aio_head; done += step) {
+		long n = e->aio_head - done < step ? e->aio_head - done : step;
 
 		ret = submit(ctx, id, ptrs, n);
 		if (!ret)
 			ret = reap(ctx, id, evs, n);
 	}
-	for (uint32_t done = 0; !ret && done < keep; done += AIO_BATCH)
-		ret = submit(ctx, id, ptrs, keep - done < AIO_BATCH ? keep - done : AIO_BATCH);
+	for (uint32_t done = 0; !ret && done < keep; done += step)
+		ret = submit(ctx, id, ptrs, keep - done < step ? keep - done : step);
 	infect_call(&ctx->inf, SYS_close, efd, 0, 0, 0, 0, 0);
 	if (!ret)
 		ret = read_header(&ctx->inf, e, &h);
