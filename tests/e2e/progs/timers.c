@@ -8,13 +8,16 @@
  *   timer C: CLOCK_REALTIME, SIGEV_NONE, 300 s
  *   timer D: CLOCK_BOOTTIME, SIGEV_THREAD_ID SIGRTMIN+2 value 43, 110 s, created after
  *            70000 timers were created and deleted: its id is above 65536 (a
- *            restore once refused such ids as corrupt)
+ *            restore once refused such ids as corrupt); only on kernels that
+ *            let a restore ask for an id (PR_TIMER_CREATE_RESTORE_IDS, 6.17):
+ *            older ones reach an id by making every one below it
  *
  * After restore: remaining <= before and > before - SLOP seconds, intervals exact, the
  * same ids work (B's id does not); A and D, re-armed to 10 ms, deliver their signal with
  * their sigev_value and SI_TIMER.
  */
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/time.h>
 
 #include "prog.h"
@@ -104,7 +107,9 @@ int main(int argc, char **argv)
 	t[0] = mk(CLOCK_MONOTONIC, SIGEV_SIGNAL, SIGRTMIN + 1, 42);
 	t[1] = mk(CLOCK_MONOTONIC, SIGEV_SIGNAL, SIGRTMIN + 1, 0);
 	t[2] = mk(CLOCK_REALTIME, SIGEV_NONE, 0, 0);
-	for (i = 0; i < 70000; i++) /* ids only grow: a long-running process has high ones */
+	/* ids only grow: a long-running process has high ones (77, 2: the
+	 * PR_TIMER_CREATE_RESTORE_IDS state, EINVAL before 6.17) */
+	for (i = 0; prctl(77, 2, 0, 0, 0) >= 0 && i < 70000; i++)
 		timer_delete(mk(CLOCK_MONOTONIC, SIGEV_NONE, 0, 0));
 	t[3] = mk(CLOCK_BOOTTIME, SIGEV_THREAD_ID, SIGRTMIN + 2, 43);
 	timer_delete(t[1]);
