@@ -926,22 +926,6 @@ done
 
 usage() { sed -n '4,17p' "$0" | sed 's/^# \{0,1\}//'; }
 
-# The tests' fixed loopback ports (42000-42099 postgres, 47100-47399 sockets)
-# lie in the kernel's ephemeral range: a client socket of another test could
-# be given one as its source port, and a fixed bind then fails (EADDRINUSE,
-# seen once in tcpstates_closing_4).  Reserved for the run, as they were after.
-RESERVED_PORTS=42000-42099,47100-47399
-reserve_ports() {
-	local f=/proc/sys/net/ipv4/ip_local_reserved_ports
-	OLD_RESERVED=$(cat "$f" 2>/dev/null) || return 0
-	echo "${OLD_RESERVED:+$OLD_RESERVED,}$RESERVED_PORTS" >"$f" 2>/dev/null ||
-		echo "# cannot reserve ports $RESERVED_PORTS (not root?): fixed-port tests may collide" >&2
-}
-unreserve_ports() {
-	[ -n "${OLD_RESERVED+x}" ] && echo "$OLD_RESERVED" >/proc/sys/net/ipv4/ip_local_reserved_ports 2>/dev/null
-	return 0
-}
-
 main() {
 	local sel=() t name matched n=0 pass=0 failed=0 skipped=0 rc
 	while [ $# -gt 0 ]; do
@@ -983,8 +967,7 @@ main() {
 	mkdir -p "$OUT"
 	chmod 0755 "$OUT"
 	kill_leftovers
-	reserve_ports
-	trap 'kill_leftovers; tmux -L "$TMUX_SOCK" kill-server 2>/dev/null; unreserve_ports' EXIT
+	trap 'kill_leftovers; tmux -L "$TMUX_SOCK" kill-server 2>/dev/null' EXIT
 	trap 'exit 130' INT TERM
 
 	echo "1..${#sel[@]}"
