@@ -90,7 +90,7 @@ t_skfamilies_image_refused() {
 	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" ||
 		{ fail "amber dump failed"; attach "$W/dump.log"; fam_ns_down; return 1; }
 	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; fam_ns_down; return 1; }
-	pk=$("$AMBER" show "$W/img" | jq -r '[.files[] | select(.packet_sk.mclist) | .id][0]')
+	pk=$("$AMBER" show "$W/img" | jq -r '[.files[] | select((.packet_sk.mclist // []) | length > 0) | .id][0]')
 	fo=$("$AMBER" show "$W/img" | jq -r '[.files[] | select(.packet_sk.fanout) | .id][0]')
 	[ -n "$pk" ] && [ "$pk" != null ] && [ -n "$fo" ] && [ "$fo" != null ] ||
 		{ fail "the image lacks the program's packet sockets"; fam_ns_down; return 1; }
