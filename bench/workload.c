@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,38 +185,28 @@ static double fill_uffd(size_t len, int fd)
 static int limit(const char *what, size_t len, const char *file)
 {
 	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	bool writing = !strcmp(what, "limit-write");
 	int fd;
 	double t0;
 
 	if (p == MAP_FAILED)
 		return 1;
-	if (!strcmp(what, "limit-write")) {
+	if (writing)
 		for (size_t i = 0; i < len; i += 4096)
 			p[i] = (char)(i >> 12) | 1;
-		fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-		t0 = now();
-		for (size_t off = 0; fd >= 0 && off < len;) {
-			ssize_t r = write(fd, p + off, len - off);
+	fd = writing ? open(file, O_WRONLY | O_CREAT | O_TRUNC, 0600) : open(file, O_RDONLY);
+	t0 = now();
+	for (size_t off = 0; fd >= 0 && off < len;) {
+		ssize_t r = writing ? write(fd, p + off, len - off) : read(fd, p + off, len - off);
 
-			if (r <= 0)
-				return 1;
-			off += (size_t)r;
-		}
-	} else {
-		fd = open(file, O_RDONLY);
-		t0 = now();
-		for (size_t off = 0; fd >= 0 && off < len;) {
-			ssize_t r = read(fd, p + off, len - off);
-
-			if (r <= 0)
-				return 1;
-			off += (size_t)r;
-		}
+		if (r <= 0)
+			return 1;
+		off += (size_t)r;
 	}
 	if (fd < 0)
 		return 1;
 	t0 = now() - t0;
-	if (strcmp(what, "limit-write")) {
+	if (!writing) {
 		double u = fill_uffd(len, fd);
 
 		if (u >= 0 && u < t0)

@@ -159,7 +159,7 @@ static int aio_dump_late(struct dump_ctx *ctx)
 	return 0;
 }
 
-/* n requests that complete at once (see above); returns how many went in. */
+/* n requests that complete at once (see above): 0, or -errno when not all went in. */
 static long submit(struct restore_ctx *ctx, aio_context_t id, unsigned long ptrs, long n)
 {
 	long r = infect_call(&ctx->inf, SYS_io_submit, (long)id, n, (long)ptrs, 0, 0, 0);
@@ -275,18 +275,20 @@ static int restore_ring(struct restore_ctx *ctx, const VmaEntry *e)
 	}
 	ret = ring_events(&ctx->inf, e->start, e->aio_nr, e->aio_head, keep, e->aio_events.data,
 			  true);
-	if (!ret && e->mlock)
+	if (ret)
+		return ret;
+	if (e->mlock) {
 		r = infect_call(&ctx->inf, SYS_mlock2, (long)e->start, (long)len,
 				e->mlock & VMA_MLOCK_ONFAULT ? MLOCK_ONFAULT : 0, 0, 0, 0);
-	if (!ret && e->mlock && r) {
-		pr_err("pid %d: cannot lock the AIO ring at %llx: %s", ctx->pid,
-		       (unsigned long long)e->start, strerror((int)-r));
-		ret = r < 0 ? (int)r : -EIO;
+		if (r) {
+			pr_err("pid %d: cannot lock the AIO ring at %llx: %s", ctx->pid,
+			       (unsigned long long)e->start, strerror((int)-r));
+			return r < 0 ? (int)r : -EIO;
+		}
 	}
-	if (!ret)
-		pr_info("pid %d: AIO context %llx restored (%u events not reaped)", ctx->pid,
-			(unsigned long long)e->start, keep);
-	return ret;
+	pr_info("pid %d: AIO context %llx restored (%u events not reaped)", ctx->pid,
+		(unsigned long long)e->start, keep);
+	return 0;
 }
 
 static int aio_restore_inject(struct restore_ctx *ctx)

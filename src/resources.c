@@ -5,8 +5,8 @@
  *    behind mappings (mem), then cwd/root (paths above are amber's), limits
  *    last (a low RLIMIT_NOFILE would stop amber placing fds);
  *  - restore_inject: the address space first (everything else points into
- *    it), AIO rings in it (aio), then the threads (cloned by the leader), credentials late (creds),
- *    file locks and O_ASYNC owners after the mappings and credentials
+ *    it), AIO rings in it (aio), then the threads (cloned by the leader),
+ *    credentials late (creds), file locks and O_ASYNC owners after the mappings and credentials
  *    (locks), scheduling after the credentials too (the kernel checks it
  *    against the thread's own uid and rlimits), per-thread pointers last
  *    (registers); System V objects (ipc) after the mappings (a segment
@@ -24,7 +24,7 @@
 #include "amber.h"
 
 const struct resource_ops *const resources[] = {
-	&task_ops,    &files_ops,   &tty_ops,	     &mem_ops,	&aio_ops,     &threads_ops, &fs_ops,
-	&rlimits_ops, &signals_ops, &timers_ops,     &ipc_ops,	&seccomp_ops, &creds_ops,
-	&locks_ops,   &sched_ops,   &membarrier_ops, &regs_ops, NULL,
+	&task_ops,  &files_ops,	  &tty_ops,	&mem_ops,	 &aio_ops,  &threads_ops,
+	&fs_ops,    &rlimits_ops, &signals_ops, &timers_ops,	 &ipc_ops,  &seccomp_ops,
+	&creds_ops, &locks_ops,	  &sched_ops,	&membarrier_ops, &regs_ops, NULL,
 };
