@@ -260,6 +260,11 @@ kill_leftovers() {
 			kill -9 "$p" 2>/dev/null
 		fi
 	done
+	# nft tables of killed test programs (tcpstates-PID) still drop packets on test ports
+	command -v nft >/dev/null || return 0
+	for f in $(nft list tables inet 2>/dev/null | awk '$3 ~ /^tcpstates-[0-9]+$/ {print $3}'); do
+		[ -d "/proc/${f#tcpstates-}" ] || nft delete table inet "$f"
+	done
 }
 
 # what an exit status of amber restore (without -d) means

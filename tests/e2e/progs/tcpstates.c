@@ -388,6 +388,9 @@ static int peer_closing(uint16_t port)
 	const char *w;
 
 	shutdown(x4, SHUT_WR);
+	/* P acks our FIN late (delayed ACK); its drop must not catch that ACK */
+	if (wait_state(x4, TCP_FIN_WAIT2) != TCP_FIN_WAIT2)
+		prog_die("x4's FIN is not acked");
 	prog_write_atomic("peer.ready", "1\n");
 	wait_file("x5.shut");
 	shutdown(x5, SHUT_WR);
@@ -605,8 +608,13 @@ static int closing_main(uint16_t port)
 	c4 = connect_to(port);
 	s4 = accept_one(l);
 	shutdown(c4, SHUT_WR);
-	if (wait_state(s4, TCP_CLOSE_WAIT) != TCP_CLOSE_WAIT)
-		prog_die("s4 is not in CLOSE_WAIT");
+	/*
+	 * The ACK of a FIN is delayed: s4 is in CLOSE_WAIT before it goes out,
+	 * and the drop below would catch it, leaving c4 in FIN_WAIT1.
+	 */
+	if (wait_state(s4, TCP_CLOSE_WAIT) != TCP_CLOSE_WAIT ||
+	    wait_state(c4, TCP_FIN_WAIT2) != TCP_FIN_WAIT2)
+		prog_die("c4's FIN is not received and acked");
 	drop_to_peer(port, port_of(c4, 0));
 	shutdown(s4, SHUT_WR);
 	c5 = connect_to(port);
