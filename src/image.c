@@ -573,6 +573,7 @@ static const struct {
 	{&reg_file__descriptor, "inotify.watches", LIM_INOTIFY, "inotify watches"},
 	{&reg_file__descriptor, "unix_sk.rqueue", LIM_QUEUED, "queued messages"},
 	{&reg_file__descriptor, "unix_sk.rqueue.fds", LIM_NR_OPEN, "descriptors in flight"},
+	{&reg_file__descriptor, "unix_sk.pending", LIM_NR_OPEN, "connections not accepted"},
 	{&reg_file__descriptor, "inet_sk.dgrams", LIM_QUEUED, "queued datagrams"},
 	{&reg_file__descriptor, "locks", LIM_LOCKS, "file locks"},
 	{&reg_file__descriptor, "ghost_extents", LIM_EXTENTS, "ghost file extents"},

@@ -10,7 +10,9 @@
  * (SCM_RIGHTS: the peek gives amber new fds on them, which files.c
  * describes as files in flight).  A connected stream or seqpacket socket
  * whose peer is neither open in the tree nor in flight is refused (external
- * socket, or a connection nobody accept()ed yet); a datagram socket may be
+ * socket); a listener's connections not accept()ed yet are kept as the list
+ * of their clients, which must be in the tree and have sent nothing (the
+ * data would be in a socket only accept() reaches); a datagram socket may be
  * connected to a named socket outside the tree (it is connected to that
  * name again on restore).
  *
@@ -18,7 +20,8 @@
  * other description: connected pairs (socketpair; with a name, through a
  * temporary listener bound to it so that the accepted end carries the
  * listener's name), then the other sockets (bind, listen).  Once every
- * description is open (post_open), the queued data, sent by each socket's
+ * description is open (post_open), the clients of pending connections
+ * connect to their listeners in the dumped order, then the queued data, sent by each socket's
  * peer, by the socket bound to the datagram's sender address (or a
  * temporary one bound to it) or by a temporary socket sending to its name,
  * with the descriptors it carried, so that it lands in the right receive
@@ -303,10 +306,74 @@ struct unix_info {
 	uint32_t rqueue, wqueue;
 	uint64_t vfs_ino, vfs_dev;
 	bool has_vfs;
+	uint32_t *icons; /* a listener's: the clients of its pending connections (malloc'd) */
+	size_t nr_icons;
 };
 
-/* One socket by inode, in amber's network namespace.  -ENOENT: not a unix socket there. */
-static int unix_diag(uint64_t ino, struct unix_info *ui)
+/* Fill ui from one sock_diag answer; with want_icons, a listener's icons too. */
+static int parse_unix_msg(const struct nlmsghdr *h, struct unix_info *ui, bool want_icons)
+{
+	const struct unix_diag_msg *m = NLMSG_DATA(h);
+	const struct rtattr *a;
+	int alen;
+
+	memset(ui, 0, sizeof(*ui));
+	ui->type = m->udiag_type;
+	ui->state = m->udiag_state;
+	ui->ino = m->udiag_ino;
+	alen = (int)(h->nlmsg_len - NLMSG_LENGTH(sizeof(*m)));
+	for (a = (const struct rtattr *)(m + 1); RTA_OK(a, alen); a = RTA_NEXT(a, alen)) {
+		size_t len = RTA_PAYLOAD(a);
+
+		switch (a->rta_type) {
+		case UNIX_DIAG_NAME:
+			if (len >= sizeof(ui->name))
+				len = sizeof(ui->name) - 1;
+			memcpy(ui->name, RTA_DATA(a), len);
+			ui->name_len = len;
+			break;
+		case UNIX_DIAG_PEER:
+			ui->has_peer = true;
+			ui->peer = *(uint32_t *)RTA_DATA(a);
+			break;
+		case UNIX_DIAG_ICONS:
+			if (!want_icons || ui->icons)
+				break;
+			ui->nr_icons = len / sizeof(uint32_t);
+			ui->icons = malloc(len ? len : 1);
+			if (!ui->icons)
+				return -ENOMEM;
+			memcpy(ui->icons, RTA_DATA(a), ui->nr_icons * sizeof(uint32_t));
+			break;
+		case UNIX_DIAG_RQLEN: {
+			struct unix_diag_rqlen *rq = RTA_DATA(a);
+
+			ui->rqueue = rq->udiag_rqueue;
+			ui->wqueue = rq->udiag_wqueue;
+			break;
+		}
+		case UNIX_DIAG_VFS: {
+			struct unix_diag_vfs *v = RTA_DATA(a);
+
+			ui->has_vfs = true;
+			ui->vfs_ino = v->udiag_vfs_ino;
+			ui->vfs_dev = v->udiag_vfs_dev;
+			break;
+		}
+		case UNIX_DIAG_SHUTDOWN:
+			ui->shutdown = *(uint8_t *)RTA_DATA(a);
+			break;
+		}
+	}
+	return 0;
+}
+
+/*
+ * One socket by inode, in amber's network namespace (-ENOENT: not a unix
+ * socket there); with icons, a listener's pending connections too (ui->icons
+ * is then the caller's to free).
+ */
+static int unix_diag_icons(uint64_t ino, struct unix_info *ui, bool icons)
 {
 	struct {
 		struct nlmsghdr nlh;
@@ -318,16 +385,15 @@ static int unix_diag(uint64_t ino, struct unix_info *ui)
 		.r = {.sdiag_family = AF_UNIX,
 		      .udiag_states = ~0U,
 		      .udiag_ino = (uint32_t)ino,
-		      .udiag_show =
-			      UDIAG_SHOW_NAME | UDIAG_SHOW_PEER | UDIAG_SHOW_RQLEN | UDIAG_SHOW_VFS,
+		      .udiag_show = UDIAG_SHOW_NAME | UDIAG_SHOW_PEER | UDIAG_SHOW_RQLEN |
+				    UDIAG_SHOW_VFS | (icons ? UDIAG_SHOW_ICONS : 0),
 		      .udiag_cookie = {INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE}},
 	};
 	struct sockaddr_nl nl = {.nl_family = AF_NETLINK};
-	static char buf[16384];
+	static char buf[1 << 17]; /* room for a listener's icons (4 bytes each) */
 	struct nlmsghdr *h;
 	struct unix_diag_msg *m;
-	struct rtattr *a;
-	int s, ret = -ENOENT, alen;
+	int s, ret = -ENOENT;
 	ssize_t n;
 
 	s = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
@@ -356,48 +422,91 @@ static int unix_diag(uint64_t ino, struct unix_info *ui)
 	m = NLMSG_DATA(h);
 	if (m->udiag_family != AF_UNIX || m->udiag_ino != (uint32_t)ino)
 		goto close_sock;
-	memset(ui, 0, sizeof(*ui));
-	ui->type = m->udiag_type;
-	ui->state = m->udiag_state;
-	ui->ino = m->udiag_ino;
-	alen = (int)(h->nlmsg_len - NLMSG_LENGTH(sizeof(*m)));
-	for (a = (struct rtattr *)(m + 1); RTA_OK(a, alen); a = RTA_NEXT(a, alen)) {
-		size_t len = RTA_PAYLOAD(a);
-
-		switch (a->rta_type) {
-		case UNIX_DIAG_NAME:
-			if (len >= sizeof(ui->name))
-				len = sizeof(ui->name) - 1;
-			memcpy(ui->name, RTA_DATA(a), len);
-			ui->name_len = len;
-			break;
-		case UNIX_DIAG_PEER:
-			ui->has_peer = true;
-			ui->peer = *(uint32_t *)RTA_DATA(a);
-			break;
-		case UNIX_DIAG_RQLEN: {
-			struct unix_diag_rqlen *rq = RTA_DATA(a);
-
-			ui->rqueue = rq->udiag_rqueue;
-			ui->wqueue = rq->udiag_wqueue;
-			break;
-		}
-		case UNIX_DIAG_VFS: {
-			struct unix_diag_vfs *v = RTA_DATA(a);
-
-			ui->has_vfs = true;
-			ui->vfs_ino = v->udiag_vfs_ino;
-			ui->vfs_dev = v->udiag_vfs_dev;
-			break;
-		}
-		case UNIX_DIAG_SHUTDOWN:
-			ui->shutdown = *(uint8_t *)RTA_DATA(a);
-			break;
-		}
-	}
-	ret = 0;
+	ret = parse_unix_msg(h, ui, icons);
 close_sock:
 	close(s);
+	return ret;
+}
+
+static int unix_diag(uint64_t ino, struct unix_info *ui)
+{
+	return unix_diag_icons(ino, ui, false);
+}
+
+/*
+ * The listener in whose queue client's connection waits (its inode; 0:
+ * none).  A pending client's peer is the listener's embryo socket, which has
+ * no inode (sock_diag says 0, as for a peer that closed): only the
+ * listeners' icons tell the two apart.
+ */
+static int pending_listener(uint64_t client, uint64_t *listener)
+{
+	struct {
+		struct nlmsghdr nlh;
+		struct unix_diag_req r;
+	} req = {
+		.nlh = {.nlmsg_len = sizeof(req),
+			.nlmsg_type = SOCK_DIAG_BY_FAMILY,
+			.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP},
+		.r = {.sdiag_family = AF_UNIX,
+		      .udiag_states = 1U << TCP_LISTEN,
+		      .udiag_show = UDIAG_SHOW_ICONS,
+		      .udiag_cookie = {INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE}},
+	};
+	struct sockaddr_nl nl = {.nl_family = AF_NETLINK};
+	static char buf[1 << 17];
+	int s, ret = 0;
+	bool done = false;
+
+	*listener = 0;
+	s = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	if (s < 0)
+		return -errno;
+	if (sendto(s, &req, sizeof(req), 0, (struct sockaddr *)&nl, sizeof(nl)) < 0) {
+		ret = -errno;
+		goto close_sock;
+	}
+	while (!done) {
+		ssize_t n = recv(s, buf, sizeof(buf), 0);
+		struct nlmsghdr *h;
+
+		if (n < 0) {
+			ret = -errno;
+			break;
+		}
+		if (!n)
+			break;
+		for (h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
+			struct unix_info ui;
+
+			if (h->nlmsg_type == NLMSG_DONE) {
+				done = true;
+				break;
+			}
+			if (h->nlmsg_type == NLMSG_ERROR) {
+				ret = ((struct nlmsgerr *)NLMSG_DATA(h))->error;
+				done = true;
+				break;
+			}
+			if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY)
+				continue;
+			ret = parse_unix_msg(h, &ui, true);
+			if (ret) {
+				done = true;
+				break;
+			}
+			for (size_t i = 0; i < ui.nr_icons && !*listener; i++)
+				if (ui.icons[i] == (uint32_t)client)
+					*listener = ui.ino;
+			free(ui.icons);
+		}
+	}
+close_sock:
+	close(s);
+	if (ret)
+		pr_err("socket:[%llu]: cannot list the unix listeners' pending connections "
+		       "(sock_diag): %s",
+		       (unsigned long long)client, strerror(-ret));
 	return ret;
 }
 
@@ -476,12 +585,68 @@ static int add_outside(UnixSkEntry *e, const char *what)
 	return 0;
 }
 
-static bool in_image(struct tree *t, uint64_t ino)
+static UnixSkEntry *image_sk(struct tree *t, uint64_t ino)
 {
 	for (size_t i = 0; i < t->files.n; i++)
 		if (t->files.f[i]->unix_sk && t->files.f[i]->unix_sk->ino == ino)
-			return true;
-	return false;
+			return t->files.f[i]->unix_sk;
+	return NULL;
+}
+
+static bool in_image(struct tree *t, uint64_t ino)
+{
+	return image_sk(t, ino) != NULL;
+}
+
+/* Listeners with connections not accept()ed yet, and the clients of those. */
+static struct pending {
+	UnixSkEntry *e;
+	char *what;
+} * pendings;
+static size_t nr_pendings;
+
+static int add_pending(UnixSkEntry *e, const char *what)
+{
+	struct pending *np = realloc(pendings, (nr_pendings + 1) * sizeof(*np));
+
+	if (!np)
+		return -ENOMEM;
+	pendings = np;
+	pendings[nr_pendings].e = e;
+	pendings[nr_pendings].what = strdup(what);
+	if (!pendings[nr_pendings].what)
+		return -ENOMEM;
+	nr_pendings++;
+	return 0;
+}
+
+/* Both ends of a connection not accept()ed yet must be in the image. */
+static int check_pending(struct tree *t, const struct pending *p)
+{
+	const UnixSkEntry *e = p->e;
+	const UnixSkEntry *l;
+
+	for (size_t i = 0; i < e->n_pending; i++)
+		if (!in_image(t, e->pending[i])) {
+			pr_err("%s: the listening socket %s has a connection not accept()ed yet "
+			       "from socket:[%llu], which is not open in the dumped tree nor in "
+			       "flight (a process outside it); dump the tree that holds both "
+			       "ends, or once the connection is accepted",
+			       p->what, show_name(e->name.data, e->name.len),
+			       (unsigned long long)e->pending[i]);
+			return -EOPNOTSUPP;
+		}
+	if (!e->has_pending_on)
+		return 0;
+	l = image_sk(t, e->pending_on);
+	if (!l) {
+		pr_err("%s: its connection to socket:[%llu] waits to be accept()ed by that "
+		       "listener, which is not open in the dumped tree (a process outside it); "
+		       "dump the tree that holds both ends, or once the connection is accepted",
+		       p->what, (unsigned long long)e->pending_on);
+		return -EOPNOTSUPP;
+	}
+	return 0;
 }
 
 static int check_outside(const struct outside *o, bool inside)
@@ -518,7 +683,65 @@ static int unix_dump_done(struct tree *t)
 	free(outside);
 	outside = NULL;
 	nr_outside = 0;
+	for (size_t i = 0; i < nr_pendings; i++) {
+		if (!ret)
+			ret = check_pending(t, &pendings[i]);
+		free(pendings[i].what);
+	}
+	free(pendings);
+	pendings = NULL;
+	nr_pendings = 0;
 	return ret;
+}
+
+/*
+ * A listener's connections not accept()ed yet: their clients, in accept
+ * order, to be connected again at restore.  What a client sent is in its
+ * embryo socket, which no interface can read without accepting it.
+ */
+static int dump_pending(UnixSkEntry *e, const struct unix_info *ui, const char *what)
+{
+	if (!ui->nr_icons)
+		return 0;
+	e->pending = calloc(ui->nr_icons, sizeof(*e->pending));
+	if (!e->pending)
+		return -ENOMEM;
+	for (size_t i = 0; i < ui->nr_icons; i++) {
+		if (!ui->icons[i]) {
+			pr_err("%s: the listening socket %s has a connection not accept()ed yet "
+			       "whose client has closed, and what it sent cannot be read "
+			       "without accepting it; dump once it is accepted",
+			       what, show_name(e->name.data, e->name.len));
+			return -EOPNOTSUPP;
+		}
+		e->pending[e->n_pending++] = ui->icons[i];
+	}
+	return add_pending(e, what);
+}
+
+/* A connected socket whose peer has no inode: closed, or an embryo in a listener's queue. */
+static int dump_pending_client(UnixSkEntry *e, const struct unix_info *ui, const char *what)
+{
+	uint64_t l;
+	int ret = pending_listener(ui->ino, &l);
+
+	if (ret || !l)
+		return ret;
+	if (ui->wqueue) {
+		struct unix_info li;
+
+		pr_err("%s: its connection to %s is not accept()ed yet and holds data it sent "
+		       "(%u bytes of buffers), which cannot be read without accepting it; dump "
+		       "once the listener accepted it",
+		       what,
+		       unix_diag(l, &li) ? "a listener"
+					 : show_name((uint8_t *)li.name, li.name_len),
+		       ui->wqueue);
+		return -EOPNOTSUPP;
+	}
+	e->has_pending_on = 1;
+	e->pending_on = l;
+	return add_pending(e, what);
 }
 
 static int unix_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
@@ -535,7 +758,7 @@ static int unix_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 	f->unix_sk = e;
 	snprintf(what, sizeof(what), "pid %d: fd %d (unix socket:[%llu])", ctx->pid, fd,
 		 (unsigned long long)f->ino);
-	ret = unix_diag(f->ino, &ui);
+	ret = unix_diag_icons(f->ino, &ui, true);
 	if (ret) {
 		pr_err("%s: sock_diag cannot describe it: %s (is the process in another network "
 		       "namespace than amber?)",
@@ -568,12 +791,17 @@ static int unix_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 	if (ui.state == TCP_LISTEN) {
 		e->has_backlog = 1;
 		e->backlog = ui.wqueue;
-		if (ui.rqueue) {
-			pr_err("%s: the listening socket %s has %u connection(s) not accept()ed "
-			       "yet, which amber cannot dump; dump once they are accepted",
-			       what, show_name(e->name.data, e->name.len), ui.rqueue);
-			return -EOPNOTSUPP;
-		}
+		ret = dump_pending(e, &ui, what);
+		free(ui.icons);
+		if (ret)
+			return ret;
+	} else {
+		free(ui.icons);
+	}
+	if (ui.type != SOCK_DGRAM && ui.state == TCP_ESTABLISHED && ui.has_peer && !ui.peer) {
+		ret = dump_pending_client(e, &ui, what);
+		if (ret)
+			return ret;
 	}
 	if (ui.has_peer && ui.peer) {
 		e->has_peer_ino = 1;
@@ -1146,7 +1374,40 @@ static int collect(struct tree *t, RegFile **files, size_t n)
 
 static bool connected_orphan(const struct usk *u)
 {
-	return u->e->type != SOCK_DGRAM && !u->e->has_peer_ino && u->e->state == TCP_ESTABLISHED;
+	return u->e->type != SOCK_DGRAM && !u->e->has_peer_ino && !u->e->has_pending_on &&
+	       u->e->state == TCP_ESTABLISHED;
+}
+
+/*
+ * A listener's connections not accept()ed yet: each client connects to it
+ * again, in the dumped order, so accept() returns them in that order.
+ * Non-blocking: a queue fuller than the listener's backlog (a lower
+ * net.core.somaxconn here) fails instead of waiting.
+ */
+static int connect_pending(struct usk *l)
+{
+	struct sockaddr_un sa;
+	socklen_t len = make_addr(&sa, &l->e->name);
+	int cwd, ret = enter_bind_dir(l->e, &cwd);
+
+	for (size_t i = 0; i < l->e->n_pending && !ret; i++) {
+		struct usk *c = usk_by_ino(l->e->pending[i]);
+		int fl = fcntl(c->fd, F_GETFL);
+
+		if (fl < 0 || fcntl(c->fd, F_SETFL, fl | O_NONBLOCK) ||
+		    connect(c->fd, (struct sockaddr *)&sa, len) || fcntl(c->fd, F_SETFL, fl)) {
+			ret = -errno;
+			pr_err("cannot connect unix socket:[%llu] to the listener %s again (its "
+			       "connection %zu of %zu not accept()ed yet): %m%s",
+			       (unsigned long long)c->e->ino,
+			       show_name(l->e->name.data, l->e->name.len), i + 1, l->e->n_pending,
+			       errno == EAGAIN ? " (net.core.somaxconn is lower than the "
+						 "listener's backlog?)"
+					       : "");
+		}
+	}
+	leave_bind_dir(cwd);
+	return ret;
 }
 
 /* Every unix socket of the image at once: pairs need both ends. */
@@ -1209,7 +1470,11 @@ static int unix_post_open(struct tree *t, RegFile *f, int fd)
 	ret = owner_enter(t);
 	if (ret)
 		return ret;
-	ret = fill_queues(t);
+	for (size_t i = 0; i < nr_usks && !ret; i++)
+		if (usks[i].e->n_pending)
+			ret = connect_pending(&usks[i]);
+	if (!ret)
+		ret = fill_queues(t);
 	owner_leave(t);
 	return ret;
 }
@@ -1248,10 +1513,61 @@ static int fill_queues(struct tree *t)
 	return ret;
 }
 
+static const UnixSkEntry *rimage_sk(struct tree *t, uint64_t ino)
+{
+	for (size_t i = 0; i < t->nr_rfiles; i++)
+		if (t->rfiles[i]->unix_sk && t->rfiles[i]->unix_sk->ino == ino)
+			return t->rfiles[i]->unix_sk;
+	return NULL;
+}
+
+/*
+ * Before anything is made: a listener's connections not accept()ed yet name
+ * clients of the image that name it back, once each; a restore would
+ * otherwise connect sockets the dump never connected.
+ */
+static int unix_check(struct tree *t, const RegFile *f)
+{
+	const UnixSkEntry *e = f->unix_sk, *o;
+
+	if (!e)
+		return 0;
+	if (e->n_pending &&
+	    (e->state != TCP_LISTEN || e->type == SOCK_DGRAM || !e->has_name || !e->name.len ||
+	     !e->has_backlog || e->n_pending > (size_t)e->backlog + 1))
+		goto corrupt;
+	for (size_t i = 0; i < e->n_pending; i++) {
+		o = rimage_sk(t, e->pending[i]);
+		if (!o || !o->has_pending_on || o->pending_on != e->ino || o->type != e->type)
+			goto corrupt;
+		for (size_t j = 0; j < i; j++)
+			if (e->pending[j] == e->pending[i])
+				goto corrupt;
+	}
+	if (e->has_pending_on) {
+		bool listed = false;
+
+		o = rimage_sk(t, e->pending_on);
+		if (!o || e->state != TCP_ESTABLISHED || e->has_peer_ino || e->n_rqueue)
+			goto corrupt;
+		for (size_t i = 0; i < o->n_pending; i++)
+			listed |= o->pending[i] == e->ino;
+		if (!listed)
+			goto corrupt;
+	}
+	return 0;
+corrupt:
+	pr_err("%s: unix socket:[%llu]: its connections not accept()ed yet (pending, "
+	       "pending_on) are not what a dump writes; the image is corrupt",
+	       f->path, (unsigned long long)e->ino);
+	return -EBADMSG;
+}
+
 const struct fd_type unix_sk_type = {
 	.name = "unix socket",
 	.kind = FILE_KIND__FILE_UNIX_SK,
 	.match = unix_match,
+	.check = unix_check,
 	.dump = unix_dump,
 	.dump_done = unix_dump_done,
 	.prepare = unix_prepare,

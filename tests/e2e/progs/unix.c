@@ -17,9 +17,22 @@
  * names its sender.
  *
  * "longq": 70000 one-byte datagrams (and zero-length ones between) queued on a pair.
+ *
+ * "pending": connections not accept()ed yet.  Stream listener A (T/a.sock, backlog 8)
+ *   has four in its queue: c1 (here), c5 (a child's), c2 (bound to T/c2.sock), c3 (shut
+ *   down for writing); seqpacket listener B (abstract, backlog 1) has the child's c4.
+ *   After restore accept() returns them in that order (each client then sends its
+ *   number), with the listener's name, c2's name as the peer's, EOF from c3, then
+ *   EAGAIN; replies reach the clients, record boundaries hold on B.
+ * Refused at dump (the program goes on unharmed after the failed dump):
+ *   "pendingdata": c1 wrote "early" before the dump (the data sits in a socket only
+ *     accept() gives); after go it is accepted with that data.
+ *   "pendingout": the client is a process outside the tree; after go it sends "x".
+ *   "listenout": the listener is outside the tree; after go it accepts and sends "z".
  */
 #include <stddef.h>
 #include <sys/eventfd.h>
+#include <sys/wait.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -253,6 +266,238 @@ static int longq(void)
 	return prog_done();
 }
 
+static int listener_at(int type, const char *path, int abstract, int backlog)
+{
+	struct sockaddr_un sa;
+	socklen_t len = addr_of(&sa, path, abstract);
+	int l = socket(AF_UNIX, type, 0);
+
+	if (l < 0 || bind(l, (struct sockaddr *)&sa, len) || listen(l, backlog))
+		prog_die("listen on %s", path);
+	return l;
+}
+
+/* A client connected to path (not accepted); bound first to name when given. */
+static int client_of(int type, const char *path, int abstract, const char *name)
+{
+	struct sockaddr_un sa;
+	socklen_t len;
+	int c = socket(AF_UNIX, type, 0);
+
+	if (c < 0)
+		prog_die("socket");
+	if (name) {
+		len = addr_of(&sa, name, 0);
+		if (bind(c, (struct sockaddr *)&sa, len))
+			prog_die("bind %s", name);
+	}
+	len = addr_of(&sa, path, abstract);
+	if (connect(c, (struct sockaddr *)&sa, len))
+		prog_die("connect to %s", path);
+	return c;
+}
+
+static void wait_for_file(const char *name)
+{
+	for (int i = 0; i < 1500 && access(prog_path(name), F_OK); i++)
+		usleep(10 * 1000);
+	if (access(prog_path(name), F_OK))
+		prog_die("%s did not come", name);
+}
+
+/* The accepted connection's first byte: the client's number (-1: EOF, -2: error). */
+static int first_byte(int a)
+{
+	char b;
+	ssize_t r;
+
+	for (int i = 0; i < 500; i++) {
+		r = recv(a, &b, 1, MSG_DONTWAIT);
+		if (r == 1)
+			return b;
+		if (r == 0)
+			return -1;
+		if (errno != EAGAIN)
+			return -2;
+		usleep(10 * 1000);
+	}
+	return -2;
+}
+
+static int pending(void)
+{
+	char apath[4096], c2path[4096], bname[64], buf[16];
+	int l_a, l_b, c1, c2, c3, sync[2], order[4] = {1, 5, 2, 3}, acc[4], b1, st;
+	struct sockaddr_un sa;
+	socklen_t len;
+	pid_t child;
+
+	snprintf(apath, sizeof(apath), "%s", prog_path("a.sock"));
+	snprintf(c2path, sizeof(c2path), "%s", prog_path("c2.sock"));
+	snprintf(bname, sizeof(bname), "amber-pending-%d", (int)getpid());
+	l_a = listener_at(SOCK_STREAM, apath, 0, 8);
+	l_b = listener_at(SOCK_SEQPACKET, bname, 1, 1);
+	if (pipe(sync))
+		prog_die("pipe");
+	c1 = client_of(SOCK_STREAM, apath, 0, NULL);
+	child = fork();
+	if (child < 0)
+		prog_die("fork");
+	if (child == 0) {
+		int c5 = client_of(SOCK_STREAM, apath, 0, NULL);
+		int c4 = client_of(SOCK_SEQPACKET, bname, 1, NULL);
+
+		if (write(sync[1], "1", 1) != 1)
+			_exit(3);
+		prog_wait_go();
+		/* a seqpacket message of two bytes, then one of one */
+		if (send(c5, "\005", 1, 0) != 1 || send(c4, "\004\004", 2, 0) != 2 ||
+		    send(c4, "\004", 1, 0) != 1)
+			_exit(4);
+		if (recv(c5, buf, sizeof(buf), 0) != 2 || memcmp(buf, "r5", 2) ||
+		    recv(c4, buf, sizeof(buf), 0) != 2 || memcmp(buf, "r4", 2))
+			_exit(5);
+		_exit(0);
+	}
+	if (read(sync[0], buf, 1) != 1)
+		prog_die("the child's clients");
+	c2 = client_of(SOCK_STREAM, apath, 0, c2path);
+	c3 = client_of(SOCK_STREAM, apath, 0, NULL);
+	shutdown(c3, SHUT_WR);
+	prog_ready();
+	prog_wait_go();
+
+	if (send(c1, "\001", 1, 0) != 1 || send(c2, "\002", 1, 0) != 1)
+		prog_die("the clients' send");
+	/* accept() says EAGAIN rather than waiting for a connection that is not there */
+	if (fcntl(l_a, F_SETFL, O_NONBLOCK) || fcntl(l_b, F_SETFL, O_NONBLOCK))
+		prog_die("O_NONBLOCK");
+	for (int i = 0; i < 4; i++) {
+		acc[i] = accept4(l_a, (struct sockaddr *)&sa, &(socklen_t){sizeof(sa)},
+				 SOCK_NONBLOCK);
+		CHECK(acc[i] >= 0, "A: connection %d is accepted (%s)", i + 1,
+		      acc[i] < 0 ? strerror(errno) : "ok");
+		if (acc[i] < 0)
+			return prog_done();
+	}
+	if (prog_sabotage()) { /* swap two: the order check must see it */
+		int t = acc[0];
+
+		acc[0] = acc[1];
+		acc[1] = t;
+	}
+	for (int i = 0; i < 4; i++) {
+		int got = first_byte(acc[i]);
+
+		CHECK(got == (order[i] == 3 ? -1 : order[i]),
+		      "A: accept %d gives c%d's connection (%s %d)", i + 1, order[i],
+		      got == -1 ? "EOF" : "its first byte", got);
+	}
+	CHECK(accept4(l_a, NULL, NULL, SOCK_NONBLOCK) < 0 && errno == EAGAIN,
+	      "A: nothing more to accept");
+	len = sizeof(sa);
+	CHECK(!getsockname(acc[0], (struct sockaddr *)&sa, &len) && !strcmp(sa.sun_path, apath),
+	      "an accepted connection has the listener's name (%s)", sa.sun_path);
+	len = sizeof(sa);
+	CHECK(!getpeername(acc[2], (struct sockaddr *)&sa, &len) && !strcmp(sa.sun_path, c2path),
+	      "c2's connection names c2 as the peer (%s)", sa.sun_path);
+	CHECK(send(acc[0], "r1", 2, 0) == 2 && first_byte(c1) == 'r' && first_byte(c1) == '1',
+	      "c1 gets the accepted end's reply");
+	CHECK(send(acc[1], "r5", 2, 0) == 2, "a reply to the child's c5");
+	b1 = accept4(l_b, NULL, NULL, SOCK_NONBLOCK);
+	CHECK(b1 >= 0, "B: the child's seqpacket connection is accepted");
+	CHECK(first_byte(b1) == 4 && first_byte(b1) == 4,
+	      "B: its first message (2 bytes) is one record, then the next");
+	CHECK(send(b1, "r4", 2, 0) == 2, "a reply to the child's c4");
+	CHECK(waitpid(child, &st, 0) == child && WIFEXITED(st) && !WEXITSTATUS(st),
+	      "the child's clients got their replies (status %#x)", st);
+	return prog_done();
+}
+
+/* A process outside the tree (setsid, not our child): listener or client on path. */
+static void outside(const char *role, const char *path)
+{
+	pid_t m = fork();
+
+	if (m < 0)
+		prog_die("fork");
+	if (m == 0) {
+		if (fork() == 0) {
+			setsid();
+			execl("/proc/self/exe", "unix", prog_dir, role, path, (char *)NULL);
+			_exit(127);
+		}
+		_exit(0);
+	}
+	waitpid(m, NULL, 0);
+}
+
+/* The outside process: "outlisten" accepts after go and sends "z"; "outclient" sends "x". */
+static int outside_main(const char *role, const char *path)
+{
+	int s;
+
+	alarm(120);
+	if (!strcmp(role, "outlisten")) {
+		s = listener_at(SOCK_STREAM, path, 0, 4);
+		prog_write_atomic("out.ready", "1\n");
+		prog_wait_go();
+		s = accept(s, NULL, NULL);
+		return s < 0 || send(s, "z", 1, 0) != 1;
+	}
+	s = client_of(SOCK_STREAM, path, 0, NULL);
+	prog_write_atomic("out.ready", "1\n");
+	prog_wait_go();
+	return send(s, "x", 1, 0) != 1;
+}
+
+static int refused_modes(const char *mode)
+{
+	char path[4096];
+	int l = -1, c = -1, a;
+
+	snprintf(path, sizeof(path), "%s", prog_path("r.sock"));
+	if (!strcmp(mode, "listenout")) {
+		outside("outlisten", path);
+		wait_for_file("out.ready");
+		c = client_of(SOCK_STREAM, path, 0, NULL);
+	} else {
+		l = listener_at(SOCK_STREAM, path, 0, 4);
+		if (!strcmp(mode, "pendingout")) {
+			outside("outclient", path);
+			wait_for_file("out.ready");
+		} else {
+			c = client_of(SOCK_STREAM, path, 0, NULL);
+			if (send(c, "early", 5, 0) != 5)
+				prog_die("send");
+		}
+	}
+	prog_ready();
+	prog_wait_go();
+	if (c >= 0 && l < 0) {
+		CHECK(first_byte(c) == (prog_sabotage() ? 'y' : 'z'),
+		      "after the refused dump the outside listener accepts us and we get its 'z'");
+		return prog_done();
+	}
+	if (fcntl(l, F_SETFL, O_NONBLOCK))
+		prog_die("O_NONBLOCK");
+	for (int i = 0; i < 500 && (a = accept4(l, NULL, NULL, SOCK_NONBLOCK)) < 0; i++)
+		usleep(10 * 1000);
+	CHECK(a >= 0, "after the refused dump the connection is accepted");
+	if (c >= 0) {
+		char buf[8] = "";
+
+		for (int i = 0; i < 100 && recv(a, buf, 5, MSG_DONTWAIT) < 0; i++)
+			usleep(10 * 1000);
+		CHECK(!memcmp(buf, prog_sabotage() ? "early!" : "early", 5),
+		      "with the data sent before the dump (%.5s)", buf);
+	} else {
+		CHECK(first_byte(a) == (prog_sabotage() ? 'y' : 'x'),
+		      "the outside client's 'x' arrives");
+	}
+	return prog_done();
+}
+
 int main(int argc, char **argv)
 {
 	int a = prog_init(argc, argv);
@@ -260,5 +505,12 @@ int main(int argc, char **argv)
 
 	if (!strcmp(mode, "longq"))
 		return longq();
+	if (!strcmp(mode, "pending"))
+		return pending();
+	if (!strcmp(mode, "outlisten") || !strcmp(mode, "outclient"))
+		return a + 1 < argc ? outside_main(mode, argv[a + 1]) : 2;
+	if (!strcmp(mode, "pendingdata") || !strcmp(mode, "pendingout") ||
+	    !strcmp(mode, "listenout"))
+		return refused_modes(mode);
 	return rights();
 }
