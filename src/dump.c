@@ -64,7 +64,7 @@ static int check_namespaces(pid_t pid)
 					    "uts", "user", "cgroup", "time"};
 
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
-		bool kept = !strcmp(kinds[i], "uts");
+		bool kept = !strcmp(kinds[i], "uts") || !strcmp(kinds[i], "ipc");
 		char mine[64], theirs[64], path[64];
 
 		snprintf(path, sizeof(path), "/proc/self/ns/%s", kinds[i]);

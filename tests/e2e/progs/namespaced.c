@@ -66,15 +66,17 @@ static void check_objects(const char *who, int shmid, const char *seg, bool all)
 	char buf[64];
 	struct msg m;
 	int semid, msqid;
+	bool ok;
 
 	CHECK(shmget(KEY, 0, 0) == shmid, "%s: segment of key %#x has id %d", who, KEY, shmid);
 	CHECK(prog_verify(seg, SHM_SZ, SEED) < 0, "%s: segment contents", who);
 	if (!all)
 		return;
 	semid = semget(KEY, 0, 0);
-	CHECK(semid >= 0 && !semctl(semid, 0, GETALL, (union semun){.array = got}) &&
-		      !memcmp(got, vals, sizeof(got)),
-	      "%s: semaphore values %u %u %u", who, got[0], got[1], got[2]);
+	memset(got, 0xff, sizeof(got));
+	ok = semid >= 0 && !semctl(semid, 0, GETALL, (union semun){.array = got}) &&
+	     !memcmp(got, vals, sizeof(got));
+	CHECK(ok, "%s: semaphore values %u %u %u", who, got[0], got[1], got[2]);
 	msqid = msgget(KEY, 0);
 	for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
 		ssize_t n = msgrcv(msqid, &m, sizeof(m.text), 0, IPC_NOWAIT);
@@ -182,9 +184,10 @@ static void __attribute__((noreturn)) kid(char role, int ready, pid_t a)
 		CHECK(shmget(KEY, 0, 0) < 0 && errno == ENOENT,
 		      "B: key %#x is not in its IPC namespace", KEY);
 	if (a1 > 0) {
-		int st;
+		int st = -1;
+		pid_t w = waitpid(a1, &st, 0);
 
-		CHECK(waitpid(a1, &st, 0) == a1 && WIFEXITED(st) && !WEXITSTATUS(st),
+		CHECK(w == a1 && WIFEXITED(st) && !WEXITSTATUS(st),
 		      "A1 passed its checks (status %#x)", st);
 	}
 	_exit(prog_failures ? 1 : 0);
@@ -217,7 +220,7 @@ static pid_t start(char role, pid_t a, FILE *out)
 
 int main(int argc, char **argv)
 {
-	int first = prog_init(argc, argv), st;
+	int first = prog_init(argc, argv), st = -1;
 	char host[65], dom[65], path[4096];
 	pid_t kids[3];
 	FILE *out;
@@ -237,8 +240,11 @@ int main(int argc, char **argv)
 	prog_ready();
 	prog_wait_go();
 	check_uts("root", host, dom);
-	for (int i = 0; i < 3; i++)
-		CHECK(waitpid(kids[i], &st, 0) == kids[i] && WIFEXITED(st) && !WEXITSTATUS(st),
+	for (int i = 0; i < 3; i++) {
+		pid_t w = waitpid(kids[i], &st, 0);
+
+		CHECK(w == kids[i] && WIFEXITED(st) && !WEXITSTATUS(st),
 		      "child %c passed its checks (status %#x)", "ABC"[i], st);
+	}
 	return prog_done();
 }

@@ -2,7 +2,7 @@
 # whose processes are in namespaces of their own, shared by a child and by a
 # sibling, comes back in new ones with the same names, sysctls and System V
 # objects, shared as before; the host's names stay.
-TESTS+=(ns_uts ns_owner_refused)
+TESTS+=(ns_uts ns_ipc ns_image_refused ns_owner_refused)
 
 # "NAME UTS IPC" per process of $T/nspids: "host", or the first process of
 # that namespace (so the sharing, not the inode numbers, is compared)
