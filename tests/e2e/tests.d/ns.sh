@@ -2,7 +2,7 @@
 # whose processes are in namespaces of their own, shared by a child and by a
 # sibling, comes back in new ones with the same names, sysctls and System V
 # objects, shared as before; the host's names stay.
-TESTS+=(ns_uts ns_ipc ns_image_refused ns_owner_refused)
+TESTS+=(ns_uts ns_ipc ns_sysv ns_image_refused ns_owner_refused)
 
 # "NAME UTS IPC" per process of $T/nspids: "host", or the first process of
 # that namespace (so the sharing, not the inode numbers, is compared)
@@ -52,6 +52,27 @@ ns_ipc_after() {
 	[ "$(awk '$1 == "A" || $1 == "C" || $1 == "A1" {print $3}' "$W/ns.after" | sort -u)" = A1 ] &&
 		[ "$(awk '$1 == "B" || $1 == "root" {print $3}' "$W/ns.after" | sort -u)" = host ] ||
 		{ fail "unexpected IPC namespaces after the restore: $(cat "$W/ns.after")"; return 1; }
+}
+
+# The whole System V test (progs/sysv.c: SHM_DEST, SHM_LOCK, read-only and
+# inherited attaches, a child) with its root in a new UTS and IPC namespace.
+ns_own() {
+	local kind
+	for kind in uts ipc; do
+		[ "$(readlink "/proc/$PID/ns/$kind")" != "$(readlink /proc/self/ns/$kind)" ] ||
+			{ fail "pid $PID is in the host's $kind namespace"; return 1; }
+	done
+	[ "$(nsenter -t "$PID" -u hostname)" = amber-sysv ] ||
+		{ fail "hostname in pid $PID's namespace: $(nsenter -t "$PID" -u hostname)"; return 1; }
+	[ "$(nsenter -t "$PID" -i ipcs | grep -c '^0x')" = 5 ] ||
+		{ fail "not 5 System V objects in pid $PID's IPC namespace"; nsenter -t "$PID" -i ipcs >>"$W/log"; return 1; }
+	[ ! -s "$W/host.before" ] || ns_host_same
+}
+ns_sysv_before() { ns_host >"$W/host.before" && ns_own; }
+t_ns_sysv() {
+	command -v unshare >/dev/null || return 77
+	cycle -P ns_sysv_before -A ns_own -- unshare --uts --ipc sh -c \
+		'hostname amber-sysv && exec "$0" "$@"' "$PROGS/sysv" "$T"
 }
 
 # dump the namespaced tree (root's image) for the refusal tests
