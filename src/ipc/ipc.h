@@ -20,7 +20,8 @@ IpcMqueue *ipc_find_mqueue(uint64_t ino);
 /* restore: ipc.img read and checked (once, whoever asks first); NULL entries if none. */
 int ipc_load(struct tree *t, IpcEntry ***entries, size_t *n);
 
-/* mqueue.c, dump, amber in an IPC namespace of the tree: its queues are known (and refused). */
+/* mqueue.c, dump, amber in an IPC namespace of the tree (ns/ns.c): its queues are known, and
+ * refused. */
 int mqueue_probe_ns(void);
 /* mqueue.c, restore: a queue of ipc.img is sound, the owner's, and its name is free. */
 int mqueue_check(struct tree *t, const IpcMqueue *q);

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * System V IPC of the tree, in the host's IPC namespace: shared memory
+ * System V IPC of the tree, in amber's IPC namespace and in each of the
+ * tree's own (ns/ns.c: amber's thread enters it, and all of its objects are
+ * the tree's; shm-NS-ID.img, made again inside the new one): shared memory
  * segments, semaphore sets and message queues, with their ids, keys, owners,
  * modes and contents.  They are the kernel's, not a process's, so which
  * belong to the tree is decided here (README, Limits):
@@ -597,8 +599,6 @@ static int dump_ns(struct tree *t, uint32_t ns)
 		ret = dump_sems(t);
 	if (!ret)
 		ret = dump_msqs(t);
-	if (!ret && ns)
-		ret = mqueue_probe_ns();
 	cur_ns = 0;
 	ns_leave(NS_KIND__NS_IPC, ns);
 	if (ret && ns)
@@ -1143,7 +1143,7 @@ static int fill_segment(struct tree *t, uint32_t ns, int id, const IpcShm *s)
 	r = sys_pread_full(f->fd, at, s->size, IMG_HDR_SIZE);
 	if (r != (ssize_t)s->size) {
 		ret = r < 0 ? (int)r : -EIO;
-		pr_err("System V segment %d: cannot read its bytes from shm-%d.img: %s", id, id,
+		pr_err("System V segment %d: cannot read its bytes from %s: %s", id, name,
 		       strerror(-ret));
 	}
 	shmdt(at);

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "amber.h"
+#include "ipc/ipc.h"
 #include "log.h"
 #include "ns.h"
 #include "sys.h"
@@ -185,6 +186,9 @@ static int read_uts(NsEntry *e)
 static int read_ipc(NsEntry *e)
 {
 	size_t n = sizeof(ipc_sysctls) / sizeof(ipc_sysctls[0]);
+
+	/* before the fds are looked at: its message queues are known (and refused) */
+	mqueue_probe_ns();
 
 	e->sysctls = calloc(n, sizeof(*e->sysctls));
 	if (!e->sysctls)

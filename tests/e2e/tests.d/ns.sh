@@ -2,7 +2,7 @@
 # whose processes are in namespaces of their own, shared by a child and by a
 # sibling, comes back in new ones with the same names, sysctls and System V
 # objects, shared as before; the host's names stay.
-TESTS+=(ns_uts ns_ipc ns_sysv ns_image_refused ns_owner_refused)
+TESTS+=(ns_uts ns_ipc ns_sysv ns_mqueue_refused ns_image_refused ns_owner_refused)
 
 # "NAME UTS IPC" per process of $T/nspids: "host", or the first process of
 # that namespace (so the sharing, not the inode numbers, is compared)
@@ -73,6 +73,20 @@ t_ns_sysv() {
 	command -v unshare >/dev/null || return 77
 	cycle -P ns_sysv_before -A ns_own -- unshare --uts --ipc sh -c \
 		'hostname amber-sysv && exec "$0" "$@"' "$PROGS/sysv" "$T"
+}
+
+# POSIX message queues of an IPC namespace not amber's are refused at dump,
+# naming the fd, and the program runs on unharmed.
+t_ns_mqueue_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	command -v unshare >/dev/null || return 77
+	start_prog unshare --ipc "$PROGS/mqueue" "$T" || return 1
+	amber_to "$W/dump.log" 30 dump -t "$PID" -D "$W/img" &&
+		{ fail "a queue of another IPC namespace was dumped"; return 1; }
+	grep -q "fd [0-9]* is POSIX message queue /.* of an IPC namespace that is not amber's" "$W/dump.log" ||
+		{ fail "no reason given"; attach "$W/dump.log"; return 1; }
+	[ ! -e "$W/img/inventory.img" ] || { fail "an image was marked complete"; return 1; }
+	runs_on "the refused dump" 15
 }
 
 # dump the namespaced tree (root's image) for the refusal tests
