@@ -54,7 +54,8 @@ int dump_check_interrupted(void)
 }
 
 /*
- * amber restores into its own namespaces: a process in others (a container)
+ * amber restores into its own namespaces, but for UTS and IPC ones (ns/ns.c),
+ * which restore makes again (as root): a process in others (a container)
  * would come back somewhere else, so it is refused.
  */
 static int check_namespaces(pid_t pid)
@@ -63,6 +64,7 @@ static int check_namespaces(pid_t pid)
 					    "uts", "user", "cgroup", "time"};
 
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		bool kept = !strcmp(kinds[i], "uts") || !strcmp(kinds[i], "ipc");
 		char mine[64], theirs[64], path[64];
 
 		snprintf(path, sizeof(path), "/proc/self/ns/%s", kinds[i]);
@@ -71,11 +73,19 @@ static int check_namespaces(pid_t pid)
 		snprintf(path, sizeof(path), "/proc/%d/ns/%s", pid, kinds[i]);
 		if (sys_readlink(path, theirs, sizeof(theirs)) < 0)
 			continue;
-		if (strcmp(mine, theirs)) {
+		if (!strcmp(mine, theirs))
+			continue;
+		if (!kept) {
 			pr_err("pid %d is in another %s namespace than amber (%s, amber %s); "
-			       "namespaces are not dumped yet: run amber inside it (nsenter)",
-			       pid, kinds[i], theirs, mine);
+			       "%s namespaces are not dumped yet: run amber inside it (nsenter)",
+			       pid, kinds[i], theirs, mine, kinds[i]);
 			return -EOPNOTSUPP;
+		}
+		if (geteuid()) {
+			pr_err("pid %d is in another %s namespace than amber (%s, amber %s); only "
+			       "root dumps namespaces (the restore makes them again)",
+			       pid, kinds[i], theirs, mine);
+			return -EPERM;
 		}
 	}
 	return 0;

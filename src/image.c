@@ -34,6 +34,7 @@ static const char *const kind_names[IMG__COUNT] = {
 	[IMG_STATS] = "stats",
 	[IMG_IPC] = "ipc",
 	[IMG_SHM] = "shm",
+	[IMG_NS] = "ns",
 };
 
 uint32_t img_magic(enum img_kind kind)
@@ -519,6 +520,9 @@ static uint64_t max_record(const struct img_dir *d, enum img_kind kind, const ch
 	case IMG_STATS:
 		*why = "the statistics";
 		return 256;
+	case IMG_NS:
+		*why = "a namespace's names and sysctls";
+		return 4096;
 	case IMG_FILES: /* what is large in it (data, watches) is bounded by wire_rules */
 	case IMG_IPC:	/* semaphores and messages: bounded by wire_rules */
 		*why = "amber's image format";
@@ -709,8 +713,8 @@ static int kind_of_name(const char *name, enum img_kind *kind)
 		*kind = name[0] == 'f' ? IMG_FILES : IMG_PSTREE;
 		return 0;
 	}
-	if (!strcmp(name, "ipc.img")) {
-		*kind = IMG_IPC;
+	if (!strcmp(name, "ipc.img") || !strcmp(name, "ns.img")) {
+		*kind = name[0] == 'i' ? IMG_IPC : IMG_NS;
 		return 0;
 	}
 	if (!strcmp(name, "stats-dump.img") || !strcmp(name, "stats-restore.img")) {
@@ -723,6 +727,16 @@ static int kind_of_name(const char *name, enum img_kind *kind)
 		if (strncmp(name, numbered[i].prefix, pl))
 			continue;
 		digits = strspn(name + pl, "0123456789");
+		/* a segment of a namespace of the tree: shm-NS-ID.img */
+		if (numbered[i].kind == IMG_SHM && digits && digits <= 10 &&
+		    name[pl + digits] == '-') {
+			size_t more = strspn(name + pl + digits + 1, "0123456789");
+
+			if (more && more <= 10 && !strcmp(name + pl + digits + 1 + more, ".img")) {
+				*kind = IMG_SHM;
+				return 0;
+			}
+		}
 		if (digits && digits <= 10 && !strcmp(name + pl + digits, ".img")) {
 			*kind = numbered[i].kind;
 			return 0;
@@ -966,13 +980,15 @@ free_state:
  */
 static int check_counts(struct img_dir *d)
 {
-	uint64_t fds = 0, mms = 0, pages = 0;
+	uint64_t fds = 0, mms = 0, pages = 0, cores = 0;
 	const char *why;
 
 	for (size_t i = 0; i < d->nr_files; i++) {
 		struct img_file *f = d->files[i];
 
-		if (f->kind == IMG_FDS)
+		if (f->kind == IMG_CORE)
+			cores++;
+		else if (f->kind == IMG_FDS)
 			fds += f->nr_records;
 		else if (f->kind == IMG_MM)
 			mms++;
@@ -992,6 +1008,9 @@ static int check_counts(struct img_dir *d)
 		} else if (f->kind == IMG_IPC) {
 			f->max_records = fds + d->lim[LIM_IPC_OBJECTS];
 			why = "one per System V object (kernel.shmmni, semmni, msgmni) and per fd";
+		} else if (f->kind == IMG_NS) {
+			f->max_records = 2 * cores;
+			why = "a UTS and an IPC namespace per thread of core-*.img at most";
 		} else {
 			f->max_records = max_count(d, f->kind, &why);
 		}

@@ -35,7 +35,8 @@ enum img_kind {
 	IMG_PSTREE,
 	IMG_STATS, /* stats-dump.img, stats-restore.img (stats.c) */
 	IMG_IPC,   /* ipc.img: System V objects, POSIX message queues (src/ipc/) */
-	IMG_SHM,   /* shm-ID.img: the bytes of System V segment ID (raw) */
+	IMG_SHM,   /* shm-ID.img, shm-NS-ID.img: the bytes of System V segment ID (raw) */
+	IMG_NS,	   /* ns.img: the tree's UTS and IPC namespaces (ns/ns.c) */
 	IMG__COUNT,
 };
 

@@ -8,8 +8,9 @@
  * credentials), and passed to the processes that had them.
  *
  * A /proc/PID file of a process outside the tree would be another process's
- * at restore, and a namespace other than the one the tree is in (amber's:
- * namespaces are not dumped) cannot be made again: both are refused at dump.
+ * at restore, and a namespace other than the holder's own (amber's, or a
+ * UTS or IPC namespace that ns/ns.c makes again) cannot be reopened: both
+ * are refused at dump.
  * An image's path is opened only below /proc, in the /proc/PID of a process
  * or thread of the restored tree, without following any link.
  */
@@ -300,11 +301,11 @@ static int nsfs_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 		       ctx->pid, fd, f->path);
 		return -EOPNOTSUPP;
 	}
-	/* the tree is in amber's namespaces (others are refused) */
+	/* the holder's own (amber's, or a UTS or IPC namespace restore makes again) */
 	for (size_t i = 0; i < sizeof(ns_files) / sizeof(ns_files[0]); i++) {
 		if (strcmp(ns_files[i].kind, kind))
 			continue;
-		snprintf(path, sizeof(path), "/proc/self/ns/%s", ns_files[i].name);
+		snprintf(path, sizeof(path), "/proc/%d/ns/%s", ctx->pid, ns_files[i].name);
 		if (stat(path, &st) || st.st_ino != f->ino || st.st_dev != f->dev)
 			continue;
 		f->proc_ns = strdup(ns_files[i].name);
@@ -339,7 +340,7 @@ static int nsfs_open_late(struct restore_ctx *holder, RegFile *f)
 	struct stat st;
 	int fd;
 
-	/* the namespace the restored process is in (amber's) */
+	/* the namespace the restored process is in */
 	snprintf(rel, sizeof(rel), "%d/ns/%s", holder->pid, f->proc_ns);
 	fd = open_below_proc(rel, (int)f->flags, 0);
 	if (fd < 0) {
@@ -348,7 +349,7 @@ static int nsfs_open_late(struct restore_ctx *holder, RegFile *f)
 		return fd;
 	}
 	if (!fstat(fd, &st) && f->has_ino && st.st_ino != f->ino)
-		pr_debug("pid %d: %s namespace %llu is now %llu (restored in amber's)", holder->pid,
+		pr_debug("pid %d: %s namespace %llu is now %llu (restored anew)", holder->pid,
 			 f->proc_ns, (unsigned long long)f->ino, (unsigned long long)st.st_ino);
 	return fd;
 }

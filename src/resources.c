@@ -16,6 +16,9 @@
  *    just before the credentials (the thread, still root, may install a
  *    filter without no_new_privs; amber's syscalls after it pass, the
  *    filters being suspended while it is traced);
+ *  - dump_tree, restore_tree: namespaces (ns) first: ipc takes and makes the
+ *    objects of each IPC namespace inside it, and every process enters its
+ *    namespaces before anything else (restore.c);
  *  - restore_tree: tty after files (it sets the terminals files opened),
  *    ipc after files (message queues are made by files'
  *    fd type, ipc then unlinks the deleted ones).  restore_thread hooks run right
@@ -24,7 +27,8 @@
 #include "amber.h"
 
 const struct resource_ops *const resources[] = {
-	&task_ops,  &files_ops,	  &tty_ops,	&mem_ops,	 &aio_ops,  &threads_ops,
-	&fs_ops,    &rlimits_ops, &signals_ops, &timers_ops,	 &ipc_ops,  &seccomp_ops,
-	&creds_ops, &locks_ops,	  &sched_ops,	&membarrier_ops, &regs_ops, NULL,
+	&ns_ops,     &task_ops,	      &files_ops,   &tty_ops,	  &mem_ops,
+	&aio_ops,    &threads_ops,    &fs_ops,	    &rlimits_ops, &signals_ops,
+	&timers_ops, &ipc_ops,	      &seccomp_ops, &creds_ops,	  &locks_ops,
+	&sched_ops,  &membarrier_ops, &regs_ops,    NULL,
 };

@@ -663,6 +663,11 @@ static void __attribute__((noreturn)) child_setup(struct tree *t, size_t idx, bo
 		if (log_fd < 0)
 			log_fd = 2;
 	}
+	/* its UTS and IPC namespaces first: its children are created in them */
+	if (ns_restore_process(t, e->pid)) {
+		child_report(report_fd, "cannot enter its namespaces");
+		_exit(1);
+	}
 	/* Sessions first: children are created in their parent's session. */
 	if (e->sid == e->pid && setsid() < 0) {
 		pr_err("pid %u: setsid failed: %m", e->pid);
@@ -910,6 +915,8 @@ static int do_restore(struct opts *o, uint32_t *root)
 		goto close_dir;
 	}
 	ret = read_pstree(&t);
+	if (!ret)
+		ret = ns_restore_read(&t);
 	if (!ret)
 		ret = read_processes(&t);
 	for (size_t i = 0; !ret && i < t.nr_pstree; i++)

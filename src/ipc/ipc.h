@@ -20,9 +20,9 @@ IpcMqueue *ipc_find_mqueue(uint64_t ino);
 /* restore: ipc.img read and checked (once, whoever asks first); NULL entries if none. */
 int ipc_load(struct tree *t, IpcEntry ***entries, size_t *n);
 
-/* mem.c, restore: the new id of a segment is its old one; its size (0: not in the image). */
-uint64_t ipc_shm_size(struct tree *t, int32_t shmid);
-
+/* mqueue.c, dump, amber in an IPC namespace of the tree (ns/ns.c): its queues are known, and
+ * refused. */
+int mqueue_probe_ns(void);
 /* mqueue.c, restore: a queue of ipc.img is sound, the owner's, and its name is free. */
 int mqueue_check(struct tree *t, const IpcMqueue *q);
 /* Once every description is open: unlink the queues that were, close amber's fds. */

@@ -63,6 +63,37 @@ static void probe(void)
 	close(fd);
 }
 
+/* The mqueue filesystems of the tree's other IPC namespaces (ipc_dump_tree, in each). */
+static dev_t ns_mq_dev[64];
+static size_t nr_ns_mq_dev;
+
+int mqueue_probe_ns(void)
+{
+	char name[64];
+	struct stat st;
+	int fd;
+
+	if (nr_ns_mq_dev == sizeof(ns_mq_dev) / sizeof(ns_mq_dev[0]))
+		return 0;
+	snprintf(name, sizeof(name), "/.amber-probe-%d", (int)getpid());
+	fd = mq_open(name, O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600, NULL);
+	if (fd < 0)
+		return 0; /* no queue can be open there either */
+	mq_unlink(name);
+	if (!fstat(fd, &st))
+		ns_mq_dev[nr_ns_mq_dev++] = st.st_dev;
+	close(fd);
+	return 0;
+}
+
+static bool other_ns_queue(dev_t dev)
+{
+	for (size_t i = 0; i < nr_ns_mq_dev; i++)
+		if (ns_mq_dev[i] == dev)
+			return true;
+	return false;
+}
+
 static bool mqueue_match(const char *link, const struct stat *st)
 {
 	/* regular files of a filesystem without a block device: worth a look */
@@ -70,7 +101,7 @@ static bool mqueue_match(const char *link, const struct stat *st)
 		return false;
 	if (!mq_probed)
 		probe();
-	return mq_probed > 0 && st->st_dev == mq_dev;
+	return (mq_probed > 0 && st->st_dev == mq_dev) || other_ns_queue(st->st_dev);
 }
 
 /* "QSIZE:... NOTIFY:... SIGNO:... NOTIFY_PID:..." as reading the queue gives it. */
@@ -188,6 +219,13 @@ static int mqueue_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 	IpcEntry *e;
 	int q, npid = 0, ret;
 
+	if (other_ns_queue(f->dev)) {
+		pr_err("pid %d: fd %d is POSIX message queue %s of an IPC namespace that is not "
+		       "amber's; amber does not dump the message queues of a namespace yet (close "
+		       "it before the dump)",
+		       ctx->pid, fd, f->path);
+		return -EOPNOTSUPP;
+	}
 	if (ipc_find_mqueue(f->ino))
 		return 0; /* another description of it saved the queue */
 	snprintf(procpath, sizeof(procpath), "/proc/%d/fd/%d", ctx->pid, fd);

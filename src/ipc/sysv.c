@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * System V IPC of the tree, in the host's IPC namespace: shared memory
+ * System V IPC of the tree, in amber's IPC namespace and in each of the
+ * tree's own (ns/ns.c: amber's thread enters it, and all of its objects are
+ * the tree's; shm-NS-ID.img, made again inside the new one): shared memory
  * segments, semaphore sets and message queues, with their ids, keys, owners,
  * modes and contents.  They are the kernel's, not a process's, so which
  * belong to the tree is decided here (README, Limits):
@@ -54,6 +56,7 @@
 #include "ipc.h"
 #include "log.h"
 #include "mem.h"
+#include "ns/ns.h"
 #include "sys.h"
 
 #ifndef KCMP_SYSVSEM
@@ -101,6 +104,7 @@ IpcMqueue *ipc_find_mqueue(uint64_t ino)
 
 /* A segment of the dump: where its bytes can be read from. */
 struct seg {
+	uint32_t ns; /* its IPC namespace (ns.img id, 0: amber's) */
 	int id;
 	uint64_t size;
 	unsigned long nattch;
@@ -113,13 +117,29 @@ struct seg {
 
 static struct seg *segs;
 static size_t nr_segs;
+/* dump: the IPC namespace whose objects are being taken (amber is in it) */
+static uint32_t cur_ns;
 
 static struct seg *seg_of(int id)
 {
 	for (size_t i = 0; i < nr_segs; i++)
-		if (segs[i].id == id)
+		if (segs[i].ns == cur_ns && segs[i].id == id)
 			return &segs[i];
 	return NULL;
+}
+
+/* A process of the tree in the IPC namespace being dumped. */
+static bool in_cur_ns(struct tree *t, const struct dump_ctx *ctx)
+{
+	return ns_of(t, (uint32_t)ctx->pid, NS_KIND__NS_IPC) == cur_ns;
+}
+
+/* The entry goes into ipc.img with its namespace. */
+static int add_entry(IpcEntry *e)
+{
+	e->has_ns = cur_ns != 0;
+	e->ns = cur_ns;
+	return ipc_add(e);
 }
 
 static bool in_tree(struct tree *t, pid_t pid)
@@ -211,7 +231,7 @@ static int count_attaches(struct tree *t)
 	for (size_t p = 0; p < t->nr_procs; p++) {
 		struct dump_ctx *ctx = t->dprocs[p];
 
-		for (size_t i = 0; own_vmas(ctx) && i < ctx->nr_vmas; i++) {
+		for (size_t i = 0; own_vmas(ctx) && in_cur_ns(t, ctx) && i < ctx->nr_vmas; i++) {
 			struct vma *v = &ctx->vmas[i];
 			struct seg *s;
 
@@ -287,7 +307,8 @@ static int take_shm(struct tree *t, int id, const struct shmid_ds *ds)
 	IpcEntry *e;
 	IpcShm *shm;
 
-	if (!s->attaches && !(ds->shm_nattch == 0 && in_tree(t, ds->shm_cpid)))
+	/* a namespace of the tree's: all of its objects are the tree's */
+	if (!s->attaches && !(ds->shm_nattch == 0 && (cur_ns || in_tree(t, ds->shm_cpid))))
 		return 0;
 	if (s->attaches && ds->shm_nattch != (unsigned long)s->attaches) {
 		pr_err("System V segment %d (key %#x) is attached %lu times, %d of them by the "
@@ -319,10 +340,11 @@ static int take_shm(struct tree *t, int id, const struct shmid_ds *ds)
 	if (ds->shm_perm.mode & SHM_DEST)
 		shm->has_dest = shm->dest = 1;
 	s->e = shm;
-	pr_debug("System V segment %d: key %#x, %llu bytes, mode %03o%s%s, %d attach(es)", id,
-		 (unsigned)ds->shm_perm.__key, (unsigned long long)shm->size, shm->perm->mode,
-		 shm->locked ? ", locked" : "", shm->dest ? ", removed" : "", s->attaches);
-	return ipc_add(e);
+	pr_debug("System V segment %d: key %#x, %llu bytes, mode %03o%s%s, %d attach(es), IPC "
+		 "namespace %u",
+		 id, (unsigned)ds->shm_perm.__key, (unsigned long long)shm->size, shm->perm->mode,
+		 shm->locked ? ", locked" : "", shm->dest ? ", removed" : "", s->attaches, cur_ns);
+	return add_entry(e);
 }
 
 static int dump_shms(struct tree *t)
@@ -330,6 +352,7 @@ static int dump_shms(struct tree *t)
 	struct shm_info info;
 	struct shmid_ds ds;
 	int max = shmctl(0, SHM_INFO, (struct shmid_ds *)&info), ret;
+	size_t first = nr_segs;
 
 	if (max < 0) {
 		pr_err("cannot list System V shared memory (SHM_INFO): %m");
@@ -345,13 +368,14 @@ static int dump_shms(struct tree *t)
 		if (!n)
 			return -ENOMEM;
 		segs = n;
-		segs[nr_segs++] =
-			(struct seg){.id = id, .size = ds.shm_segsz, .nattch = ds.shm_nattch};
+		segs[nr_segs++] = (struct seg){
+			.ns = cur_ns, .id = id, .size = ds.shm_segsz, .nattch = ds.shm_nattch};
 	}
 	ret = count_attaches(t);
 	for (size_t p = 0; !ret && p < t->nr_procs; p++)
-		ret = check_attaches(t->dprocs[p]);
-	for (size_t i = 0; !ret && i < nr_segs; i++) {
+		if (in_cur_ns(t, t->dprocs[p]))
+			ret = check_attaches(t->dprocs[p]);
+	for (size_t i = first; !ret && i < nr_segs; i++) {
 		if (shmctl(segs[i].id, IPC_STAT, &ds) < 0) {
 			if (errno == EINVAL || errno == EIDRM)
 				continue; /* gone meanwhile: nobody of the tree had it */
@@ -383,7 +407,7 @@ static int take_sem(struct tree *t, int id, const struct semid_ds *ds)
 		else if (outsider(t, pid))
 			other = pid;
 	}
-	if (!ours)
+	if (!ours && !cur_ns)
 		return 0;
 	if (other) {
 		pr_err("System V semaphore set %d (key %#x) is used by the tree and by pid %d "
@@ -422,9 +446,9 @@ static int take_sem(struct tree *t, int id, const struct semid_ds *ds)
 	sem->n_values = n;
 	e->sem = sem;
 	free(vals);
-	pr_debug("System V semaphore set %d: key %#x, %zu semaphores, mode %03o", id,
-		 (unsigned)ds->sem_perm.__key, n, sem->perm->mode);
-	return ipc_add(e);
+	pr_debug("System V semaphore set %d: key %#x, %zu semaphores, mode %03o, IPC namespace %u",
+		 id, (unsigned)ds->sem_perm.__key, n, sem->perm->mode, cur_ns);
+	return add_entry(e);
 free_all:
 	if (sem) {
 		free(sem->values);
@@ -507,7 +531,7 @@ static int take_msq(struct tree *t, int id, const struct msqid_ds *ds)
 	IpcMsq *msq;
 	int ret;
 
-	if (!in_tree(t, s) && !in_tree(t, r))
+	if (!in_tree(t, s) && !in_tree(t, r) && !cur_ns)
 		return 0;
 	if (outsider(t, s) || outsider(t, r)) {
 		pr_err("System V message queue %d (key %#x) is used by the tree and by pid %d "
@@ -538,9 +562,9 @@ static int take_msq(struct tree *t, int id, const struct msqid_ds *ds)
 		ipc_entry__free_unpacked(e, NULL);
 		return ret;
 	}
-	pr_debug("System V message queue %d: key %#x, %zu messages, mode %03o", id,
-		 (unsigned)ds->msg_perm.__key, msq->n_msgs, msq->perm->mode);
-	return ipc_add(e);
+	pr_debug("System V message queue %d: key %#x, %zu messages, mode %03o, IPC namespace %u",
+		 id, (unsigned)ds->msg_perm.__key, msq->n_msgs, msq->perm->mode, cur_ns);
+	return add_entry(e);
 }
 
 static int dump_msqs(struct tree *t)
@@ -562,15 +586,43 @@ static int dump_msqs(struct tree *t)
 	return ret;
 }
 
-static int ipc_dump_tree(struct tree *t)
+/* The objects of one IPC namespace, amber in it (0: its own). */
+static int dump_ns(struct tree *t, uint32_t ns)
 {
-	int ret = dump_shms(t);
+	int ret = ns_enter(NS_KIND__NS_IPC, ns);
 
+	if (ret)
+		return ret;
+	cur_ns = ns;
+	ret = dump_shms(t);
 	if (!ret)
 		ret = dump_sems(t);
 	if (!ret)
-		ret = undo_check(t);
-	return ret ? ret : dump_msqs(t);
+		ret = dump_msqs(t);
+	cur_ns = 0;
+	ns_leave(NS_KIND__NS_IPC, ns);
+	if (ret && ns)
+		pr_err("dumping the System V objects of IPC namespace %u failed", ns);
+	return ret;
+}
+
+static int ipc_dump_tree(struct tree *t)
+{
+	int ret = dump_ns(t, 0);
+
+	for (uint32_t ns = ns_next(NS_KIND__NS_IPC, 0); !ret && ns;
+	     ns = ns_next(NS_KIND__NS_IPC, ns))
+		ret = dump_ns(t, ns);
+	return ret ? ret : undo_check(t);
+}
+
+/* shm-ID.img, or shm-NS-ID.img for a segment of a namespace of the tree */
+static void shm_name(char *buf, size_t len, uint32_t ns, int id)
+{
+	if (ns)
+		snprintf(buf, len, "shm-%u-%d.img", ns, id);
+	else
+		snprintf(buf, len, "shm-%d.img", id);
 }
 
 /* Bytes through fd (the segment's shmem file) into shm-ID.img, in 1 MiB steps. */
@@ -580,6 +632,7 @@ static int copy_segment(struct tree *t, struct seg *s, int fd)
 	char *buf = malloc(chunk);
 	struct img *img;
 	struct statfs sfs;
+	char name[64];
 	int ret;
 
 	if (!buf)
@@ -591,7 +644,8 @@ static int copy_segment(struct tree *t, struct seg *s, int fd)
 		free(buf);
 		return -EOPNOTSUPP;
 	}
-	ret = img_create(&t->imgs, IMG_SHM, &img, "shm-%d.img", s->id);
+	shm_name(name, sizeof(name), s->ns, s->id);
+	ret = img_create(&t->imgs, IMG_SHM, &img, "%s", name);
 	for (uint64_t off = 0; !ret && off < s->size; off += chunk) {
 		size_t len = s->size - off < chunk ? s->size - off : chunk;
 		ssize_t r = sys_pread_full(fd, buf, len, (off_t)off);
@@ -618,16 +672,20 @@ static int save_segment(struct tree *t, struct seg *s)
 {
 	char path[96];
 	void *at = NULL;
-	int fd, ret;
+	int fd, ret = ns_enter(NS_KIND__NS_IPC, s->ns);
 
+	if (ret)
+		return ret;
 	if (s->reader) {
 		snprintf(path, sizeof(path), "/proc/%d/map_files/%lx-%lx", s->reader, s->rstart,
 			 s->rend);
 	} else {
 		at = shmat(s->id, NULL, SHM_RDONLY);
 		if (at == (void *)-1) {
+			ret = -errno;
 			pr_err("System V segment %d: cannot attach it to read it: %m", s->id);
-			return -errno;
+			ns_leave(NS_KIND__NS_IPC, s->ns);
+			return ret;
 		}
 		snprintf(path, sizeof(path), "/proc/self/map_files/%lx-%lx", (unsigned long)at,
 			 (unsigned long)at + ((s->size + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1)));
@@ -642,6 +700,7 @@ static int save_segment(struct tree *t, struct seg *s)
 	}
 	if (at)
 		shmdt(at);
+	ns_leave(NS_KIND__NS_IPC, s->ns);
 	return ret;
 }
 
@@ -717,6 +776,9 @@ static void ipc_dump_killed(struct tree *t)
 		int kind, ret;
 		const IpcPerm *p = perm_of(entries[i], &kind);
 
+		/* a namespace of the tree's goes with its processes */
+		if (entries[i]->ns)
+			continue;
 		if (!p) {
 			unlink_mqueue(entries[i]->mqueue);
 			continue;
@@ -739,7 +801,7 @@ static int load_ret;
 /* What this restore made, to remove if it fails. */
 static struct made {
 	int kind, id;
-} * made;
+} * made; /* in amber's namespace: a new namespace goes with everything in it */
 static size_t nr_made;
 
 static bool listed(struct tree *t, const char *name)
@@ -779,6 +841,12 @@ static int check_entry(struct tree *t, const IpcEntry *e)
 
 	if (!!e->shm + !!e->sem + !!e->msq + !!e->mqueue != 1)
 		return corrupt("entry", -1);
+	if (e->ns && (e->mqueue || !ns_known(NS_KIND__NS_IPC, e->ns))) {
+		pr_err("ipc.img: an entry names IPC namespace %u, which ns.img does not have%s; "
+		       "the image is corrupt",
+		       e->ns, e->mqueue ? " for message queues" : "");
+		return -EBADMSG;
+	}
 	if (e->mqueue)
 		return mqueue_check(t, e->mqueue);
 	p = perm_of(e, &kind);
@@ -787,7 +855,10 @@ static int check_entry(struct tree *t, const IpcEntry *e)
 	if (e->shm) {
 		if (!e->shm->size || e->shm->size > (1ULL << 47))
 			return corrupt(kind_name[kind], p->id);
-		ret = img_dir_raw(t->img, IMG_SHM, &f, "shm-%d.img", p->id);
+		char name[64];
+
+		shm_name(name, sizeof(name), e->ns, p->id);
+		ret = img_dir_raw(t->img, IMG_SHM, &f, "%s", name);
 		if (ret)
 			return ret;
 		if (f->size != IMG_HDR_SIZE + e->shm->size)
@@ -852,6 +923,24 @@ static int check_free(int kind, const IpcPerm *p)
 	return 0;
 }
 
+/* The process that sets the semaphores and sends the messages of IPC namespace ns. */
+static struct restore_ctx *filler(struct tree *t, uint32_t ns)
+{
+	for (size_t p = 0; p < t->nr_procs; p++)
+		if (ns_of(t, (uint32_t)t->rprocs[p]->pid, NS_KIND__NS_IPC) == ns)
+			return t->rprocs[p];
+	return NULL;
+}
+
+/* Whether a process of pstree.img (not a zombie) is in IPC namespace ns. */
+static bool live_in(struct tree *t, uint32_t ns)
+{
+	for (size_t i = 0; i < t->nr_pstree; i++)
+		if (!t->pstree[i]->zombie && t->pstree[i]->ipc_ns == ns)
+			return true;
+	return false;
+}
+
 static int load(struct tree *t)
 {
 	int ret;
@@ -869,7 +958,7 @@ static int load(struct tree *t)
 		for (size_t k = 0; p && k < i; k++) {
 			const IpcPerm *q = perm_of(rentries[k], &kind2);
 
-			if (q && kind2 == kind &&
+			if (q && kind2 == kind && rentries[k]->ns == rentries[i]->ns &&
 			    (q->id % 32768 == p->id % 32768 || (p->key && q->key == p->key)))
 				ret = corrupt("object (listed twice)", p->id);
 		}
@@ -878,8 +967,16 @@ static int load(struct tree *t)
 		int kind;
 		const IpcPerm *p = perm_of(rentries[i], &kind);
 
-		if (p)
+		/* a namespace the restore makes is empty */
+		if (p && !rentries[i]->ns)
 			ret = check_free(kind, p);
+		if (!ret && p && !live_in(t, rentries[i]->ns)) {
+			pr_err("ipc.img: System V %s %d is in IPC namespace %u, where no process "
+			       "of "
+			       "the image is; the image is corrupt",
+			       kind_name[kind], p->id, rentries[i]->ns);
+			ret = -EBADMSG;
+		}
 	}
 	return ret;
 }
@@ -895,25 +992,19 @@ int ipc_load(struct tree *t, IpcEntry ***out, size_t *n)
 	return load_ret;
 }
 
-static const IpcShm *shm_entry(int32_t id)
+static const IpcShm *shm_entry(uint32_t ns, int32_t id)
 {
 	for (size_t i = 0; i < nr_rentries; i++)
-		if (rentries[i]->shm && rentries[i]->shm->perm->id == id)
+		if (rentries[i]->shm && rentries[i]->ns == ns && rentries[i]->shm->perm->id == id)
 			return rentries[i]->shm;
 	return NULL;
-}
-
-uint64_t ipc_shm_size(struct tree *t, int32_t shmid)
-{
-	const IpcShm *s = shm_entry(shmid);
-
-	return s ? s->size : 0;
 }
 
 /* Every attach of the process names a segment of the image, whole, one the owner may attach. */
 static int check_vmas(struct restore_ctx *ctx)
 {
 	const MmEntry *mm = ctx->mm;
+	uint32_t ns = ns_of(ctx->tree, (uint32_t)ctx->pid, NS_KIND__NS_IPC);
 	uint64_t next = 0, end = 0;
 
 	for (size_t i = 0; mm && i < mm->n_vmas; i++) {
@@ -925,7 +1016,7 @@ static int check_vmas(struct restore_ctx *ctx)
 				goto corrupt;
 			continue;
 		}
-		s = e->has_sysv_shmid ? shm_entry(e->sysv_shmid) : NULL;
+		s = e->has_sysv_shmid ? shm_entry(ns, e->sysv_shmid) : NULL;
 		if (!s)
 			goto corrupt;
 		if (!e->pgoff) {
@@ -1032,13 +1123,16 @@ static int as_creator(struct tree *t, const IpcPerm *p, int (*fn)(void *), void 
 }
 
 /* shmat as amber, the bytes straight from shm-ID.img into it. */
-static int fill_segment(struct tree *t, int id, const IpcShm *s)
+static int fill_segment(struct tree *t, uint32_t ns, int id, const IpcShm *s)
 {
 	const struct img_file *f;
 	void *at;
 	ssize_t r;
-	int ret = img_dir_raw(t->img, IMG_SHM, &f, "shm-%d.img", id);
+	char name[64];
+	int ret;
 
+	shm_name(name, sizeof(name), ns, id);
+	ret = img_dir_raw(t->img, IMG_SHM, &f, "%s", name);
 	if (ret)
 		return ret;
 	at = shmat(id, NULL, 0);
@@ -1049,7 +1143,7 @@ static int fill_segment(struct tree *t, int id, const IpcShm *s)
 	r = sys_pread_full(f->fd, at, s->size, IMG_HDR_SIZE);
 	if (r != (ssize_t)s->size) {
 		ret = r < 0 ? (int)r : -EIO;
-		pr_err("System V segment %d: cannot read its bytes from shm-%d.img: %s", id, id,
+		pr_err("System V segment %d: cannot read its bytes from %s: %s", id, name,
 		       strerror(-ret));
 	}
 	shmdt(at);
@@ -1067,7 +1161,7 @@ static int finish_object(struct tree *t, int kind, const IpcEntry *e, const IpcP
 	if (kind == K_SHM) {
 		struct shmid_ds ds = {.shm_perm = {.uid = p->uid, .gid = p->gid, .mode = p->mode}};
 
-		ret = fill_segment(t, p->id, e->shm);
+		ret = fill_segment(t, e->ns, p->id, e->shm);
 		if (!ret && e->shm->locked && shmctl(p->id, SHM_LOCK, NULL) < 0) {
 			ret = -errno;
 			pr_err("System V segment %d: SHM_LOCK failed: %m", p->id);
@@ -1104,6 +1198,14 @@ static int finish_object(struct tree *t, int kind, const IpcEntry *e, const IpcP
 	return ret;
 }
 
+static int renumbered(int kind, int id, int got)
+{
+	pr_err("System V %s %d came back as id %d: another one took the id meanwhile; "
+	       "restore again",
+	       kind_name[kind], id, got);
+	return -EEXIST;
+}
+
 static int create_object(struct tree *t, int kind, const IpcEntry *e, const IpcPerm *p)
 {
 	struct create c = {kind, e, p, -1};
@@ -1115,10 +1217,12 @@ static int create_object(struct tree *t, int kind, const IpcEntry *e, const IpcP
 	ret = as_creator(t, p, do_create, &c);
 	if (ret) {
 		write_next_id(kind, -1); /* not left for whoever creates one next */
-		pr_err("cannot create System V %s %d (key %#x): %s", kind_name[kind], p->id,
-		       (unsigned)p->key, strerror(-ret));
+		pr_err("cannot create System V %s %d (key %#x, IPC namespace %u): %s",
+		       kind_name[kind], p->id, (unsigned)p->key, e->ns, strerror(-ret));
 		return ret;
 	}
+	if (e->ns) /* it goes with its namespace */
+		return c.id != p->id ? renumbered(kind, p->id, c.id) : finish_object(t, kind, e, p);
 	m = realloc(made, (nr_made + 1) * sizeof(*m));
 	if (!m) {
 		rmid(kind, c.id);
@@ -1126,12 +1230,8 @@ static int create_object(struct tree *t, int kind, const IpcEntry *e, const IpcP
 	}
 	made = m;
 	made[nr_made++] = (struct made){kind, c.id};
-	if (c.id != p->id) {
-		pr_err("System V %s %d came back as id %d: another one took the id meanwhile; "
-		       "restore again",
-		       kind_name[kind], p->id, c.id);
-		return -EEXIST;
-	}
+	if (c.id != p->id)
+		return renumbered(kind, p->id, c.id);
 	return finish_object(t, kind, e, p);
 }
 
@@ -1145,8 +1245,13 @@ static int ipc_restore_tree(struct tree *t)
 		int kind;
 		const IpcPerm *p = perm_of(e[i], &kind);
 
-		if (p)
-			ret = create_object(t, kind, e[i], p);
+		if (!p)
+			continue;
+		ret = ns_enter(NS_KIND__NS_IPC, e[i]->ns);
+		if (ret)
+			break;
+		ret = create_object(t, kind, e[i], p);
+		ns_leave(NS_KIND__NS_IPC, e[i]->ns);
 	}
 	return ret ? ret : mqueue_restore_finish(t);
 }
@@ -1202,9 +1307,14 @@ static int fill_by_task(struct restore_ctx *ctx, const IpcEntry *e, long buf)
 	if (!ret && e->msq) { /* the queue's own size limit, now that the messages are in */
 		struct msqid_ds ds;
 
-		ret = owner_enter(ctx->tree);
+		ret = ns_enter(NS_KIND__NS_IPC, e->ns);
 		if (ret)
 			return ret;
+		ret = owner_enter(ctx->tree);
+		if (ret) {
+			ns_leave(NS_KIND__NS_IPC, e->ns);
+			return ret;
+		}
 		if (!msgctl(p->id, IPC_STAT, &ds) && ds.msg_qbytes != e->msq->qbytes) {
 			ds.msg_qbytes = e->msq->qbytes;
 			if (msgctl(p->id, IPC_SET, &ds) < 0) {
@@ -1215,8 +1325,15 @@ static int fill_by_task(struct restore_ctx *ctx, const IpcEntry *e, long buf)
 			}
 		}
 		owner_leave(ctx->tree);
+		ns_leave(NS_KIND__NS_IPC, e->ns);
 	}
 	return ret;
+}
+
+/* Whether ctx fills entry e: the first process of e's IPC namespace does. */
+static bool fills(struct restore_ctx *ctx, const IpcEntry *e)
+{
+	return (e->sem || e->msq) && filler(ctx->tree, e->ns) == ctx;
 }
 
 static int fill_sems_msgs(struct restore_ctx *ctx)
@@ -1228,6 +1345,8 @@ static int fill_sems_msgs(struct restore_ctx *ctx)
 	for (size_t i = 0; i < nr_rentries; i++) {
 		const IpcEntry *e = rentries[i];
 
+		if (!fills(ctx, e))
+			continue;
 		if (e->sem && e->sem->n_values * sizeof(short) > len)
 			len = e->sem->n_values * sizeof(short);
 		for (size_t m = 0; e->msq && m < e->msq->n_msgs; m++)
@@ -1241,7 +1360,7 @@ static int fill_sems_msgs(struct restore_ctx *ctx)
 	if (buf < 0 && buf > -4096)
 		return (int)buf;
 	for (size_t i = 0; !ret && i < nr_rentries; i++)
-		if (rentries[i]->sem || rentries[i]->msq)
+		if (fills(ctx, rentries[i]))
 			ret = fill_by_task(ctx, rentries[i], buf);
 	infect_call(&ctx->inf, SYS_munmap, buf, (long)len, 0, 0, 0, 0);
 	return ret;
@@ -1252,12 +1371,23 @@ static int remove_dest(void)
 {
 	for (size_t i = 0; i < nr_rentries; i++) {
 		const IpcShm *s = rentries[i]->shm;
+		uint32_t ns = rentries[i]->ns;
+		int ret;
 
-		if (s && s->dest && shmctl(s->perm->id, IPC_RMID, NULL) < 0) {
-			pr_err("System V segment %d: cannot mark it removed (IPC_RMID): %m",
-			       s->perm->id);
-			return -errno;
+		if (!s || !s->dest)
+			continue;
+		ret = ns_enter(NS_KIND__NS_IPC, ns);
+		if (ret)
+			return ret;
+		if (shmctl(s->perm->id, IPC_RMID, NULL) < 0) {
+			ret = -errno;
+			pr_err("System V segment %d (IPC namespace %u): cannot mark it removed "
+			       "(IPC_RMID): %m",
+			       s->perm->id, ns);
 		}
+		ns_leave(NS_KIND__NS_IPC, ns);
+		if (ret)
+			return ret;
 	}
 	return 0;
 }
@@ -1267,8 +1397,7 @@ static int ipc_restore_inject(struct restore_ctx *ctx)
 	struct tree *t = ctx->tree;
 	int ret = 0;
 
-	if (ctx == t->rprocs[0])
-		ret = fill_sems_msgs(ctx);
+	ret = fill_sems_msgs(ctx);
 	if (!ret && ctx == t->rprocs[t->nr_procs - 1])
 		ret = remove_dest();
 	return ret;

@@ -41,6 +41,8 @@ static const struct kind kinds[] = {
 	{"fds-", IMG_FDS, &fd_entry__descriptor},
 	{"fs-", IMG_FS, &fs_entry__descriptor},
 	{"pstree.img", IMG_PSTREE, &pstree_entry__descriptor},
+	{"ns.img", IMG_NS, &ns_entry__descriptor},
+	{"ipc.img", IMG_IPC, &ipc_entry__descriptor},
 };
 
 static void __attribute__((noreturn)) die(const char *fmt, const char *arg)

@@ -1,0 +1,581 @@
+// SPDX-License-Identifier: MIT
+/*
+ * UTS and IPC namespaces of the tree (the other kinds are refused at dump,
+ * dump.c): each namespace a process of the tree is in that is not amber's
+ * is one ns_entry of ns.img (its id in pstree_entry uts_ns / ipc_ns).
+ *
+ * Dump (as root): a namespace is known by the inode of /proc/PID/ns/KIND.
+ * amber keeps an fd on it and reads its state from inside: its calling
+ * thread setns()es into it (only that thread changes namespace), reads
+ * uname() or the IPC sysctls of /proc/sys/kernel (per namespace), and
+ * setns()es back into its own.  sysv.c does the same around each IPC
+ * namespace's objects.
+ *
+ * Restore: amber makes every namespace before the first process exists
+ * (restore_tree, first of the table): unshare() in its own thread, the
+ * names or sysctls set, an fd kept on it above every restored fd (the
+ * processes inherit it; drop_internal closes it in them), back into its
+ * own.  sysv.c then makes each namespace's objects inside it.  Every
+ * restored process setns()es into its namespaces (amber's own for id 0)
+ * first thing after it is created, before it creates its children, so
+ * processes that shared a namespace share the one made for it, whatever
+ * their place in the tree, and those that did not, do not.  Only an image
+ * of root's may make namespaces (owner.c): any other is refused before
+ * anything exists.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "amber.h"
+#include "ipc/ipc.h"
+#include "log.h"
+#include "ns.h"
+#include "sys.h"
+
+#define HOSTNAME_MAX 64 /* the kernel's __NEW_UTS_LEN */
+#define SYSCTL_MAX   64 /* a value: at most four numbers */
+
+static const struct {
+	const char *name; /* in /proc/PID/ns */
+	const char *what; /* in messages */
+	int flag;
+} kinds[] = {
+	[NS_KIND__NS_UTS] = {"uts", "UTS", CLONE_NEWUTS},
+	[NS_KIND__NS_IPC] = {"ipc", "IPC", CLONE_NEWIPC},
+};
+
+/* The IPC sysctls a namespace has of its own (/proc/sys/kernel). */
+static const char *const ipc_sysctls[] = {
+	"shmmax", "shmall", "shmmni", "shm_rmid_forced", "msgmax", "msgmnb", "msgmni", "sem",
+};
+
+struct ns {
+	NsEntry *e;
+	int fd; /* dump: on /proc/PID/ns/KIND of a process in it; restore: the one made */
+};
+
+static struct ns *nss;
+static size_t nr_nss;
+/* amber's own namespace of each kind, to come back to (and, restored, id 0's) */
+static int own_fd[] = {[NS_KIND__NS_UTS] = -1, [NS_KIND__NS_IPC] = -1};
+static NsEntry **loaded; /* restore: ns.img as read */
+static size_t nr_loaded;
+
+static bool kind_ok(int kind)
+{
+	return kind == NS_KIND__NS_UTS || kind == NS_KIND__NS_IPC;
+}
+
+const char *ns_kind_name(int kind)
+{
+	return kind_ok(kind) ? kinds[kind].what : "?";
+}
+
+static struct ns *find(int kind, uint32_t id)
+{
+	for (size_t i = 0; i < nr_nss; i++)
+		if ((int)nss[i].e->kind == kind && nss[i].e->id == id)
+			return &nss[i];
+	return NULL;
+}
+
+bool ns_known(int kind, uint32_t id)
+{
+	return !id || find(kind, id);
+}
+
+uint32_t ns_next(int kind, uint32_t after)
+{
+	uint32_t next = 0;
+
+	for (size_t i = 0; i < nr_nss; i++) {
+		uint32_t id = nss[i].e->id;
+
+		if ((int)nss[i].e->kind == kind && id > after && (!next || id < next))
+			next = id;
+	}
+	return next;
+}
+
+uint32_t ns_of(const struct tree *t, uint32_t pid, int kind)
+{
+	const PstreeEntry *e = tree_entry(t, pid);
+
+	if (!e)
+		return 0;
+	return kind == NS_KIND__NS_UTS ? e->uts_ns : e->ipc_ns;
+}
+
+/* amber's own namespace of a kind, once, at or above fd base (restore: inherited). */
+static int own_ns(int kind, int base)
+{
+	char path[64];
+	int fd;
+
+	if (own_fd[kind] >= 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/thread-self/ns/%s", kinds[kind].name);
+	fd = sys_open(path, O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0) {
+		pr_err("cannot open amber's own %s namespace (%s): %s", kinds[kind].what, path,
+		       strerror(-fd));
+		return fd;
+	}
+	own_fd[kind] = fcntl(fd, F_DUPFD_CLOEXEC, base);
+	close(fd);
+	if (own_fd[kind] < 0) {
+		pr_err("cannot keep an fd on amber's own %s namespace: %m", kinds[kind].what);
+		return -errno;
+	}
+	return 0;
+}
+
+int ns_enter(int kind, uint32_t id)
+{
+	struct ns *n = id ? find(kind, id) : NULL;
+
+	if (!id)
+		return 0;
+	if (!n) {
+		pr_err("no %s namespace %u in this image", ns_kind_name(kind), id);
+		return -ENOENT;
+	}
+	if (setns(n->fd, kinds[kind].flag)) {
+		pr_err("cannot enter %s namespace %u (inode %llu at dump): %m", kinds[kind].what,
+		       id, (unsigned long long)n->e->ino);
+		return -errno;
+	}
+	return 0;
+}
+
+void ns_leave(int kind, uint32_t id)
+{
+	if (!id)
+		return;
+	/* amber's own steps would go to the tree's namespace: nothing may follow */
+	if (setns(own_fd[kind], kinds[kind].flag)) {
+		pr_err("cannot return to amber's own %s namespace from namespace %u: %m",
+		       kinds[kind].what, id);
+		abort();
+	}
+}
+
+/* ---- dump ---- */
+
+static int read_uts(NsEntry *e)
+{
+	struct utsname u;
+
+	if (uname(&u)) {
+		pr_err("UTS namespace %u (inode %llu): uname failed: %m", e->id,
+		       (unsigned long long)e->ino);
+		return -errno;
+	}
+	e->hostname = strdup(u.nodename);
+	e->domainname = strdup(u.domainname);
+	return e->hostname && e->domainname ? 0 : -ENOMEM;
+}
+
+static int read_ipc(NsEntry *e)
+{
+	size_t n = sizeof(ipc_sysctls) / sizeof(ipc_sysctls[0]);
+
+	/* before the fds are looked at: its message queues are known (and refused) */
+	mqueue_probe_ns();
+
+	e->sysctls = calloc(n, sizeof(*e->sysctls));
+	if (!e->sysctls)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		char path[64], *buf = NULL;
+		NsSysctl *s;
+		int ret;
+
+		snprintf(path, sizeof(path), "/proc/sys/kernel/%s", ipc_sysctls[i]);
+		ret = sys_read_file(path, &buf, NULL);
+		if (ret == -ENOENT)
+			continue; /* not in this kernel: the new namespace's own default */
+		if (ret) {
+			pr_err("IPC namespace %u (inode %llu): cannot read %s: %s", e->id,
+			       (unsigned long long)e->ino, path, strerror(-ret));
+			return ret;
+		}
+		buf[strcspn(buf, "\n")] = 0;
+		s = malloc(sizeof(*s));
+		if (!s) {
+			free(buf);
+			return -ENOMEM;
+		}
+		ns_sysctl__init(s);
+		s->name = strdup(ipc_sysctls[i]);
+		s->value = buf;
+		e->sysctls[e->n_sysctls++] = s;
+		if (!s->name)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* A namespace of the tree not seen yet: an fd on it, and its state read from inside. */
+static int add_ns(int kind, pid_t pid, uint64_t ino, uint32_t *id)
+{
+	struct ns *nn = realloc(nss, (nr_nss + 1) * sizeof(*nn));
+	char path[64];
+	NsEntry *e;
+	int ret;
+
+	if (!nn)
+		return -ENOMEM;
+	nss = nn;
+	e = malloc(sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	ns_entry__init(e);
+	e->id = (uint32_t)nr_nss + 1;
+	e->kind = kind;
+	e->has_ino = 1;
+	e->ino = ino;
+	snprintf(path, sizeof(path), "/proc/%d/ns/%s", pid, kinds[kind].name);
+	nss[nr_nss].e = e;
+	nss[nr_nss].fd = sys_open(path, O_RDONLY | O_CLOEXEC, 0);
+	if (nss[nr_nss].fd < 0) {
+		pr_err("pid %d: cannot open its %s namespace (%s, inode %llu): %s", pid,
+		       kinds[kind].what, path, (unsigned long long)ino, strerror(-nss[nr_nss].fd));
+		ret = nss[nr_nss].fd;
+		free(e);
+		return ret;
+	}
+	nr_nss++;
+	ret = ns_enter(kind, e->id);
+	if (ret)
+		return ret;
+	ret = kind == NS_KIND__NS_UTS ? read_uts(e) : read_ipc(e);
+	ns_leave(kind, e->id);
+	if (!ret)
+		pr_debug("pid %d: %s namespace %u (inode %llu)%s%s", pid, kinds[kind].what, e->id,
+			 (unsigned long long)ino, e->hostname ? ", hostname " : "",
+			 e->hostname ? e->hostname : "");
+	*id = e->id;
+	return ret;
+}
+
+/* The id of pid's namespace of a kind: 0 for amber's, else its ns.img entry's. */
+static int ns_id(int kind, pid_t pid, uint32_t *id)
+{
+	struct stat own, st;
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/%s", pid, kinds[kind].name);
+	if (stat(path, &st)) {
+		pr_err("pid %d: cannot stat %s: %m", pid, path);
+		return -errno;
+	}
+	snprintf(path, sizeof(path), "/proc/self/ns/%s", kinds[kind].name);
+	if (stat(path, &own)) {
+		pr_err("cannot stat amber's own %s: %m", path);
+		return -errno;
+	}
+	*id = 0;
+	if (st.st_ino == own.st_ino && st.st_dev == own.st_dev)
+		return 0;
+	for (size_t i = 0; i < nr_nss; i++)
+		if ((int)nss[i].e->kind == kind && nss[i].e->ino == st.st_ino) {
+			*id = nss[i].e->id;
+			return 0;
+		}
+	return add_ns(kind, pid, st.st_ino, id);
+}
+
+static int write_ns_img(struct tree *t)
+{
+	struct img *img = NULL;
+	int ret = img_create(&t->imgs, IMG_NS, &img, "ns.img");
+
+	for (size_t i = 0; !ret && i < nr_nss; i++)
+		ret = img_put(img, &nss[i].e->base);
+	if (ret) {
+		if (img)
+			img_abort(img);
+		return ret;
+	}
+	return img_finish(img);
+}
+
+static int ns_dump_tree(struct tree *t)
+{
+	int ret = own_ns(NS_KIND__NS_UTS, 0);
+
+	if (!ret)
+		ret = own_ns(NS_KIND__NS_IPC, 0);
+	for (size_t p = 0; !ret && p < t->nr_procs; p++) {
+		pid_t pid = t->dprocs[p]->pid;
+		PstreeEntry *e = tree_entry(t, (uint32_t)pid);
+
+		ret = ns_id(NS_KIND__NS_UTS, pid, &e->uts_ns);
+		if (!ret)
+			ret = ns_id(NS_KIND__NS_IPC, pid, &e->ipc_ns);
+		e->has_uts_ns = e->uts_ns != 0;
+		e->has_ipc_ns = e->ipc_ns != 0;
+	}
+	if (!ret && nr_nss)
+		ret = write_ns_img(t);
+	return ret;
+}
+
+/* ---- restore ---- */
+
+static bool listed(const struct tree *t, const char *name)
+{
+	for (size_t i = 0; i < t->inv->n_files; i++)
+		if (!strcmp(t->inv->files[i]->name, name))
+			return true;
+	return false;
+}
+
+static int corrupt(const char *what, uint32_t id)
+{
+	pr_err("ns.img: namespace %u: %s; the image is corrupt", id, what);
+	return -EBADMSG;
+}
+
+static bool is_ipc_sysctl(const char *name)
+{
+	for (size_t i = 0; i < sizeof(ipc_sysctls) / sizeof(ipc_sysctls[0]); i++)
+		if (!strcmp(name, ipc_sysctls[i]))
+			return true;
+	return false;
+}
+
+static int check_entry(const NsEntry *e, size_t idx)
+{
+	if (!kind_ok(e->kind))
+		return corrupt("unknown kind", e->id);
+	if (!e->id || e->id > nr_loaded)
+		return corrupt("id out of range", e->id);
+	for (size_t k = 0; k < idx; k++)
+		if (loaded[k]->id == e->id)
+			return corrupt("listed twice", e->id);
+	if (e->kind == NS_KIND__NS_UTS) {
+		if (!e->hostname || !e->domainname || e->n_sysctls)
+			return corrupt(
+				"a UTS namespace needs a hostname and a domainname, no sysctl",
+				e->id);
+		if (strlen(e->hostname) > HOSTNAME_MAX || strlen(e->domainname) > HOSTNAME_MAX)
+			return corrupt("hostname or domainname longer than 64 bytes", e->id);
+		return 0;
+	}
+	if (e->hostname || e->domainname)
+		return corrupt("an IPC namespace has no hostname", e->id);
+	for (size_t i = 0; i < e->n_sysctls; i++) {
+		const NsSysctl *s = e->sysctls[i];
+		size_t len = strlen(s->value);
+
+		if (!is_ipc_sysctl(s->name))
+			return corrupt("a sysctl that is not a namespace's IPC sysctl", e->id);
+		if (!len || len > SYSCTL_MAX || strspn(s->value, "0123456789 \t") != len)
+			return corrupt("a sysctl value that is not numbers", e->id);
+		for (size_t k = 0; k < i; k++)
+			if (!strcmp(e->sysctls[k]->name, s->name))
+				return corrupt("a sysctl set twice", e->id);
+	}
+	return 0;
+}
+
+/* Every process names namespaces of ns.img of their kind, and each of them has one. */
+static int check_pstree(const struct tree *t)
+{
+	for (size_t i = 0; i < t->nr_pstree; i++) {
+		const PstreeEntry *p = t->pstree[i];
+		const uint32_t ids[] = {
+			[NS_KIND__NS_UTS] = p->uts_ns, [NS_KIND__NS_IPC] = p->ipc_ns};
+
+		for (int k = NS_KIND__NS_UTS; k <= NS_KIND__NS_IPC; k++) {
+			if (!ids[k] || find(k, ids[k]))
+				continue;
+			pr_err("pstree.img: pid %u is in %s namespace %u, which ns.img does not "
+			       "have; "
+			       "the image is corrupt",
+			       p->pid, kinds[k].what, ids[k]);
+			return -EBADMSG;
+		}
+	}
+	for (size_t n = 0; n < nr_nss; n++) {
+		bool used = false;
+
+		for (size_t i = 0; !used && i < t->nr_pstree; i++)
+			used = (nss[n].e->kind == NS_KIND__NS_UTS
+					? t->pstree[i]->uts_ns
+					: t->pstree[i]->ipc_ns) == nss[n].e->id;
+		if (!used)
+			return corrupt("no process of pstree.img is in it", nss[n].e->id);
+	}
+	return 0;
+}
+
+/* Only root's image may make namespaces: a namespace is root's to make. */
+static int check_owner(const struct tree *t)
+{
+	const NsEntry *e = nss[0].e;
+
+	if (t->owner.unbounded)
+		return 0;
+	pr_err("the image has %s namespace %u%s%s (made new at restore, which needs "
+	       "CAP_SYS_ADMIN); uid %u's image may not make namespaces: refusing",
+	       kinds[e->kind].what, e->id, e->hostname ? ", hostname " : "",
+	       e->hostname ? e->hostname : "", t->owner.uid);
+	return -EPERM;
+}
+
+int ns_restore_read(struct tree *t)
+{
+	int ret = 0;
+
+	if (listed(t, "ns.img"))
+		ret = img_read_all(t->img, IMG_NS, &ns_entry__descriptor, &loaded, &nr_loaded,
+				   "ns.img");
+	if (!ret && listed(t, "ns.img") && !nr_loaded) {
+		pr_err("ns.img is empty; the image is corrupt");
+		ret = -EBADMSG;
+	}
+	for (size_t i = 0; !ret && i < nr_loaded; i++)
+		ret = check_entry(loaded[i], i);
+	if (ret)
+		return ret;
+	nss = calloc(nr_loaded + 1, sizeof(*nss));
+	if (!nss)
+		return -ENOMEM;
+	for (size_t i = 0; i < nr_loaded; i++)
+		nss[nr_nss++] = (struct ns){loaded[i], -1};
+	ret = check_pstree(t);
+	if (!ret && nr_nss)
+		ret = check_owner(t);
+	return ret;
+}
+
+static int write_sysctl(const NsEntry *e, const NsSysctl *s)
+{
+	char path[64];
+	int fd, ret = 0;
+
+	snprintf(path, sizeof(path), "/proc/sys/kernel/%s", s->name);
+	fd = sys_open(path, O_WRONLY | O_CLOEXEC, 0);
+	if (fd < 0) {
+		pr_err("IPC namespace %u: cannot open %s to set it to %s: %s", e->id, path,
+		       s->value, strerror(-fd));
+		return fd;
+	}
+	if (sys_write_full(fd, s->value, strlen(s->value)) != (ssize_t)strlen(s->value)) {
+		ret = errno ? -errno : -EIO;
+		pr_err("IPC namespace %u: cannot set %s to %s: %s", e->id, path, s->value,
+		       strerror(-ret));
+	}
+	close(fd);
+	return ret;
+}
+
+/* In amber's thread, now in the new namespace: its names or sysctls. */
+static int set_state(const NsEntry *e)
+{
+	int ret = 0;
+
+	if (e->kind == NS_KIND__NS_UTS) {
+		if (sethostname(e->hostname, strlen(e->hostname)) ||
+		    setdomainname(e->domainname, strlen(e->domainname))) {
+			pr_err("UTS namespace %u: cannot set hostname %s, domainname %s: %m", e->id,
+			       e->hostname, e->domainname);
+			return -errno;
+		}
+		return 0;
+	}
+	for (size_t i = 0; !ret && i < e->n_sysctls; i++)
+		ret = write_sysctl(e, e->sysctls[i]);
+	return ret;
+}
+
+static int make_ns(struct tree *t, struct ns *n)
+{
+	int kind = n->e->kind, fd, ret;
+
+	if (unshare(kinds[kind].flag)) {
+		pr_err("cannot make %s namespace %u: %m", kinds[kind].what, n->e->id);
+		return -errno;
+	}
+	ret = set_state(n->e);
+	fd = ret ? -1
+		 : sys_open(kind == NS_KIND__NS_UTS ? "/proc/thread-self/ns/uts"
+						    : "/proc/thread-self/ns/ipc",
+			    O_RDONLY | O_CLOEXEC, 0);
+	if (!ret && fd < 0) {
+		pr_err("cannot open the new %s namespace %u: %s", kinds[kind].what, n->e->id,
+		       strerror(-fd));
+		ret = fd;
+	}
+	if (fd >= 0) {
+		/* above the restored fds, inherited by every process */
+		n->fd = fcntl(fd, F_DUPFD_CLOEXEC, t->fd_base);
+		if (n->fd < 0) {
+			ret = -errno;
+			pr_err("cannot keep an fd on %s namespace %u: %m", kinds[kind].what,
+			       n->e->id);
+		}
+		close(fd);
+	}
+	ns_leave(kind, n->e->id);
+	if (!ret)
+		pr_info("made %s namespace %u%s%s", kinds[kind].what, n->e->id,
+			n->e->hostname ? ", hostname " : "", n->e->hostname ? n->e->hostname : "");
+	return ret;
+}
+
+static int ns_restore_tree(struct tree *t)
+{
+	int ret = 0;
+
+	if (!nr_nss)
+		return 0;
+	ret = own_ns(NS_KIND__NS_UTS, t->fd_base);
+	if (!ret)
+		ret = own_ns(NS_KIND__NS_IPC, t->fd_base);
+	for (size_t i = 0; !ret && i < nr_nss; i++)
+		ret = make_ns(t, &nss[i]);
+	return ret;
+}
+
+int ns_restore_process(const struct tree *t, uint32_t pid)
+{
+	for (int k = NS_KIND__NS_UTS; nr_nss && k <= NS_KIND__NS_IPC; k++) {
+		uint32_t id = ns_of(t, pid, k);
+		int fd = id ? find(k, id)->fd : own_fd[k];
+
+		if (setns(fd, kinds[k].flag)) {
+			pr_err("pid %u: cannot enter %s namespace %u: %m", pid, kinds[k].what, id);
+			return -errno;
+		}
+	}
+	return 0;
+}
+
+/* The processes are in them (or gone): amber holds them no longer. */
+static void close_all(struct tree *t)
+{
+	for (size_t i = 0; i < nr_nss; i++)
+		if (nss[i].fd >= 0) {
+			close(nss[i].fd);
+			nss[i].fd = -1;
+		}
+}
+
+const struct resource_ops ns_ops = {
+	.name = "namespaces",
+	.dump_tree = ns_dump_tree,
+	.restore_tree = ns_restore_tree,
+	.restore_done = close_all,
+	.restore_undo = close_all,
+};

@@ -1,0 +1,144 @@
+# UTS and IPC namespaces (src/ns/ns.c, tests/e2e/progs/namespaced.c): a tree
+# whose processes are in namespaces of their own, shared by a child and by a
+# sibling, comes back in new ones with the same names, sysctls and System V
+# objects, shared as before; the host's names stay.
+TESTS+=(ns_uts ns_ipc ns_sysv ns_mqueue_refused ns_image_refused ns_owner_refused)
+
+# "NAME UTS IPC" per process of $T/nspids: "host", or the first process of
+# that namespace (so the sharing, not the inode numbers, is compared)
+ns_classes() {
+	local name pid kind ino first line
+	declare -A seen=()
+	while read -r name pid; do
+		line=$name
+		for kind in uts ipc; do
+			ino=$(readlink "/proc/$pid/ns/$kind") || { echo "$name gone"; continue 2; }
+			if [ "$ino" = "$(readlink "/proc/self/ns/$kind")" ]; then
+				first=host
+			else
+				first=${seen[$ino]:-$name}
+				seen[$ino]=$first
+			fi
+			line="$line $first"
+		done
+		echo "$line"
+	done <"$T/nspids"
+}
+ns_host() { echo "$(hostname) $(domainname)"; }
+ns_before() {
+	ns_classes >"$W/ns.before"
+	ns_host >"$W/host.before"
+	# A, A1 and C in A's UTS namespace, B in its own, the root in the host's
+	[ "$(awk '{print $2}' "$W/ns.before" | sort -u | tr '\n' ' ')" = "A1 B host " ] ||
+		{ fail "unexpected UTS namespaces before the dump: $(cat "$W/ns.before")"; return 1; }
+}
+ns_after() {
+	ns_classes >"$W/ns.after"
+	diff -u "$W/ns.before" "$W/ns.after" >"$W/ns.diff" ||
+		{ fail "the namespaces are not shared as before (- before, + after):"; sed 's/^/    /' "$W/ns.diff" >>"$W/log"; return 1; }
+	ns_host_same
+}
+ns_host_same() {
+	[ "$(ns_host)" = "$(cat "$W/host.before")" ] ||
+		{ fail "the host's names changed: $(ns_host), were $(cat "$W/host.before")"; return 1; }
+}
+t_ns_uts() { cycle -P ns_before -A ns_after -- "$PROGS/namespaced" "$T"; }
+t_ns_ipc() {
+	cycle -P ns_before -A ns_ipc_after -- "$PROGS/namespaced" "$T" ipc
+}
+ns_ipc_after() {
+	ns_after || return 1
+	# A's IPC namespace is not B's nor the host's
+	[ "$(awk '$1 == "A" || $1 == "C" || $1 == "A1" {print $3}' "$W/ns.after" | sort -u)" = A1 ] &&
+		[ "$(awk '$1 == "B" || $1 == "root" {print $3}' "$W/ns.after" | sort -u)" = host ] ||
+		{ fail "unexpected IPC namespaces after the restore: $(cat "$W/ns.after")"; return 1; }
+}
+
+# The whole System V test (progs/sysv.c: SHM_DEST, SHM_LOCK, read-only and
+# inherited attaches, a child) with its root in a new UTS and IPC namespace.
+ns_own() {
+	local kind
+	for kind in uts ipc; do
+		[ "$(readlink "/proc/$PID/ns/$kind")" != "$(readlink /proc/self/ns/$kind)" ] ||
+			{ fail "pid $PID is in the host's $kind namespace"; return 1; }
+	done
+	[ "$(nsenter -t "$PID" -u hostname)" = amber-sysv ] ||
+		{ fail "hostname in pid $PID's namespace: $(nsenter -t "$PID" -u hostname)"; return 1; }
+	[ "$(nsenter -t "$PID" -i ipcs | grep -c '^0x')" = 5 ] ||
+		{ fail "not 5 System V objects in pid $PID's IPC namespace"; nsenter -t "$PID" -i ipcs >>"$W/log"; return 1; }
+	[ ! -s "$W/host.before" ] || ns_host_same
+}
+ns_sysv_before() { ns_host >"$W/host.before" && ns_own; }
+t_ns_sysv() {
+	command -v unshare >/dev/null || return 77
+	cycle -P ns_sysv_before -A ns_own -- unshare --uts --ipc sh -c \
+		'hostname amber-sysv && exec "$0" "$@"' "$PROGS/sysv" "$T"
+}
+
+# POSIX message queues of an IPC namespace not amber's are refused at dump,
+# naming the fd, and the program runs on unharmed.
+t_ns_mqueue_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	command -v unshare >/dev/null || return 77
+	start_prog unshare --ipc "$PROGS/mqueue" "$T" || return 1
+	amber_to "$W/dump.log" 30 dump -t "$PID" -D "$W/img" &&
+		{ fail "a queue of another IPC namespace was dumped"; return 1; }
+	grep -q "fd [0-9]* is POSIX message queue /.* of an IPC namespace that is not amber's" "$W/dump.log" ||
+		{ fail "no reason given"; attach "$W/dump.log"; return 1; }
+	[ ! -e "$W/img/inventory.img" ] || { fail "an image was marked complete"; return 1; }
+	runs_on "the refused dump" 15
+}
+
+# dump the namespaced tree (root's image) for the refusal tests
+ns_dump() {
+	start_prog "$PROGS/namespaced" "$T" "$@" || return 1
+	ns_host >"$W/host.before"
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v ||
+		{ fail "amber dump failed"; attach "$W/dump.log"; return 1; }
+	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
+}
+
+# A crafted ns.img or pstree.img is refused before anything is made (refused()
+# is security-owner.sh's); the host's names stay; the unedited image restores.
+t_ns_image_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	local ok=0 long uts ipc
+	ns_dump ipc || return 1
+	long=$(printf 'h%.0s' $(seq 65))
+	uts=$("$AMBER" show "$W/img" | jq '[.pstree[] | .uts_ns // 0] | max')
+	[ "$uts" -ge 1 ] || { fail "pstree.img names no UTS namespace"; return 1; }
+	refused ns_long "hostname or domainname longer than 64 bytes" ns.img "0.hostname=$long" || ok=1
+	refused ns_pid_ns "pid [0-9]* is in UTS namespace 9, which ns.img does not have" pstree.img \
+		"1.uts_ns=9" || ok=1
+	refused ns_id "id out of range" ns.img "0.id=77" || ok=1
+	refused ns_unused "no process of pstree.img is in it" pstree.img "1.uts_ns=0" \
+		"2.uts_ns=0" "3.uts_ns=0" "4.uts_ns=0" || ok=1
+	ipc=$("$AMBER" show "$W/img" | jq '[.pstree[] | .ipc_ns // 0] | max')
+	refused ns_kind "an IPC namespace has no hostname" ns.img "$((uts - 1)).kind=NS_IPC" || ok=1
+	refused ns_sysctl "a sysctl that is not a namespace's IPC sysctl" ns.img \
+		"$((ipc - 1)).sysctls.0.name=core_pattern" || ok=1
+	refused ns_sysctl_val "a sysctl value that is not numbers" ns.img \
+		"$((ipc - 1)).sysctls.0.value=1;2" || ok=1
+	refused ns_ipc_obj "names IPC namespace 5, which ns.img does not have" ipc.img "0.ns=5" || ok=1
+	ns_host_same || ok=1
+	[ $ok = 0 ] || return 1
+	unedited_restores || return 1
+	ns_host_same
+}
+
+# Root dumped it, but the image is nobody's now: nobody may not make namespaces.
+t_ns_owner_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	local rc
+	ns_dump || return 1
+	chown -R 65534:65534 "$W/img"
+	amber_to "$W/restore.log" 30 restore -d -D "$W/img" -v
+	rc=$?
+	[ $rc != 0 ] || { fail "root restored nobody's image with namespaces"; return 1; }
+	grep -q "image has UTS namespace 1, hostname amber-ns-a .*uid 65534's image may not make namespaces" "$W/restore.log" ||
+		{ fail "refused, but not naming the namespace"; attach "$W/restore.log"; return 1; }
+	grep -q "made UTS namespace\|restoring task" "$W/restore.log" &&
+		{ fail "refused only once something was made"; attach "$W/restore.log"; return 1; }
+	wait_for 10 is_gone "$PID" || { fail "pid $PID exists after the refused restore"; return 1; }
+	ns_host_same
+}
