@@ -60,8 +60,17 @@ int dump_check_interrupted(void)
  */
 static int check_namespaces(pid_t pid)
 {
-	static const char *const kinds[] = {"pid", "mnt",  "net",    "ipc",
-					    "uts", "user", "cgroup", "time"};
+	/* *_for_children: a process that unshare()d them makes its children there */
+	static const char *const kinds[] = {"pid",
+					    "mnt",
+					    "net",
+					    "ipc",
+					    "uts",
+					    "user",
+					    "cgroup",
+					    "time",
+					    "pid_for_children",
+					    "time_for_children"};
 
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
 		bool kept = !strcmp(kinds[i], "uts") || !strcmp(kinds[i], "ipc");
@@ -71,8 +80,18 @@ static int check_namespaces(pid_t pid)
 		if (sys_readlink(path, mine, sizeof(mine)) < 0)
 			continue; /* a kernel without this namespace kind */
 		snprintf(path, sizeof(path), "/proc/%d/ns/%s", pid, kinds[i]);
-		if (sys_readlink(path, theirs, sizeof(theirs)) < 0)
+		if (sys_readlink(path, theirs, sizeof(theirs)) < 0) {
+			/* a pid namespace unshare()d for children none of which exists yet */
+			if (!strcmp(kinds[i], "pid_for_children") && !kill(pid, 0)) {
+				pr_err("pid %d unshare()d a pid namespace for its children "
+				       "(pid_for_children) and has not made its first one yet; "
+				       "amber cannot make that namespace: dump it before the "
+				       "unshare or once its child runs",
+				       pid);
+				return -EOPNOTSUPP;
+			}
 			continue;
+		}
 		if (!strcmp(mine, theirs))
 			continue;
 		if (!kept) {

@@ -23,6 +23,7 @@
  * of root's may make namespaces (owner.c): any other is refused before
  * anything exists.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -308,6 +309,56 @@ static int write_ns_img(struct tree *t)
 	return img_finish(img);
 }
 
+/*
+ * Threads of one process come back in one set of namespaces (the leader's):
+ * a thread that setns()ed or unshare()d alone is refused, naming it.
+ */
+static int check_threads(pid_t pid)
+{
+	static const char *const kinds[] = {"uts",
+					    "ipc",
+					    "net",
+					    "mnt",
+					    "user",
+					    "cgroup",
+					    "time",
+					    "pid_for_children",
+					    "time_for_children"};
+	char path[96], leader[64], theirs[64];
+	struct dirent *de;
+	int ret = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	d = opendir(path);
+	if (!d) {
+		pr_err("pid %d: cannot list its threads in %s: %m", pid, path);
+		return -errno;
+	}
+	while (!ret && (de = readdir(d))) {
+		int tid = atoi(de->d_name);
+
+		if (tid <= 0 || tid == pid)
+			continue;
+		for (size_t i = 0; !ret && i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+			snprintf(path, sizeof(path), "/proc/%d/ns/%s", pid, kinds[i]);
+			if (sys_readlink(path, leader, sizeof(leader)) < 0)
+				continue;
+			snprintf(path, sizeof(path), "/proc/%d/task/%d/ns/%s", pid, tid, kinds[i]);
+			if (sys_readlink(path, theirs, sizeof(theirs)) < 0 ||
+			    !strcmp(leader, theirs))
+				continue;
+			pr_err("pid %d: thread %d is in another %s namespace (%s) than its "
+			       "process (%s); amber restores a process's threads in one set of "
+			       "namespaces: let the thread return to its process's before the dump",
+			       pid, tid, kinds[i], theirs, leader);
+			ret = -EOPNOTSUPP;
+		}
+	}
+	closedir(d);
+	return ret;
+}
+
 static int ns_dump_tree(struct tree *t)
 {
 	int ret = own_ns(NS_KIND__NS_UTS, 0);
@@ -318,7 +369,9 @@ static int ns_dump_tree(struct tree *t)
 		pid_t pid = t->dprocs[p]->pid;
 		PstreeEntry *e = tree_entry(t, (uint32_t)pid);
 
-		ret = ns_id(NS_KIND__NS_UTS, pid, &e->uts_ns);
+		ret = check_threads(pid);
+		if (!ret)
+			ret = ns_id(NS_KIND__NS_UTS, pid, &e->uts_ns);
 		if (!ret)
 			ret = ns_id(NS_KIND__NS_IPC, pid, &e->ipc_ns);
 		e->has_uts_ns = e->uts_ns != 0;

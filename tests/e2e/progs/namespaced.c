@@ -12,6 +12,7 @@
  * root that the host's names are unchanged.  DIR/nspids lists "NAME PID"
  * for the test, which compares /proc/PID/ns.
  */
+#include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <sys/ipc.h>
@@ -218,6 +219,64 @@ static pid_t start(char role, pid_t a, FILE *out)
 	return pid;
 }
 
+/*
+ * "thread": a thread alone in a UTS namespace of its own; "pidchildren": the
+ * process unshare()d a pid namespace for its children.  Both refused at dump;
+ * after go each still sees what it set up.
+ */
+static volatile int thread_ok = -1;
+
+static void *uts_thread(void *arg)
+{
+	struct utsname u;
+
+	if (unshare(CLONE_NEWUTS) || sethostname("amber-thread", 12)) {
+		thread_ok = 0;
+		return NULL;
+	}
+	thread_ok = 2;
+	while (access(prog_path("go"), F_OK))
+		usleep(10 * 1000);
+	thread_ok = !uname(&u) && !strcmp(u.nodename, "amber-thread");
+	return NULL;
+}
+
+static int refused_mode(const char *mode)
+{
+	char host[65];
+	struct utsname u;
+	pthread_t th;
+
+	gethostname(host, sizeof(host));
+	if (!strcmp(mode, "thread")) {
+		if (pthread_create(&th, NULL, uts_thread, NULL))
+			prog_die("pthread_create");
+		while (thread_ok == -1)
+			usleep(1000);
+		if (!thread_ok)
+			prog_die("the thread's namespace");
+	} else if (unshare(CLONE_NEWPID)) {
+		prog_die("unshare(CLONE_NEWPID)");
+	}
+	prog_ready();
+	prog_wait_go();
+	if (!strcmp(mode, "thread")) {
+		pthread_join(th, NULL);
+		CHECK(thread_ok == 1, "the thread still has its own hostname");
+		CHECK(!uname(&u) && !strcmp(u.nodename, host), "the process has the host's (%s)",
+		      u.nodename);
+	} else {
+		pid_t c = fork();
+		int st = -1;
+
+		if (c == 0)
+			_exit(getpid() == 1 ? 0 : 1);
+		CHECK(c > 0 && waitpid(c, &st, 0) == c && WIFEXITED(st) && !WEXITSTATUS(st),
+		      "its first child is pid 1 of the pid namespace it unshared (status %#x)", st);
+	}
+	return prog_done();
+}
+
 int main(int argc, char **argv)
 {
 	int first = prog_init(argc, argv), st = -1;
@@ -225,6 +284,8 @@ int main(int argc, char **argv)
 	pid_t kids[3];
 	FILE *out;
 
+	if (argc > first && (!strcmp(argv[first], "thread") || !strcmp(argv[first], "pidchildren")))
+		return refused_mode(argv[first]);
 	with_ipc = argc > first && !strcmp(argv[first], "ipc");
 	gethostname(host, sizeof(host));
 	getdomainname(dom, sizeof(dom));

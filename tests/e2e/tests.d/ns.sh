@@ -2,7 +2,7 @@
 # whose processes are in namespaces of their own, shared by a child and by a
 # sibling, comes back in new ones with the same names, sysctls and System V
 # objects, shared as before; the host's names stay.
-TESTS+=(ns_uts ns_ipc ns_sysv ns_mqueue_refused ns_image_refused ns_owner_refused)
+TESTS+=(ns_uts ns_ipc ns_sysv ns_mqueue_refused ns_image_refused ns_owner_refused ns_thread_refused)
 
 # "NAME UTS IPC" per process of $T/nspids: "host", or the first process of
 # that namespace (so the sharing, not the inode numbers, is compared)
@@ -141,4 +141,25 @@ t_ns_owner_refused() {
 		{ fail "refused only once something was made"; attach "$W/restore.log"; return 1; }
 	wait_for 10 is_gone "$PID" || { fail "pid $PID exists after the refused restore"; return 1; }
 	ns_host_same
+}
+
+# a thread alone in a namespace of its own, a process whose children would go to a pid
+# namespace it unshared: refused at dump, naming them; the program runs on unharmed
+t_ns_thread_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	local mode pat
+	for mode in thread pidchildren; do
+		case $mode in
+		thread) pat="thread [0-9]* is in another uts namespace .* than its process" ;;
+		pidchildren) pat="unshare()d a pid namespace for its children (pid_for_children)" ;;
+		esac
+		rm -rf "$T" "$W/img"
+		start_prog "$PROGS/namespaced" "$T" "$mode" || return 1
+		amber_to "$W/dump-$mode.log" 30 dump -t "$PID" -D "$W/img" &&
+			{ fail "$mode: the dump succeeded"; return 1; }
+		grep -q "$pat" "$W/dump-$mode.log" ||
+			{ fail "$mode: refused, but not for '$pat'"; attach "$W/dump-$mode.log"; return 1; }
+		note "$mode: $(grep -m1 -o "error.*" "$W/dump-$mode.log")"
+		runs_on "the refused dump ($mode)" 15 || return 1
+	done
 }
