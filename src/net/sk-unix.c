@@ -38,21 +38,27 @@
 #include <linux/unix_diag.h>
 #include <netinet/tcp.h>
 #include <stddef.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "amber.h"
 #include "log.h"
 #include "owner.h"
 #include "sk.h"
+#include "sys.h"
 
 #ifndef SO_PEEK_OFF
 #define SO_PEEK_OFF 42
+#endif
+#ifndef SCM_PIDFD
+#define SCM_PIDFD 0x04
 #endif
 #define PEEK_BUF   (4 << 20)
 #define TMP_SNDBUF (8 << 20)
@@ -135,6 +141,31 @@ static int *passed_fds(struct msghdr *mh, size_t *nfds)
 	return NULL;
 }
 
+/*
+ * The credentials a peeked message carries (false: none: the kernel says
+ * pid 0 for a message sent with neither end passing them); a pidfd the peek
+ * gave (SO_PASSPIDFD) is closed.
+ */
+static bool peeked_creds(struct msghdr *mh, struct ucred *cr)
+{
+	bool has = false;
+
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET)
+			continue;
+		if (c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len >= CMSG_LEN(sizeof(*cr))) {
+			memcpy(cr, CMSG_DATA(c), sizeof(*cr));
+			has = cr->pid != 0;
+		} else if (c->cmsg_type == SCM_PIDFD && c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+			int pfd;
+
+			memcpy(&pfd, CMSG_DATA(c), sizeof(pfd));
+			close(pfd);
+		}
+	}
+	return has;
+}
+
 static void close_fds(int *fds, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -144,7 +175,8 @@ static void close_fds(int *fds, size_t n)
 struct peek {
 	int fd;
 	char *buf;
-	char cbuf[CMSG_SPACE(sizeof(int) * 253)];
+	char cbuf[CMSG_SPACE(sizeof(int) * 253) + CMSG_SPACE(sizeof(struct ucred)) +
+		  CMSG_SPACE(sizeof(int))];
 	struct sockaddr_un from;
 	struct msghdr mh;
 	struct iovec iov;
@@ -173,7 +205,7 @@ static int peek_queue(struct dump_ctx *ctx, int fd, bool stream, const char *wha
 		      size_t *n)
 {
 	struct peek *p = calloc(1, sizeof(*p));
-	int old = -1, zero = 0, ret = 0;
+	int old = -1, zero = 0, one = 1, passcred = 1, ret = 0;
 	socklen_t len = sizeof(old);
 
 	if (!p)
@@ -187,10 +219,24 @@ static int peek_queue(struct dump_ctx *ctx, int fd, bool stream, const char *wha
 		free(p);
 		return -errno;
 	}
+	/*
+	 * A peek shows a message's credentials only with SO_PASSCRED, which the
+	 * dump sets on the process's own socket for the peek (it is frozen)
+	 * and puts back after; it also keeps a stream's peeks from gluing two
+	 * writers' data.
+	 */
+	len = sizeof(passcred);
+	if (ctx && (getsockopt(fd, SOL_SOCKET, SO_PASSCRED, &passcred, &len) ||
+		    (!passcred && setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one))))) {
+		ret = -errno;
+		pr_err("%s: cannot turn SO_PASSCRED on to read its messages' credentials: %m",
+		       what);
+		goto put_peek_off;
+	}
 	p->buf = malloc(PEEK_BUF);
 	if (!p->buf) {
 		ret = -ENOMEM;
-		goto put_peek_off;
+		goto put_passcred;
 	}
 	for (;;) {
 		/*
@@ -237,6 +283,16 @@ static int peek_queue(struct dump_ctx *ctx, int fd, bool stream, const char *wha
 			break;
 		}
 		e = (*q)[*n - 1];
+		if (ctx) {
+			struct ucred cr;
+
+			if (peeked_creds(&p->mh, &cr)) {
+				e->has_cred_pid = e->has_cred_uid = e->has_cred_gid = 1;
+				e->cred_pid = (uint32_t)cr.pid;
+				e->cred_uid = cr.uid;
+				e->cred_gid = cr.gid;
+			}
+		}
 		if (!stream && p->mh.msg_namelen > offsetof(struct sockaddr_un, sun_path)) {
 			e->has_addr = 1;
 			e->addr.len = p->mh.msg_namelen - offsetof(struct sockaddr_un, sun_path);
@@ -272,6 +328,12 @@ static int peek_queue(struct dump_ctx *ctx, int fd, bool stream, const char *wha
 		}
 	}
 	free(p->buf);
+put_passcred:
+	if (!passcred && setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &passcred, sizeof(passcred)) &&
+	    !ret) {
+		pr_err("%s: cannot turn SO_PASSCRED off again: %m", what);
+		ret = -errno;
+	}
 put_peek_off:
 	if (setsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &old, sizeof(old)) && !ret) {
 		pr_err("%s: cannot put SO_PEEK_OFF back to %d: %m", what, old);
@@ -1063,11 +1125,34 @@ static int make_pair(struct usk *a, struct usk *b)
 
 static struct tree *rtree; /* the restore's, for the files in flight */
 
+/*
+ * One sendmsg with q's credentials: as root (CAP_SYS_ADMIN and CAP_SETUID
+ * let it name any pid and ids; unix_check() bounded the ids by the owner's
+ * rights), to a socket already connected (a name would be looked up with
+ * root's rights).
+ */
+static ssize_t send_creds(int fd, struct msghdr *mh, bool named)
+{
+	ssize_t r;
+
+	if (named && rtree->owner.switches) {
+		errno = EPERM;
+		return -1;
+	}
+	owner_leave(rtree);
+	r = sendmsg(fd, mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (owner_enter(rtree) && r >= 0) {
+		errno = EPERM;
+		return -1;
+	}
+	return r;
+}
+
 /* q to fd's peer (to: to that address); its descriptors go with the first byte. */
 static int send_all(int fd, const SkQueued *q, bool stream, const struct sockaddr_un *to,
 		    socklen_t tolen)
 {
-	char cbuf[CMSG_SPACE(sizeof(int) * 253)];
+	char cbuf[CMSG_SPACE(sizeof(int) * 253) + CMSG_SPACE(sizeof(struct ucred))];
 	size_t off = 0, nfds = q->n_fds;
 
 	if (nfds > 253) {
@@ -1082,14 +1167,28 @@ static int send_all(int fd, const SkQueued *q, bool stream, const struct sockadd
 				    .msg_namelen = to ? tolen : 0,
 				    .msg_iov = &iov,
 				    .msg_iovlen = 1};
+		struct cmsghdr *c;
 		ssize_t r;
 
-		if (nfds) {
-			struct cmsghdr *c;
+		memset(cbuf, 0, sizeof(cbuf));
+		mh.msg_control = cbuf;
+		mh.msg_controllen = (nfds ? CMSG_SPACE(sizeof(int) * nfds) : 0) +
+				    (q->has_cred_pid ? CMSG_SPACE(sizeof(struct ucred)) : 0);
+		if (!mh.msg_controllen)
+			mh.msg_control = NULL;
+		c = CMSG_FIRSTHDR(&mh);
+		/* every chunk of a stream carries them: else the reader sees a new writer */
+		if (q->has_cred_pid) {
+			struct ucred cr = {
+				.pid = (pid_t)q->cred_pid, .uid = q->cred_uid, .gid = q->cred_gid};
 
-			mh.msg_control = cbuf;
-			mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-			c = CMSG_FIRSTHDR(&mh);
+			c->cmsg_level = SOL_SOCKET;
+			c->cmsg_type = SCM_CREDENTIALS;
+			c->cmsg_len = CMSG_LEN(sizeof(cr));
+			memcpy(CMSG_DATA(c), &cr, sizeof(cr));
+			c = CMSG_NXTHDR(&mh, c);
+		}
+		if (nfds) {
 			c->cmsg_level = SOL_SOCKET;
 			c->cmsg_type = SCM_RIGHTS;
 			c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
@@ -1104,9 +1203,18 @@ static int send_all(int fd, const SkQueued *q, bool stream, const struct sockadd
 				((int *)CMSG_DATA(c))[i] = rtree->desc_fd[q->fds[i]];
 			}
 		}
-		r = sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (q->has_cred_pid)
+			r = send_creds(fd, &mh, to != NULL);
+		else
+			r = sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
 		if (r < 0 && errno == EINTR)
 			continue;
+		if (r < 0 && q->has_cred_pid) {
+			pr_err("cannot queue a message with the credentials of pid %u (uid %u, gid "
+			       "%u) again: %m",
+			       q->cred_pid, q->cred_uid, q->cred_gid);
+			return -errno;
+		}
 		if (r < 0)
 			return -errno;
 		nfds = 0;
@@ -1456,6 +1564,63 @@ static int unix_prepare(struct tree *t, RegFile **files, size_t n, int *fds)
  * SCM_RIGHTS), on the first call: the queues, then what limits who may
  * send (datagram connects, shutdowns), with the owner's rights.
  */
+/*
+ * A queued message names its sender's pid, which must exist when it is sent
+ * again: a pid no process has (the sender has exited, or is a process of the
+ * tree not made yet) is held by a child of amber made with that pid, until
+ * the queues are full.  The reader sees the same number either way.
+ */
+static pid_t *holders;
+static size_t nr_holders;
+
+static void release_holders(void)
+{
+	for (size_t i = 0; i < nr_holders; i++) {
+		kill(holders[i], SIGKILL);
+		waitpid(holders[i], NULL, 0);
+	}
+	free(holders);
+	holders = NULL;
+	nr_holders = 0;
+}
+
+static int hold_pid(pid_t pid)
+{
+	pid_t *nh;
+	long r;
+
+	if (!kill(pid, 0) || errno != ESRCH)
+		return 0;
+	nh = realloc(holders, (nr_holders + 1) * sizeof(*nh));
+	if (!nh)
+		return -ENOMEM;
+	holders = nh;
+	r = sys_clone3_set_tid(pid, SIGCHLD, 0);
+	if (r == 0) {
+		for (;;)
+			pause();
+	}
+	if (r < 0) {
+		pr_err("cannot make a process of pid %d to queue its messages' credentials "
+		       "(SCM_CREDENTIALS) again: %s",
+		       pid, strerror((int)-r));
+		return (int)r;
+	}
+	holders[nr_holders++] = (pid_t)r;
+	return 0;
+}
+
+static int hold_sender_pids(void)
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < nr_usks && !ret; i++)
+		for (size_t j = 0; j < usks[i].e->n_rqueue && !ret; j++)
+			if (usks[i].e->rqueue[j]->has_cred_pid)
+				ret = hold_pid((pid_t)usks[i].e->rqueue[j]->cred_pid);
+	return ret;
+}
+
 static int unix_post_open(struct tree *t, RegFile *f, int fd)
 {
 	static bool done;
@@ -1467,15 +1632,20 @@ static int unix_post_open(struct tree *t, RegFile *f, int fd)
 	/* files.c moved the fds prepare gave it */
 	for (size_t i = 0; i < nr_usks; i++)
 		usks[i].fd = t->desc_fd[usks[i].f->id];
-	ret = owner_enter(t);
-	if (ret)
+	ret = hold_sender_pids();
+	if (!ret)
+		ret = owner_enter(t);
+	if (ret) {
+		release_holders();
 		return ret;
+	}
 	for (size_t i = 0; i < nr_usks && !ret; i++)
 		if (usks[i].e->n_pending)
 			ret = connect_pending(&usks[i]);
 	if (!ret)
 		ret = fill_queues(t);
 	owner_leave(t);
+	release_holders();
 	return ret;
 }
 
@@ -1544,6 +1714,31 @@ static int unix_check(struct tree *t, const RegFile *f)
 			if (e->pending[j] == e->pending[i])
 				goto corrupt;
 	}
+	for (size_t i = 0; i < e->n_rqueue; i++) {
+		const SkQueued *q = e->rqueue[i];
+
+		if (!q->has_cred_pid)
+			continue;
+		if (!q->has_cred_uid || !q->has_cred_gid || !q->cred_pid ||
+		    q->cred_pid > (uint32_t)INT_MAX)
+			goto corrupt_creds;
+		if (t->owner.unbounded)
+			continue;
+		if (q->cred_uid != t->owner.uid || !owner_in_group(t, q->cred_gid)) {
+			pr_err("%s: unix socket:[%llu]: a queued message carries the credentials "
+			       "of uid %u, gid %u (SCM_CREDENTIALS); uid %u's image may not "
+			       "claim them",
+			       f->path, (unsigned long long)e->ino, q->cred_uid, q->cred_gid,
+			       t->owner.uid);
+			return -EPERM;
+		}
+		if (q->has_addr && e->has_name && t->owner.switches) {
+			pr_err("%s: unix socket:[%llu]: a datagram from a named sender carries "
+			       "credentials (SCM_CREDENTIALS), which only root's images restore",
+			       f->path, (unsigned long long)e->ino);
+			return -EPERM;
+		}
+	}
 	if (e->has_pending_on) {
 		bool listed = false;
 
@@ -1559,6 +1754,11 @@ static int unix_check(struct tree *t, const RegFile *f)
 corrupt:
 	pr_err("%s: unix socket:[%llu]: its connections not accept()ed yet (pending, "
 	       "pending_on) are not what a dump writes; the image is corrupt",
+	       f->path, (unsigned long long)e->ino);
+	return -EBADMSG;
+corrupt_creds:
+	pr_err("%s: unix socket:[%llu]: a queued message's credentials are not what a dump "
+	       "writes (pid 0 or out of range, or no uid or gid); the image is corrupt",
 	       f->path, (unsigned long long)e->ino);
 	return -EBADMSG;
 }

@@ -11,8 +11,9 @@
  * bound to DIR/sock, 15: DIR/ghost, deleted; nice 3; a PROT_READ page mapped
  * at 0x10000000; fds 16 and 17: a stream socketpair.  After go it checks that
  * all of it came back, that the pair's peer credentials (SO_PEERCRED) name its
- * own uid and gid, not root's, and that its uid, gids and groups are what they
- * were.
+ * own uid and gid, not root's, that the message queued on 17 carries its
+ * credentials (SCM_CREDENTIALS), and that its uid, gids and groups are what
+ * they were.
  */
 #include <grp.h>
 #include <sys/inotify.h>
@@ -85,6 +86,10 @@ int main(int argc, char **argv)
 			prog_die("socketpair");
 		at(sv[0], 16);
 		at(sv[1], 17);
+		/* a message with its credentials (ours) queued on 17 */
+		if (setsockopt(17, SOL_SOCKET, SO_PASSCRED, &(int){1}, sizeof(int)) ||
+		    send(16, "cred", 4, 0) != 4)
+			prog_die("SO_PASSCRED");
 	}
 	at(open(prog_path("ghost"), O_RDWR | O_CREAT | O_TRUNC, 0640), 15);
 	if (write(15, "ghost", 5) != 5 || unlink(prog_path("ghost")))
@@ -118,6 +123,25 @@ int main(int argc, char **argv)
 		CHECK(!r && c.uid == uid && c.gid == gid,
 		      "fd %d's peer credentials: uid %u gid %u (want %u %u)", i, c.uid, c.gid, uid,
 		      gid);
+	}
+	{
+		char cbuf[CMSG_SPACE(sizeof(struct ucred))], data[8] = "";
+		struct iovec iov = {data, sizeof(data)};
+		struct msghdr mh = {.msg_iov = &iov,
+				    .msg_iovlen = 1,
+				    .msg_control = cbuf,
+				    .msg_controllen = sizeof(cbuf)};
+		struct cmsghdr *c;
+		struct ucred cr = {0};
+
+		CHECK(recvmsg(17, &mh, MSG_DONTWAIT) == 4 && !memcmp(data, "cred", 4),
+		      "the message queued on fd 17");
+		c = CMSG_FIRSTHDR(&mh);
+		if (c && c->cmsg_type == SCM_CREDENTIALS)
+			memcpy(&cr, CMSG_DATA(c), sizeof(cr));
+		CHECK(cr.pid == getpid() && cr.uid == uid && cr.gid == gid,
+		      "its credentials: pid %d uid %u gid %u (want %d %u %u)", cr.pid, cr.uid,
+		      cr.gid, getpid(), uid, gid);
 	}
 	errno = 0;
 	CHECK(getpriority(PRIO_PROCESS, 0) == 3 + prog_sabotage(), "nice 3");

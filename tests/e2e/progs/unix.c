@@ -30,6 +30,7 @@
  *   "pendingout": the client is a process outside the tree; after go it sends "x".
  *   "listenout": the listener is outside the tree; after go it accepts and sends "z".
  */
+#include <grp.h>
 #include <stddef.h>
 #include <sys/eventfd.h>
 #include <sys/wait.h>
@@ -414,6 +415,108 @@ static int pending(void)
 	return prog_done();
 }
 
+/* One message and its credentials (pid 0: it carries none). */
+static ssize_t recv_creds(int s, char *buf, size_t size, struct ucred *cr)
+{
+	char cbuf[CMSG_SPACE(sizeof(*cr))];
+	struct iovec iov = {buf, size - 1};
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = cbuf,
+			    .msg_controllen = sizeof(cbuf)};
+	ssize_t r = recvmsg(s, &mh, MSG_DONTWAIT);
+
+	memset(cr, 0, sizeof(*cr));
+	buf[r > 0 ? r : 0] = 0;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS)
+			memcpy(cr, CMSG_DATA(c), sizeof(*cr));
+	return r;
+}
+
+/* A child that sends msg on s as uid/gid (-1: root's) and exits: a sender gone since. */
+static pid_t send_as_child(int s, const char *msg, int id, int stream)
+{
+	int p[2];
+	pid_t c;
+
+	if (pipe(p))
+		prog_die("pipe");
+	c = fork();
+	if (c < 0)
+		prog_die("fork");
+	if (c == 0) {
+		if (id >= 0 && (setgroups(0, NULL) || setgid(id) || setuid(id)))
+			_exit(3);
+		_exit(send(s, msg, strlen(msg), 0) == (ssize_t)strlen(msg) ? 0 : 4);
+	}
+	close(p[0]);
+	close(p[1]);
+	if (waitpid(c, &(int){0}, 0) != c)
+		prog_die("waitpid");
+	(void)stream;
+	return c;
+}
+
+/*
+ * "creds": queued messages' credentials (SCM_CREDENTIALS).  Stream pair S
+ * (reader passes credentials): "aaa" from us, "bbb" from a child gone since,
+ * "ccc" from us: three reads, each with its writer's pid and ids.  Datagram
+ * pair D: "nocred" sent while neither end passed credentials (it carries
+ * none), then the reader passes them: "mine" from us, "uid1000" from a child
+ * of uid and gid 1000, gone since.
+ */
+static int creds(void)
+{
+	int st[2], d[2], one = 1;
+	pid_t gone_s, gone_d, me = getpid();
+	struct ucred cr;
+	char buf[64];
+	ssize_t r;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, st) || socketpair(AF_UNIX, SOCK_DGRAM, 0, d) ||
+	    setsockopt(st[1], SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)))
+		prog_die("socketpair");
+	if (send(st[0], "aaa", 3, 0) != 3)
+		prog_die("send");
+	gone_s = send_as_child(st[0], "bbb", -1, 1);
+	if (send(st[0], "ccc", 3, 0) != 3 || send(d[0], "nocred", 6, 0) != 6 ||
+	    setsockopt(d[1], SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) ||
+	    send(d[0], "mine", 4, 0) != 4)
+		prog_die("send");
+	gone_d = send_as_child(d[0], "uid1000", 1000, 0);
+	prog_ready();
+	prog_wait_go();
+	if (prog_sabotage())
+		me++;
+
+	r = recv_creds(st[1], buf, sizeof(buf), &cr);
+	CHECK(r == 3 && !strcmp(buf, "aaa") && cr.pid == me && cr.uid == 0 && cr.gid == 0,
+	      "S: 'aaa' alone, from us (%zd '%s' pid %d uid %u gid %u)", r, buf, cr.pid, cr.uid,
+	      cr.gid);
+	r = recv_creds(st[1], buf, sizeof(buf), &cr);
+	CHECK(r == 3 && !strcmp(buf, "bbb") && cr.pid == gone_s && cr.uid == 0,
+	      "S: 'bbb' alone, from the child gone since, pid %d (%zd '%s' pid %d uid %u)", gone_s,
+	      r, buf, cr.pid, cr.uid);
+	r = recv_creds(st[1], buf, sizeof(buf), &cr);
+	CHECK(r == 3 && !strcmp(buf, "ccc") && cr.pid == me,
+	      "S: 'ccc' from us again (%zd '%s' pid %d)", r, buf, cr.pid);
+	r = recv_creds(d[1], buf, sizeof(buf), &cr);
+	CHECK(r == 6 && !strcmp(buf, "nocred") && cr.pid == 0 && cr.uid == 65534,
+	      "D: 'nocred' carries no credentials (pid %d uid %u)", cr.pid, cr.uid);
+	r = recv_creds(d[1], buf, sizeof(buf), &cr);
+	CHECK(r == 4 && !strcmp(buf, "mine") && cr.pid == me && cr.uid == 0,
+	      "D: 'mine' from us (pid %d uid %u)", cr.pid, cr.uid);
+	r = recv_creds(d[1], buf, sizeof(buf), &cr);
+	CHECK(r == 7 && !strcmp(buf, "uid1000") && cr.pid == gone_d && cr.uid == 1000 &&
+		      cr.gid == 1000,
+	      "D: 'uid1000' from the child gone since, pid %d, uid and gid 1000 (pid %d uid %u "
+	      "gid %u)",
+	      gone_d, cr.pid, cr.uid, cr.gid);
+	CHECK(kill(gone_s, 0) < 0 && errno == ESRCH, "the gone senders' pids are free again");
+	return prog_done();
+}
+
 /* A process outside the tree (setsid, not our child): listener or client on path. */
 static void outside(const char *role, const char *path)
 {
@@ -507,6 +610,8 @@ int main(int argc, char **argv)
 		return longq();
 	if (!strcmp(mode, "pending"))
 		return pending();
+	if (!strcmp(mode, "creds"))
+		return creds();
 	if (!strcmp(mode, "outlisten") || !strcmp(mode, "outclient"))
 		return a + 1 < argc ? outside_main(mode, argv[a + 1]) : 2;
 	if (!strcmp(mode, "pendingdata") || !strcmp(mode, "pendingout") ||

@@ -148,6 +148,12 @@ t_owner_creds_refused() {
 	refused securebits_unknown "does not define" "core-$PID.img" "creds.securebits=0x1000" ||
 		ok=1
 	# (counted before the record is decoded, image.c; creds.c checks the decoded list too)
+	local sk
+	sk=$("$AMBER" show "$W/img" | jq -r '[.files[] | select(.unix_sk.rqueue) | .id][0]')
+	refused msg_creds_root "may not claim them" files.img "$sk.unix_sk.rqueue.0.cred_uid=0" ||
+		ok=1
+	refused msg_creds_gid "may not claim them" files.img "$sk.unix_sk.rqueue.0.cred_gid=0" ||
+		ok=1
 	refused too_many_groups "kernel's limit of 65536\|than NGROUPS_MAX (65536)" \
 		"core-$PID.img" "creds.groups=@$many" ||
 		ok=1
