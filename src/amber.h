@@ -54,6 +54,7 @@ struct opts {
 	bool link_remap;	/* --link-remap: links for unlinked, linked-elsewhere files */
 	uint64_t ghost_limit;	/* --ghost-limit: most data bytes of one deleted file */
 	bool new_pidns;		/* restore --new-pidns: in a new pid namespace (ns/pidns.c) */
+	const char *manage_cgroups; /* soft (NULL), full, ignore (cgroup.c) */
 };
 
 /* One line of /proc/PID/maps plus what smaps adds. */
@@ -236,6 +237,7 @@ struct resource_ops {
 extern const struct resource_ops *const resources[];
 
 extern const struct resource_ops ns_ops;	 /* ns/ns.c: UTS and IPC namespaces */
+extern const struct resource_ops cgroup_ops;	 /* cgroup.c: each process's cgroups */
 extern const struct resource_ops task_ops;	 /* task.c: identity, prctls */
 extern const struct resource_ops rlimits_ops;	 /* rlimits.c: resource limits */
 extern const struct resource_ops creds_ops;	 /* creds.c: uids, gids, capabilities */

@@ -46,6 +46,7 @@ enum {
 	O_GHOST_LIMIT,
 	O_LINK_REMAP,
 	O_NEW_PIDNS,
+	O_MANAGE_CGROUPS,
 	O_UNIMPLEMENTED,
 	O_NEGATED = 1 << 12, /* --no-NAME of a flag: code | O_NEGATED */
 };
@@ -91,6 +92,9 @@ static const struct opt_def {
 	{"network-lock", O_NETWORK_LOCK, required_argument, FOR_DR, "MODE",
 	 "how TCP connections are held between dump and restore: nft (default; or nftables), "
 	 "iptables, skip"},
+	{"manage-cgroups", O_MANAGE_CGROUPS, optional_argument, FOR_DR, "MODE",
+	 "restore: soft (the default: make missing cgroups with their settings), full (set "
+	 "the settings on existing ones too), ignore (leave the processes in amber's)"},
 	{"display-stats", O_DISPLAY_STATS, no_argument, FOR_DR, NULL,
 	 "print what the dump or restore measured (times, pages) at the end"},
 	{"log-file", 'o', required_argument, FOR_DR, "FILE",
@@ -123,9 +127,8 @@ static const struct {
 	{"auto-dedup", no_argument, "incremental dumps (pre-dump) are not implemented"},
 	{"page-server", no_argument, "there is no page server: dump to a directory"},
 	{"lazy-pages", no_argument, "lazy (post-copy) restore is not implemented"},
-	{"manage-cgroups", optional_argument, "cgroups are not dumped"},
-	{"cgroup-root", required_argument, "cgroups are not dumped"},
-	{"cgroup-props", required_argument, "cgroups are not dumped"},
+	{"cgroup-root", required_argument, "cgroups come back at the paths they had"},
+	{"cgroup-props", required_argument, "the dumped cgroup settings are the ones restored"},
 	{"freeze-cgroup", required_argument, "amber freezes with ptrace, not the cgroup freezer"},
 	{"root", required_argument, "mount namespaces are not restored"},
 	{"evasive-devices", no_argument, "device files are reopened at their paths only"},
@@ -428,6 +431,16 @@ static int set_opt(struct opts *o, int code, const char *arg, bool neg)
 		}
 		o->network_lock_skip = !strcmp(arg, "skip");
 		o->netlock_ipt = !strcmp(arg, "iptables");
+		return 0;
+	case O_MANAGE_CGROUPS:
+		/* CRIU's modes; props and strict are not amber's */
+		if (arg && strcmp(arg, "soft") && strcmp(arg, "full") && strcmp(arg, "ignore")) {
+			pr_err("--manage-cgroups takes soft (the default), full or ignore, not "
+			       "'%s'",
+			       arg);
+			return -EINVAL;
+		}
+		o->manage_cgroups = arg && strcmp(arg, "soft") ? arg : NULL;
 		return 0;
 	case O_DISPLAY_STATS:
 		o->display_stats = !neg;

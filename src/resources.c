@@ -27,7 +27,7 @@
 #include "amber.h"
 
 const struct resource_ops *const resources[] = {
-	&ns_ops,     &task_ops,	      &files_ops,   &tty_ops,	  &mem_ops,
+	&ns_ops,     &cgroup_ops, &task_ops,	      &files_ops,   &tty_ops,	  &mem_ops,
 	&aio_ops,    &threads_ops,    &fs_ops,	    &rlimits_ops, &signals_ops,
 	&timers_ops, &ipc_ops,	      &seccomp_ops, &creds_ops,	  &locks_ops,
 	&sched_ops,  &membarrier_ops, &regs_ops,    NULL,

@@ -1,0 +1,747 @@
+// SPDX-License-Identifier: MIT
+/*
+ * cgroups: each restored process goes back into the cgroups it was in, one
+ * per hierarchy (cgroup v1 controllers, named v1 hierarchies, the v2 tree),
+ * as CRIU's --manage-cgroups=soft does by default.
+ *
+ * Dump: /proc/PID/cgroup of each process (a thread in other cgroups than its
+ * process is refused: cgroup.procs moves a process whole), as a set shared
+ * by the processes that have the same cgroups; and of each cgroup of a set
+ * but a hierarchy's root, the settings a restore may need to remake it
+ * (limits, weights, cpusets: the files below that exist).
+ *
+ * Restore (--manage-cgroups MODE): "soft" (the default) makes a cgroup that
+ * is missing, with the dumped settings, and leaves existing ones as they
+ * are; "full" sets the dumped settings on existing cgroups too; "ignore"
+ * leaves the processes in amber's cgroups.  Every path is checked before
+ * anything is made; cgroups are made and settings written with the image
+ * owner's rights.  A process is moved as soon as it exists, before its
+ * memory is restored, so that its pages are charged to its own cgroup; for
+ * a non-root owner's image it is moved once its credentials are its own
+ * (the kernel then judges the move as the owner's).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "amber.h"
+#include "image.h"
+#include "log.h"
+#include "owner.h"
+#include "proc.h"
+#include "restore.h"
+
+#define MAX_HIER 32
+
+/* The settings kept, per controller, in the order they are written back. */
+static const char *const props[] = {
+	"cpuset.cpus",
+	"cpuset.mems",
+	"cpu.cfs_period_us",
+	"cpu.cfs_quota_us",
+	"cpu.shares",
+	"cpu.max",
+	"cpu.weight",
+	"memory.limit_in_bytes",
+	"memory.soft_limit_in_bytes",
+	"memory.swappiness",
+	"memory.max",
+	"memory.high",
+	"memory.low",
+	"memory.min",
+	"memory.swap.max",
+	"pids.max",
+};
+
+/* A cgroup hierarchy mounted in amber's mount namespace. */
+struct hier {
+	char controllers[128]; /* as /proc/PID/cgroup names it; "" for v2 */
+	char mnt[PATH_MAX];    /* where amber sees it */
+	char root[PATH_MAX];   /* the mount's root in the hierarchy ("/") */
+};
+
+static struct hier hiers[MAX_HIER];
+static size_t nr_hiers;
+
+/* Does a v1 mount's super options name the hierarchy "a,b" (each of a, b)? */
+static bool names_all(const char *opts, const char *controllers)
+{
+	char want[128], *save, *tok;
+
+	snprintf(want, sizeof(want), "%s", controllers);
+	for (tok = strtok_r(want, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		size_t n = strlen(tok);
+		const char *p = opts;
+		bool found = false;
+
+		while ((p = strstr(p, tok))) {
+			if ((p == opts || p[-1] == ',') && (p[n] == ',' || !p[n])) {
+				found = true;
+				break;
+			}
+			p += n;
+		}
+		if (!found)
+			return false;
+	}
+	return true;
+}
+
+/* Find each line of our own /proc/self/cgroup's hierarchy among the mounts. */
+static int find_hiers(void)
+{
+	char line[4096], own[4096];
+	FILE *mi, *cg;
+	int ret = 0;
+
+	if (nr_hiers)
+		return 0;
+	cg = fopen("/proc/self/cgroup", "re");
+	mi = fopen("/proc/self/mountinfo", "re");
+	if (!cg || !mi) {
+		ret = -errno;
+		pr_err("cannot read /proc/self/cgroup or mountinfo: %m");
+		goto close_files;
+	}
+	while (fgets(own, sizeof(own), cg) && nr_hiers < MAX_HIER) {
+		char *c1 = strchr(own, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		struct hier *h = &hiers[nr_hiers];
+
+		if (!c2)
+			continue;
+		*c2 = 0;
+		snprintf(h->controllers, sizeof(h->controllers), "%s", c1 + 1);
+		rewind(mi);
+		while (fgets(line, sizeof(line), mi)) {
+			char root[PATH_MAX], mnt[PATH_MAX], fstype[64], opts[1024];
+			const char *sep = strstr(line, " - ");
+
+			if (!sep || sscanf(line, "%*s %*s %*s %4095s %4095s", root, mnt) != 2 ||
+			    sscanf(sep + 3, "%63s %*s %1023s", fstype, opts) != 2)
+				continue;
+			if (h->controllers[0]
+				    ? strcmp(fstype, "cgroup") || !names_all(opts, h->controllers)
+				    : strcmp(fstype, "cgroup2"))
+				continue;
+			snprintf(h->mnt, sizeof(h->mnt), "%s", mnt);
+			snprintf(h->root, sizeof(h->root), "%s", root);
+			nr_hiers++;
+			break;
+		}
+	}
+close_files:
+	if (cg)
+		fclose(cg);
+	if (mi)
+		fclose(mi);
+	return ret;
+}
+
+static const struct hier *hier_of(const char *controllers)
+{
+	for (size_t i = 0; i < nr_hiers; i++)
+		if (!strcmp(hiers[i].controllers, controllers))
+			return &hiers[i];
+	return NULL;
+}
+
+/* Where amber reaches cgroup path of h: its mount plus the path below the mount's root. */
+static int cg_dir_path(const struct hier *h, const char *path, char *out, size_t len)
+{
+	size_t rl = strcmp(h->root, "/") ? strlen(h->root) : 0;
+
+	if (strncmp(path, h->root, rl) || (path[rl] && path[rl] != '/'))
+		return -ENOENT;
+	if ((size_t)snprintf(out, len, "%s%s", h->mnt, path + rl) >= len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* ---- dump ---- */
+
+static CgroupEntry **sets, **tasks, **dirs;
+static size_t nr_sets, nr_tasks, nr_dirs;
+
+static int push(CgroupEntry ***arr, size_t *n, CgroupEntry *e)
+{
+	CgroupEntry **na = realloc(*arr, (*n + 1) * sizeof(*na));
+
+	if (!na)
+		return -ENOMEM;
+	*arr = na;
+	(*arr)[(*n)++] = e;
+	return 0;
+}
+
+/* A process's (or thread's) /proc/.../cgroup, whole. */
+static int read_cgroup(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		return -errno;
+	buf[n] = 0;
+	return 0;
+}
+
+static bool same_set(const CgSet *s, char *lines)
+{
+	size_t n = 0;
+	char *save, *l;
+
+	for (l = strtok_r(lines, "\n", &save); l; l = strtok_r(NULL, "\n", &save), n++) {
+		char *c1 = strchr(l, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+
+		if (!c2 || n >= s->n_members)
+			return false;
+		*c2 = 0;
+		if (strcmp(s->members[n]->controllers, c1 + 1) ||
+		    strcmp(s->members[n]->path, c2 + 1))
+			return false;
+	}
+	return n == s->n_members;
+}
+
+static int new_set(char *lines, uint32_t id, CgroupEntry **out)
+{
+	CgroupEntry *e = calloc(1, sizeof(*e));
+	CgSet *s = calloc(1, sizeof(*s));
+	char *save, *l;
+
+	if (!e || !s)
+		goto nomem;
+	cgroup_entry__init(e);
+	cg_set__init(s);
+	e->set = s;
+	s->id = id;
+	s->members = calloc(MAX_HIER, sizeof(*s->members));
+	if (!s->members)
+		goto nomem;
+	for (l = strtok_r(lines, "\n", &save); l && s->n_members < MAX_HIER;
+	     l = strtok_r(NULL, "\n", &save)) {
+		char *c1 = strchr(l, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		CgMember *m;
+
+		if (!c2)
+			continue;
+		*c2 = 0;
+		m = calloc(1, sizeof(*m));
+		if (!m)
+			goto nomem;
+		cg_member__init(m);
+		m->controllers = strdup(c1 + 1);
+		m->path = strdup(c2 + 1);
+		s->members[s->n_members++] = m;
+		if (!m->controllers || !m->path)
+			goto nomem;
+	}
+	*out = e;
+	return 0;
+nomem:
+	if (e)
+		cgroup_entry__free_unpacked(e, NULL);
+	else
+		free(s);
+	return -ENOMEM;
+}
+
+static int cgroup_dump(struct dump_ctx *ctx)
+{
+	char mine[8192], theirs[8192], copy[8192], path[96];
+	CgroupEntry *te;
+	uint32_t id = 0;
+	int ret;
+
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", ctx->pid);
+	ret = read_cgroup(path, mine, sizeof(mine));
+	if (ret) {
+		pr_err("pid %d: cannot read %s: %s", ctx->pid, path, strerror(-ret));
+		return ret;
+	}
+	for (size_t i = 1; i < ctx->nr_threads; i++) {
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/cgroup", ctx->pid,
+			 ctx->threads[i].tid);
+		if (!read_cgroup(path, theirs, sizeof(theirs)) && strcmp(mine, theirs)) {
+			pr_err("pid %d: thread %d is in other cgroups than its process (a cgroup "
+			       "v1 'tasks' file, or a v2 threaded cgroup); amber moves processes "
+			       "whole: put the thread back first",
+			       ctx->pid, ctx->threads[i].tid);
+			return -EOPNOTSUPP;
+		}
+	}
+	for (size_t i = 0; i < nr_sets && !id; i++) {
+		snprintf(copy, sizeof(copy), "%s", mine);
+		if (same_set(sets[i]->set, copy))
+			id = sets[i]->set->id;
+	}
+	if (!id) {
+		CgroupEntry *se;
+
+		snprintf(copy, sizeof(copy), "%s", mine);
+		ret = new_set(copy, (uint32_t)nr_sets + 1, &se);
+		if (!ret)
+			ret = push(&sets, &nr_sets, se);
+		if (ret)
+			return ret;
+		id = se->set->id;
+	}
+	te = calloc(1, sizeof(*te));
+	if (!te)
+		return -ENOMEM;
+	cgroup_entry__init(te);
+	te->task = calloc(1, sizeof(*te->task));
+	if (!te->task) {
+		free(te);
+		return -ENOMEM;
+	}
+	cg_task__init(te->task);
+	te->task->pid = (uint32_t)ctx->pid;
+	te->task->set = id;
+	return push(&tasks, &nr_tasks, te);
+}
+
+static bool dir_known(const CgMember *m)
+{
+	for (size_t i = 0; i < nr_dirs; i++)
+		if (!strcmp(dirs[i]->dir->controllers, m->controllers) &&
+		    !strcmp(dirs[i]->dir->path, m->path))
+			return true;
+	return false;
+}
+
+/* The settings of a cgroup of the tree (not a hierarchy's root). */
+static int dump_dir(const CgMember *m)
+{
+	const struct hier *h = hier_of(m->controllers);
+	char dir[PATH_MAX], file[PATH_MAX + 64], val[4096];
+	CgroupEntry *e;
+	CgDir *d;
+
+	if (!strcmp(m->path, "/") || dir_known(m))
+		return 0;
+	if (!h || cg_dir_path(h, m->path, dir, sizeof(dir)))
+		return 0; /* a hierarchy amber does not see: its processes are moved nowhere */
+	e = calloc(1, sizeof(*e));
+	d = calloc(1, sizeof(*d));
+	if (!e || !d)
+		goto nomem;
+	cgroup_entry__init(e);
+	cg_dir__init(d);
+	e->dir = d;
+	d->controllers = strdup(m->controllers);
+	d->path = strdup(m->path);
+	d->props = calloc(sizeof(props) / sizeof(props[0]), sizeof(*d->props));
+	if (!d->controllers || !d->path || !d->props)
+		goto free_entry;
+	for (size_t i = 0; i < sizeof(props) / sizeof(props[0]); i++) {
+		CgProp *p;
+		int fd, r;
+
+		snprintf(file, sizeof(file), "%s/%s", dir, props[i]);
+		fd = open(file, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		r = (int)read(fd, val, sizeof(val) - 1);
+		close(fd);
+		if (r <= 0)
+			continue;
+		val[r] = 0;
+		val[strcspn(val, "\n")] = 0;
+		p = calloc(1, sizeof(*p));
+		if (!p)
+			goto free_entry;
+		cg_prop__init(p);
+		p->name = strdup(props[i]);
+		p->value = strdup(val);
+		d->props[d->n_props++] = p;
+		if (!p->name || !p->value)
+			goto free_entry;
+	}
+	return push(&dirs, &nr_dirs, e);
+free_entry:
+	cgroup_entry__free_unpacked(e, NULL);
+	return -ENOMEM;
+nomem:
+	free(e);
+	free(d);
+	return -ENOMEM;
+}
+
+static void free_all(void)
+{
+	for (size_t i = 0; i < nr_sets; i++)
+		cgroup_entry__free_unpacked(sets[i], NULL);
+	for (size_t i = 0; i < nr_tasks; i++)
+		cgroup_entry__free_unpacked(tasks[i], NULL);
+	for (size_t i = 0; i < nr_dirs; i++)
+		cgroup_entry__free_unpacked(dirs[i], NULL);
+	free(sets);
+	free(tasks);
+	free(dirs);
+	sets = tasks = dirs = NULL;
+	nr_sets = nr_tasks = nr_dirs = 0;
+}
+
+static int cgroup_dump_tree_late(struct tree *t)
+{
+	struct img *img = NULL;
+	int ret = find_hiers();
+
+	for (size_t i = 0; !ret && i < nr_sets; i++)
+		for (size_t j = 0; !ret && j < sets[i]->set->n_members; j++)
+			ret = dump_dir(sets[i]->set->members[j]);
+	if (!ret)
+		ret = img_create(&t->imgs, IMG_CGROUP, &img, "cgroup.img");
+	for (size_t i = 0; !ret && i < nr_sets; i++)
+		ret = img_put(img, &sets[i]->base);
+	for (size_t i = 0; !ret && i < nr_tasks; i++)
+		ret = img_put(img, &tasks[i]->base);
+	for (size_t i = 0; !ret && i < nr_dirs; i++)
+		ret = img_put(img, &dirs[i]->base);
+	if (img)
+		ret = ret ? (img_abort(img), ret) : img_finish(img);
+	free_all();
+	return ret;
+}
+
+static void cgroup_dump_undo(struct tree *t)
+{
+	free_all();
+}
+
+/* ---- restore ---- */
+
+static CgroupEntry **loaded;
+static size_t nr_loaded;
+
+static const CgSet *set_by_id(uint32_t id)
+{
+	for (size_t i = 0; i < nr_loaded; i++)
+		if (loaded[i]->set && loaded[i]->set->id == id)
+			return loaded[i]->set;
+	return NULL;
+}
+
+static const CgSet *set_of(uint32_t pid)
+{
+	for (size_t i = 0; i < nr_loaded; i++)
+		if (loaded[i]->task && loaded[i]->task->pid == pid)
+			return set_by_id(loaded[i]->task->set);
+	return NULL;
+}
+
+static const CgDir *dir_of(const CgMember *m)
+{
+	for (size_t i = 0; i < nr_loaded; i++)
+		if (loaded[i]->dir && !strcmp(loaded[i]->dir->controllers, m->controllers) &&
+		    !strcmp(loaded[i]->dir->path, m->path))
+			return loaded[i]->dir;
+	return NULL;
+}
+
+/* An absolute path without "." or ".." components or empty ones. */
+static bool clean_path(const char *p)
+{
+	if (p[0] != '/' || strlen(p) >= PATH_MAX / 2)
+		return false;
+	for (const char *c = p; *c; c++)
+		if (*c == '/' && (c[1] == '/' || (c[1] == '.' && (!c[2] || c[2] == '/')) ||
+				  (c[1] == '.' && c[2] == '.' && (!c[3] || c[3] == '/'))))
+			return false;
+	return strcmp(p, "/") ? p[strlen(p) - 1] != '/' : true;
+}
+
+static bool known_prop(const char *name)
+{
+	for (size_t i = 0; i < sizeof(props) / sizeof(props[0]); i++)
+		if (!strcmp(props[i], name))
+			return true;
+	return false;
+}
+
+static int corrupt(const char *what, const char *detail)
+{
+	pr_err("cgroup.img: %s%s%s; the image is corrupt", what, detail ? ": " : "",
+	       detail ? detail : "");
+	return -EBADMSG;
+}
+
+/* Every record makes sense before anything is made. */
+static int check_loaded(struct tree *t)
+{
+	for (size_t i = 0; i < nr_loaded; i++) {
+		const CgroupEntry *e = loaded[i];
+
+		if (!!e->set + !!e->task + !!e->dir != 1)
+			return corrupt("a record that is not one set, task or cgroup", NULL);
+		if (e->set) {
+			if (!e->set->id || e->set->n_members > MAX_HIER)
+				return corrupt("a set's id or size", NULL);
+			for (size_t j = 0; j < i; j++)
+				if (loaded[j]->set && loaded[j]->set->id == e->set->id)
+					return corrupt("two sets of one id", NULL);
+			for (size_t j = 0; j < e->set->n_members; j++) {
+				const CgMember *m = e->set->members[j];
+
+				if (!clean_path(m->path) || strlen(m->controllers) >= 128 ||
+				    strchr(m->controllers, '/'))
+					return corrupt("a cgroup path or hierarchy", m->path);
+			}
+		} else if (e->task) {
+			if (!tree_entry(t, e->task->pid))
+				return corrupt("a process not in pstree.img", NULL);
+			if (!set_by_id(e->task->set))
+				return corrupt("a process's set is not in it", NULL);
+			for (size_t j = 0; j < i; j++)
+				if (loaded[j]->task && loaded[j]->task->pid == e->task->pid)
+					return corrupt("a process listed twice", NULL);
+		} else {
+			if (!clean_path(e->dir->path) || !strcmp(e->dir->path, "/"))
+				return corrupt("a cgroup's path", e->dir->path);
+			for (size_t j = 0; j < e->dir->n_props; j++) {
+				const CgProp *p = e->dir->props[j];
+
+				if (!known_prop(p->name) || strlen(p->value) >= 4096 ||
+				    strchr(p->value, '\n'))
+					return corrupt("a cgroup setting", p->name);
+			}
+		}
+	}
+	return 0;
+}
+
+static int write_file(const char *path, const char *val)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC), ret = 0;
+	size_t n = strlen(val);
+
+	if (fd < 0)
+		return -errno;
+	if (write(fd, val, n) != (ssize_t)n)
+		ret = errno ? -errno : -EIO;
+	close(fd);
+	return ret;
+}
+
+/* The dumped settings of the cgroup at dir (made by amber, or with "full"). */
+static int set_props(const CgDir *d, const char *dir)
+{
+	char file[PATH_MAX + 64];
+
+	for (size_t i = 0; i < d->n_props; i++) {
+		int ret;
+
+		snprintf(file, sizeof(file), "%s/%s", dir, d->props[i]->name);
+		if (access(file, F_OK))
+			continue; /* not this kernel's or this hierarchy's */
+		ret = write_file(file, d->props[i]->value);
+		if (ret) {
+			pr_err("cannot set %s to '%s': %s", file, d->props[i]->value,
+			       strerror(-ret));
+			return ret;
+		}
+	}
+	return 0;
+}
+
+/* Make dir and its missing parents (soft, full), each with its dumped settings. */
+static int make_dir(const struct hier *h, const char *path, bool *made)
+{
+	char dir[PATH_MAX], sub[PATH_MAX];
+	size_t len = strlen(path);
+
+	*made = false;
+	for (size_t i = 1; i <= len; i++) {
+		const CgDir *d;
+		CgMember m;
+		int ret;
+
+		if (path[i] != '/' && path[i])
+			continue;
+		snprintf(sub, sizeof(sub), "%.*s", (int)i, path);
+		ret = cg_dir_path(h, sub, dir, sizeof(dir));
+		if (ret)
+			return ret;
+		if (!mkdir(dir, 0755)) {
+			*made = true;
+			m.controllers = (char *)h->controllers;
+			m.path = sub;
+			d = dir_of(&m);
+			pr_info("cgroup %s made (%s)", dir, d ? "with its dumped settings" : "");
+			ret = d ? set_props(d, dir) : 0;
+			if (ret)
+				return ret;
+		} else if (errno != EEXIST) {
+			pr_err("cannot make cgroup %s: %m", dir);
+			return -errno;
+		}
+	}
+	return 0;
+}
+
+static bool mode_is(const struct tree *t, const char *mode)
+{
+	return !strcmp(t->o->manage_cgroups ? t->o->manage_cgroups : "soft", mode);
+}
+
+static int cgroup_restore_tree(struct tree *t)
+{
+	bool have = false;
+	int ret;
+
+	for (size_t i = 0; i < t->inv->n_files; i++)
+		have |= !strcmp(t->inv->files[i]->name, "cgroup.img");
+	if (!have || mode_is(t, "ignore"))
+		return 0;
+	ret = img_read_all(t->img, IMG_CGROUP, &cgroup_entry__descriptor, &loaded, &nr_loaded,
+			   "cgroup.img");
+	if (!ret)
+		ret = check_loaded(t);
+	if (!ret)
+		ret = find_hiers();
+	/* every cgroup reachable (or makeable) before anything is made */
+	for (size_t i = 0; !ret && i < nr_loaded; i++) {
+		const CgSet *s = loaded[i]->set;
+
+		for (size_t j = 0; s && !ret && j < s->n_members; j++) {
+			const struct hier *h = hier_of(s->members[j]->controllers);
+			char dir[PATH_MAX];
+
+			if (!h) {
+				pr_err("the image's processes were in cgroup %s of hierarchy '%s', "
+				       "which this machine does not mount; restore with "
+				       "--manage-cgroups=ignore to leave them in amber's",
+				       s->members[j]->path, s->members[j]->controllers);
+				ret = -ENOENT;
+			} else if (cg_dir_path(h, s->members[j]->path, dir, sizeof(dir))) {
+				pr_err("cgroup %s of hierarchy '%s' is outside what amber sees of "
+				       "it "
+				       "(mounted from %s)",
+				       s->members[j]->path, h->controllers, h->root);
+				ret = -ENOENT;
+			}
+		}
+	}
+	if (ret)
+		return ret;
+	ret = owner_enter(t);
+	if (ret)
+		return ret;
+	for (size_t i = 0; !ret && i < nr_loaded; i++) {
+		const CgSet *s = loaded[i]->set;
+
+		for (size_t j = 0; s && !ret && j < s->n_members; j++) {
+			const struct hier *h = hier_of(s->members[j]->controllers);
+			const CgDir *d = dir_of(s->members[j]);
+			char dir[PATH_MAX];
+			bool made;
+
+			ret = make_dir(h, s->members[j]->path, &made);
+			if (!ret && !made && d && mode_is(t, "full") &&
+			    !cg_dir_path(h, d->path, dir, sizeof(dir)))
+				ret = set_props(d, dir);
+		}
+	}
+	owner_leave(t);
+	return ret;
+}
+
+/* Is pid in cgroup m already (its /proc/PID/cgroup, read into now)? */
+static bool already_in(const char *now, const CgMember *m)
+{
+	char want[PATH_MAX + 160];
+	const char *p = now;
+	size_t n;
+
+	n = (size_t)snprintf(want, sizeof(want), ":%s:%s\n", m->controllers, m->path);
+	while ((p = strstr(p, want))) {
+		const char *bol = p;
+
+		while (bol > now && bol[-1] != '\n')
+			bol--;
+		if (strspn(bol, "0123456789") == (size_t)(p - bol))
+			return true;
+		p += n;
+	}
+	return false;
+}
+
+/* Move pid into each cgroup of its set it is not in yet (cgroup.procs). */
+static int move(struct tree *t, pid_t pid)
+{
+	const CgSet *s = set_of((uint32_t)pid);
+	char dir[PATH_MAX], file[PATH_MAX + 32], val[16], now[8192] = "";
+	int ret;
+
+	if (!s)
+		return 0;
+	snprintf(val, sizeof(val), "%d", pid);
+	snprintf(file, sizeof(file), "/proc/%d/cgroup", pid);
+	read_cgroup(file, now, sizeof(now));
+	ret = owner_enter(t);
+	if (ret)
+		return ret;
+	for (size_t j = 0; !ret && j < s->n_members; j++) {
+		const struct hier *h = hier_of(s->members[j]->controllers);
+
+		if (!h || cg_dir_path(h, s->members[j]->path, dir, sizeof(dir)) ||
+		    already_in(now, s->members[j]))
+			continue;
+		snprintf(file, sizeof(file), "%s/cgroup.procs", dir);
+		ret = write_file(file, val);
+		if (ret)
+			pr_err("pid %d: cannot move it into cgroup %s: %s (restore with "
+			       "--manage-cgroups=ignore to leave it in amber's)",
+			       pid, dir, strerror(-ret));
+	}
+	owner_leave(t);
+	return ret;
+}
+
+/*
+ * Root's image: the child moves itself before it makes its memory (the
+ * copy-on-write pages it shares with its children are charged then), and
+ * amber moves it again (a CLONE_VM child skips the first); a non-root
+ * owner's: once its credentials are its own.
+ */
+static int cgroup_restore_prefork(struct restore_ctx *ctx)
+{
+	if (!nr_loaded || ctx->tree->owner.switches)
+		return 0;
+	return move(ctx->tree, getpid());
+}
+
+static int cgroup_restore_inject(struct restore_ctx *ctx)
+{
+	if (!nr_loaded || ctx->tree->owner.switches)
+		return 0;
+	return move(ctx->tree, ctx->pid);
+}
+
+static int cgroup_restore_late(struct restore_ctx *ctx)
+{
+	if (!nr_loaded || !ctx->tree->owner.switches)
+		return 0;
+	return move(ctx->tree, ctx->pid);
+}
+
+const struct resource_ops cgroup_ops = {
+	.name = "cgroups",
+	.dump = cgroup_dump,
+	.dump_tree_late = cgroup_dump_tree_late,
+	.dump_undo = cgroup_dump_undo,
+	.restore_tree = cgroup_restore_tree,
+	.restore_prefork = cgroup_restore_prefork,
+	.restore_inject = cgroup_restore_inject,
+	.restore_late = cgroup_restore_late,
+};
