@@ -674,8 +674,8 @@ static void kill_tree(struct tree *t)
 	/* As tracer we are told when each is dead (their parents reap them).
 	 * Children first: a pid namespace's init ends only once every other
 	 * process of it is reaped, which its tracer's wait comes before. */
-	for (size_t p = t->nr_procs; p-- > 0;) {
-		struct dump_ctx *ctx = t->dprocs[p];
+	for (size_t n = 0; n < t->nr_procs; n++) {
+		struct dump_ctx *ctx = t->dprocs[t->own_pidns ? t->nr_procs - 1 - n : n];
 
 		for (size_t i = 1; i < ctx->nr_threads; i++)
 			sys_waitpid(ctx->threads[i].tid, &status, __WALL);
