@@ -65,9 +65,9 @@ struct vma {
 	unsigned long dev, ino;
 	char *path; /* NULL for anonymous; "[vdso]" etc. for special mappings */
 	bool deleted;
-	unsigned vmflags; /* VMF_* from smaps VmFlags */
-	int kind;	  /* VmaKind, or -1 for mappings amber skips ([vsyscall]) */
-	int file_id;	  /* -1, or index into the dump's file table */
+	unsigned vmflags;     /* VMF_* from smaps VmFlags */
+	int kind;	      /* VmaKind, or -1 for mappings amber skips ([vsyscall]) */
+	int file_id;	      /* -1, or index into the dump's file table */
 	unsigned hugetlb_kib; /* private MAP_HUGETLB memory: its page size */
 };
 
@@ -94,6 +94,12 @@ struct file_table {
 };
 
 /* One thread of the process; threads[0] is the leader (ctx->inf, ctx->core). */
+/* A task of a tree whose root is a pid namespace's init, as seen from both sides. */
+struct pid_pair {
+	pid_t host;
+	uint32_t ns, ns_pgid, ns_sid; /* 0: outside the namespace */
+};
+
 struct thread {
 	pid_t tid;
 	struct infect *inf;
@@ -143,6 +149,13 @@ struct tree {
 	size_t nr_procs; /* live processes (dprocs/rprocs), in pstree order */
 	size_t nr_pstree;
 	struct tree_index *index; /* tree.c: pid -> pstree entry, restore context */
+	/* the root is the init of a pid namespace of its own (ns/pidns.c): the
+	 * image holds that namespace's pids, amber's calls take the host's */
+	bool own_pidns;
+	char pidns[64];		 /* dump: the root's /proc/PID/ns/pid link */
+	struct pid_pair *pidmap; /* dump: every process and thread, host -> namespace */
+	size_t nr_pidmap;
+	pid_t *hpid; /* restore: per pstree entry, its host pid once made (0: not yet) */
 };
 
 struct dump_ctx {
@@ -291,6 +304,8 @@ bool sessions_zombie_leads(const struct tree *t, uint32_t pid);
  * have none), or NULL.  O(1) through an index that follows the tree. */
 PstreeEntry *tree_entry(const struct tree *t, uint32_t pid);
 struct restore_ctx *tree_rproc(const struct tree *t, uint32_t pid);
+/* The index of pid's pstree entry, (size_t)-1 if none. */
+size_t tree_pos(const struct tree *t, uint32_t pid);
 /* Builds the index now (before forking, so children do not each build one). */
 int tree_index_build(const struct tree *t);
 void tree_index_free(struct tree *t);

@@ -25,6 +25,7 @@
 #include "dump.h"
 #include "log.h"
 #include "proc.h"
+#include "ns/ns.h"
 #include "sys.h"
 
 volatile sig_atomic_t amber_interrupted;
@@ -58,7 +59,7 @@ int dump_check_interrupted(void)
  * which restore makes again (as root): a process in others (a container)
  * would come back somewhere else, so it is refused.
  */
-static int check_namespaces(pid_t pid)
+static int check_namespaces(const struct tree *t, pid_t pid)
 {
 	/* *_for_children: a process that unshare()d them makes its children there */
 	static const char *const kinds[] = {"pid",
@@ -94,6 +95,15 @@ static int check_namespaces(pid_t pid)
 		}
 		if (!strcmp(mine, theirs))
 			continue;
+		/* the root's own pid namespace (ns/pidns.c), and only that one */
+		if (t->own_pidns && !strncmp(kinds[i], "pid", 3)) {
+			if (!strcmp(theirs, t->pidns))
+				continue;
+			pr_err("pid %d is in pid namespace %s (%s), not the tree's %s: a pid "
+			       "namespace nested in the tree's is not dumped; dump it by itself",
+			       pid, theirs, kinds[i], t->pidns);
+			return -EOPNOTSUPP;
+		}
 		if (!kept) {
 			pr_err("pid %d is in another %s namespace than amber (%s, amber %s); "
 			       "%s namespaces are not dumped yet: run amber inside it (nsenter)",
@@ -156,7 +166,7 @@ static int check_not_ancestor(pid_t pid)
 }
 
 /* What amber cannot dump yet is refused before anything is touched. */
-static int check_supported(pid_t pid)
+static int check_supported(const struct tree *t, pid_t pid)
 {
 	struct proc_status st;
 	int ret;
@@ -179,14 +189,20 @@ static int check_supported(pid_t pid)
 		       proc_parse_stat(st.tracer_pid, &tr) ? "gone meanwhile" : tr.comm);
 		return -EBUSY;
 	}
-	return check_namespaces(pid);
+	return check_namespaces(t, pid);
 }
 
 static int write_core(struct dump_ctx *ctx, TaskCore *core)
 {
+	bool leader = core->pid == (uint32_t)ctx->pid;
 	struct img *img;
-	int ret = img_create(ctx->imgs, IMG_CORE, &img, "core-%u.img", core->pid);
+	int ret;
 
+	/* the image's ids are the namespace's when the tree is one (ns/pidns.c) */
+	ret = pidns_dump_ids(ctx->tree, (pid_t)core->pid, &core->pid, leader ? &core->ppid : NULL,
+			     leader ? &core->pgid : NULL, leader ? &core->sid : NULL);
+	if (!ret)
+		ret = img_create(ctx->imgs, IMG_CORE, &img, "core-%u.img", core->pid);
 	if (ret)
 		return ret;
 	ret = img_put(img, &core->base);
@@ -208,7 +224,7 @@ static int write_cores(struct dump_ctx *ctx)
 
 		if (ret)
 			return ret;
-		ctx->core->threads[i - 1] = ctx->threads[i].tid;
+		ctx->core->threads[i - 1] = dump_vpid(ctx->tree, ctx->threads[i].tid);
 	}
 	return write_core(ctx, ctx->core);
 }
@@ -248,7 +264,7 @@ static int seize_thread(struct dump_ctx *ctx, pid_t tid)
 		return ret == -ESRCH ? 0 : ret; /* it exited meanwhile */
 	}
 	ctx->nr_threads++;
-	return 0;
+	return pidns_dump_add(ctx->tree, ctx->pid, tid);
 }
 
 /*
@@ -319,7 +335,7 @@ static int commit_image(struct tree *t)
 	uname(&uts);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	inv.image_version = IMG_VERSION;
-	inv.root_pid = t->o->pid;
+	inv.root_pid = dump_vpid(t, t->o->pid);
 	inv.kernel = uts.release;
 	inv.dump_time_ns = (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
 	inv.shell_job = t->o->shell_job;
@@ -362,7 +378,7 @@ static int add_process(struct tree *t, pid_t pid, int *stopsig)
 	struct proc_stat st;
 	int ret;
 
-	ret = check_supported(pid);
+	ret = check_supported(t, pid);
 	if (ret)
 		return ret;
 	ctx = calloc(1, sizeof(*ctx));
@@ -401,7 +417,9 @@ static int add_process(struct tree *t, pid_t pid, int *stopsig)
 	t->dprocs[t->nr_procs++] = ctx;
 	ctx->core->has_stop_signal = *stopsig != 0;
 	ctx->core->stop_signal = *stopsig;
-	ret = seize_threads(ctx);
+	ret = pidns_dump_add(t, pid, pid);
+	if (!ret)
+		ret = seize_threads(ctx);
 	if (!ret)
 		ret = proc_parse_stat(pid, &st);
 	if (!ret && !add_pstree(t, &st, pid))
@@ -416,6 +434,8 @@ static int add_zombie(struct tree *t, pid_t pid)
 	PstreeEntry *e;
 	int ret = proc_parse_stat(pid, &st);
 
+	if (!ret)
+		ret = pidns_dump_add(t, pid, pid);
 	if (ret)
 		return ret;
 	e = add_pstree(t, &st, pid);
@@ -612,8 +632,14 @@ static int write_pstree(struct tree *t)
 	struct img *img = NULL;
 	int ret = img_create(&t->imgs, IMG_PSTREE, &img, "pstree.img");
 
-	for (size_t i = 0; !ret && i < t->nr_pstree; i++)
-		ret = img_put(img, &t->pstree[i]->base);
+	for (size_t i = 0; !ret && i < t->nr_pstree; i++) {
+		/* a copy: the dump goes on with host pids (release, kill) */
+		PstreeEntry e = *t->pstree[i];
+
+		ret = pidns_dump_entry(t, &e);
+		if (!ret)
+			ret = img_put(img, &e.base);
+	}
 	if (ret) {
 		if (img)
 			img_abort(img);
@@ -645,9 +671,11 @@ static void kill_tree(struct tree *t)
 
 	for (size_t p = 0; p < t->nr_procs; p++)
 		kill(t->dprocs[p]->pid, SIGKILL);
-	/* As tracer we are told when each is dead (their parents reap them). */
-	for (size_t p = 0; p < t->nr_procs; p++) {
-		struct dump_ctx *ctx = t->dprocs[p];
+	/* As tracer we are told when each is dead (their parents reap them).
+	 * Children first: a pid namespace's init ends only once every other
+	 * process of it is reaped, which its tracer's wait comes before. */
+	for (size_t n = 0; n < t->nr_procs; n++) {
+		struct dump_ctx *ctx = t->dprocs[t->own_pidns ? t->nr_procs - 1 - n : n];
 
 		for (size_t i = 1; i < ctx->nr_threads; i++)
 			sys_waitpid(ctx->threads[i].tid, &status, __WALL);
@@ -738,7 +766,9 @@ static int do_dump(struct opts *o)
 	stats_start(ST_TOTAL);
 	ret = check_not_ancestor(o->pid);
 	if (!ret)
-		ret = check_supported(o->pid);
+		ret = pidns_dump_root(&t);
+	if (!ret)
+		ret = check_supported(&t, o->pid);
 	if (ret)
 		return ret;
 	ret = action_run(o, "pre-dump", o->pid);
@@ -759,6 +789,8 @@ static int do_dump(struct opts *o)
 
 	stats_start(ST_FREEZING);
 	ret = collect_tree(&t);
+	if (!ret)
+		ret = pidns_dump_alone(&t);
 	stats_stop(ST_FREEZING);
 	stats_start(ST_FROZEN);
 	stats_add(SC_PROCESSES, t.nr_procs);

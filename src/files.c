@@ -24,6 +24,7 @@
 #include "amber.h"
 #include "files.h"
 #include "log.h"
+#include "ns/ns.h"
 #include "proc.h"
 #include "sys.h"
 #include "tty.h"
@@ -633,7 +634,8 @@ static int list_fds(struct dump_ctx *ctx, struct fdslot **s, size_t *n, size_t *
 static int write_fds(struct dump_ctx *ctx, struct fdslot *s, size_t n)
 {
 	struct img *img = NULL;
-	int ret = img_create(ctx->imgs, IMG_FDS, &img, "fds-%d.img", ctx->pid);
+	int ret =
+		img_create(ctx->imgs, IMG_FDS, &img, "fds-%u.img", dump_vpid(ctx->tree, ctx->pid));
 
 	for (size_t i = 0; i < n && !ret; i++) {
 		FdEntry e = FD_ENTRY__INIT;

@@ -10,6 +10,7 @@
 
 #include "amber.h"
 #include "log.h"
+#include "ns/ns.h"
 #include "sys.h"
 
 static int fs_dump(struct dump_ctx *ctx)
@@ -34,7 +35,7 @@ static int fs_dump(struct dump_ctx *ctx)
 	}
 	fs.cwd = cwd;
 	fs.root = root;
-	ret = img_create(ctx->imgs, IMG_FS, &img, "fs-%d.img", ctx->pid);
+	ret = img_create(ctx->imgs, IMG_FS, &img, "fs-%u.img", dump_vpid(ctx->tree, ctx->pid));
 	if (ret)
 		return ret;
 	ret = img_put(img, &fs.base);

@@ -37,6 +37,7 @@
 #include "amber.h"
 #include "files.h"
 #include "log.h"
+#include "ns/ns.h"
 #include "sys.h"
 
 #define MAX_LOCKS 65536 /* per description: image.c's LIM_LOCKS */
@@ -181,14 +182,14 @@ static int parse_lock(struct dump_ctx *ctx, int fd, RegFile *f, char *line)
 	} else if (!strcmp(kind, "POSIX")) {
 		l->kind = LOCK_KIND__LOCK_POSIX;
 		l->has_pid = 1;
-		l->pid = (uint32_t)ctx->pid;
+		l->pid = dump_vpid(ctx->tree, ctx->pid);
 	} else if (!strcmp(kind, "OFDLCK")) {
 		l->kind = LOCK_KIND__LOCK_OFD;
 	} else if (!strcmp(kind, "FLOCK")) {
 		l->kind = LOCK_KIND__LOCK_FLOCK;
 		/* the taker, which /proc/locks shows: it takes it again if in the tree */
-		l->has_pid = pid > 0;
-		l->pid = (uint32_t)pid;
+		l->pid = pid > 0 ? dump_vpid(ctx->tree, pid) : 0;
+		l->has_pid = l->pid > 0;
 	} else if (!strcmp(kind, "LEASE") && !strcmp(state, "ACTIVE")) {
 		l->kind = LOCK_KIND__LOCK_LEASE;
 	} else {
@@ -319,6 +320,21 @@ static bool owner_in_tree(struct tree *t, int type, pid_t pid)
 	for (size_t p = 0; p < t->nr_procs; p++) {
 		pid_t q = t->dprocs[p]->pid;
 
+		/* F_GETOWN_EX ran in the process: its pid namespace's ids (ns/pidns.c) */
+		if (t->own_pidns) {
+			struct dump_ctx *c = t->dprocs[p];
+			uint32_t v = 0, pgid = 0;
+
+			if (pidns_dump_ids(t, q, &v, NULL, &pgid, NULL))
+				return false;
+			if ((type == F_OWNER_PID && (uint32_t)pid == v) ||
+			    (type == F_OWNER_PGRP && (uint32_t)pid == pgid && pgid))
+				return true;
+			for (size_t k = 0; type == F_OWNER_TID && k < c->nr_threads; k++)
+				if (dump_vpid(t, c->threads[k].tid) == (uint32_t)pid)
+					return true;
+			continue;
+		}
 		if (type == F_OWNER_PID && pid == q)
 			return true;
 		if (type == F_OWNER_PGRP && getpgid(q) == pid)
@@ -591,12 +607,12 @@ static int close_internal_on(struct restore_ctx *ctx, int fd)
 	int ret = 0;
 	DIR *d;
 
-	snprintf(path, sizeof(path), "/proc/%d/fd/%d", ctx->pid, fd);
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", ctx->inf.pid, fd);
 	if (stat(path, &want)) {
 		pr_err("pid %d: cannot stat its fd %d: %m", ctx->pid, fd);
 		return -errno;
 	}
-	snprintf(path, sizeof(path), "/proc/%d/fd", ctx->pid);
+	snprintf(path, sizeof(path), "/proc/%d/fd", ctx->inf.pid);
 	d = opendir(path);
 	if (!d) {
 		pr_err("cannot list %s: %m", path);
@@ -609,7 +625,7 @@ static int close_internal_on(struct restore_ctx *ctx, int fd)
 
 		if (de->d_name[0] == '.' || n < ctx->tree->fd_base)
 			continue;
-		snprintf(p, sizeof(p), "/proc/%d/fd/%d", ctx->pid, n);
+		snprintf(p, sizeof(p), "/proc/%d/fd/%d", ctx->inf.pid, n);
 		if (stat(p, &st) || st.st_dev != want.st_dev || st.st_ino != want.st_ino)
 			continue;
 		r = infect_call(&ctx->inf, SYS_close, n, 0, 0, 0, 0, 0);

@@ -36,7 +36,7 @@ static int task_uffd(struct restore_ctx *ctx)
 
 	if (tfd < 0)
 		return (int)tfd;
-	pidfd = sys_pidfd_open(ctx->pid);
+	pidfd = sys_pidfd_open(ctx->inf.pid);
 	fd = pidfd < 0 ? pidfd : sys_pidfd_getfd(pidfd, (int)tfd);
 	if (pidfd >= 0)
 		close(pidfd);

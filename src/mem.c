@@ -30,6 +30,7 @@
 #include "amber.h"
 #include "dump.h"
 #include "log.h"
+#include "ns/ns.h"
 #include "mem.h"
 #include "stats.h"
 #include "proc.h"
@@ -422,7 +423,7 @@ static int mem_dump(struct dump_ctx *ctx)
 			mm->exe_file_id = id;
 		}
 	}
-	ret = img_create(ctx->imgs, IMG_MM, &img, "mm-%d.img", ctx->pid);
+	ret = img_create(ctx->imgs, IMG_MM, &img, "mm-%u.img", dump_vpid(ctx->tree, ctx->pid));
 	if (ret)
 		return ret;
 	ret = img_put(img, &mm->base);
@@ -782,10 +783,12 @@ static int mem_dump_pages(struct dump_ctx *ctx)
 		ret = w.memfd;
 		goto close_fds;
 	}
-	ret = img_create(ctx->imgs, IMG_PAGEMAP, &w.pagemap, "pagemap-%d.img", ctx->pid);
+	ret = img_create(ctx->imgs, IMG_PAGEMAP, &w.pagemap, "pagemap-%u.img",
+			 dump_vpid(ctx->tree, ctx->pid));
 	if (ret)
 		goto close_fds;
-	ret = img_create(ctx->imgs, IMG_PAGES, &w.pages, "pages-%d.img", ctx->pid);
+	ret = img_create(ctx->imgs, IMG_PAGES, &w.pages, "pages-%u.img",
+			 dump_vpid(ctx->tree, ctx->pid));
 	if (ret)
 		goto abort_pagemap;
 	ret = img_write(w.pages, zero_pad, PAGES_DATA_OFF - IMG_HDR_SIZE);
@@ -1265,7 +1268,7 @@ static int replace_address_space(struct restore_ctx *ctx, bool *proxy, struct ra
 	unsigned long top = 0;
 	int ret;
 
-	ret = proc_parse_maps(ctx->pid, &vmas, &nr);
+	ret = proc_parse_maps(ctx->inf.pid, &vmas, &nr);
 	if (ret)
 		return ret;
 	for (size_t i = 0; i < nr; i++) {
@@ -1943,7 +1946,7 @@ static int check_memlock(struct restore_ctx *ctx)
 			locked += ctx->mm->vmas[i]->end - ctx->mm->vmas[i]->start;
 	if (!locked)
 		return 0;
-	if (prlimit(ctx->pid, RLIMIT_MEMLOCK, NULL, &rl)) {
+	if (prlimit(ctx->inf.pid, RLIMIT_MEMLOCK, NULL, &rl)) {
 		pr_err("pid %d: cannot read its RLIMIT_MEMLOCK: %s", ctx->pid, strerror(errno));
 		return -errno;
 	}

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "anonfd.h"
+#include "ns/ns.h"
 
 #define KERNEL_O_LARGEFILE 0100000 /* fdinfo shows it; glibc's O_LARGEFILE is 0 here */
 
@@ -111,7 +112,8 @@ static int pidfd_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 		       ctx->pid, fd, pid);
 		goto free_buf;
 	}
-	f->pidfd->pid = (uint32_t)pid;
+	/* fdinfo shows the host's pid; the image holds the namespace's */
+	f->pidfd->pid = dump_vpid(ctx->tree, (pid_t)pid);
 	ret = 0;
 	pr_debug("pid %d: fd %d: pidfd of pid %ld", ctx->pid, fd, pid);
 free_buf:
@@ -192,7 +194,8 @@ static int pidfd_open_late(struct restore_ctx *holder, RegFile *f)
 
 	if (e->dead)
 		return dead_pidfd(flags, e->has_exit_code ? e->exit_code & ~0x80 : 0);
-	fd = (int)syscall(SYS_pidfd_open, (pid_t)e->pid, flags);
+	/* the host pid: amber is outside a pid namespace of the tree's */
+	fd = (int)syscall(SYS_pidfd_open, tree_hpid(holder->tree, e->pid), flags);
 	if (fd < 0) {
 		pr_err("pid %d: cannot open a pidfd of pid %u: %m", holder->pid, e->pid);
 		return -errno;

@@ -31,6 +31,7 @@
 #include "amber.h"
 #include "files.h"
 #include "log.h"
+#include "ns/ns.h"
 #include "sys.h"
 
 #define PROC_SUPER_MAGIC   0x9fa0
@@ -114,6 +115,13 @@ static int proc_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 		       "restore that pid would be another process's (dump its tree too, or "
 		       "close the fd)",
 		       ctx->pid, fd, f->path, pid);
+		return -EOPNOTSUPP;
+	}
+	if (ctx->tree->own_pidns) {
+		/* the path names the host's pid, which the restore gives another */
+		pr_err("pid %d: fd %d is %s; /proc files of a tree that is its own pid namespace "
+		       "are not dumped yet (close the fd)",
+		       ctx->pid, fd, f->path);
 		return -EOPNOTSUPP;
 	}
 	f->has_proc_pid = 1;
@@ -341,7 +349,7 @@ static int nsfs_open_late(struct restore_ctx *holder, RegFile *f)
 	int fd;
 
 	/* the namespace the restored process is in */
-	snprintf(rel, sizeof(rel), "%d/ns/%s", holder->pid, f->proc_ns);
+	snprintf(rel, sizeof(rel), "%d/ns/%s", holder->inf.pid, f->proc_ns);
 	fd = open_below_proc(rel, (int)f->flags, 0);
 	if (fd < 0) {
 		pr_err("pid %d: cannot open its %s namespace file /proc/%s: %s", holder->pid,

@@ -222,7 +222,7 @@ fail:
 int regs_forget_rseq(struct restore_ctx *ctx)
 {
 	struct rseq_config rc;
-	long r = sys_ptrace(PTRACE_GET_RSEQ_CONFIGURATION, ctx->pid, (void *)sizeof(rc), &rc);
+	long r = sys_ptrace(PTRACE_GET_RSEQ_CONFIGURATION, ctx->inf.pid, (void *)sizeof(rc), &rc);
 
 	if (r <= 0 || !rc.rseq_abi_pointer)
 		return 0;
@@ -269,7 +269,7 @@ static int finish_thread(pid_t tid, TaskCore *core)
 int restore_finish(struct restore_ctx *ctx)
 {
 	for (size_t i = 0; i < ctx->nr_threads; i++) {
-		int ret = finish_thread(ctx->threads[i].tid, ctx->threads[i].core);
+		int ret = finish_thread(ctx->threads[i].inf->pid, ctx->threads[i].core);
 
 		if (ret)
 			return ret;

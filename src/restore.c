@@ -139,9 +139,9 @@ static int wait_restored(struct restore_ctx *ctx)
 	pid_t r;
 
 	for (;;) {
-		r = sys_waitpid(ctx->pid, &status, 0);
+		r = sys_waitpid(ctx->inf.pid, &status, 0);
 		if (r < 0) {
-			pr_err("waiting for pid %d: %s", ctx->pid, strerror((int)-r));
+			pr_err("waiting for pid %d: %s", ctx->inf.pid, strerror((int)-r));
 			return 1;
 		}
 		if (WIFEXITED(status))
@@ -216,6 +216,8 @@ int read_pstree(struct tree *t)
 			return -EBADMSG;
 		}
 	}
+	if (!ret)
+		ret = pidns_restore_read(t);
 	return ret ? ret : sessions_plan(t);
 }
 
@@ -352,6 +354,18 @@ static void __attribute__((noreturn)) child_setup(struct tree *t, size_t idx, bo
 /* The tree, for CLONE_VM children, which start with nothing but an index. */
 static struct tree *vm_tree;
 static pid_t amber_pid; /* the root's parent */
+
+/* The parent the root sees: amber, or none when it is its pid namespace's init. */
+static pid_t root_ppid(const struct tree *t)
+{
+	return t->own_pidns ? 0 : amber_pid;
+}
+
+/* amber's handle on pstree entry idx: its host pid (ns/pidns.c), 0 until it exists. */
+static pid_t host_pid(const struct tree *t, size_t idx)
+{
+	return t->own_pidns ? t->hpid[idx] : (pid_t)t->pstree[idx]->pid;
+}
 #define VM_CHILD_STACK (256 << 10)
 
 static void vm_child_main(void *arg)
@@ -385,7 +399,8 @@ static void __attribute__((noreturn)) helper_main(struct tree *t, struct tree_he
 
 static long clone_pid(uint32_t creator, uint32_t pid, uint64_t flags)
 {
-	long r = sys_clone3_set_tid(pid, SIGCHLD, flags);
+	/* the init of a new pid namespace: pid 1 in it, any pid on the host */
+	long r = sys_clone3_set_tid((flags & CLONE_NEWPID) ? 1 : pid, SIGCHLD, flags);
 
 	if (r >= 0)
 		return r;
@@ -510,9 +525,13 @@ static int fork_children(struct tree *t, uint32_t creator)
 				pr_err("pid %u: cannot create its child %u: %s", creator, c->pid,
 				       strerror((int)-pid));
 		} else {
+			if (!creator && t->own_pidns)
+				flags |= CLONE_NEWPID;
 			pid = clone_pid(creator, c->pid, flags);
 			if (pid == 0)
 				child_main(t, i);
+			if (pid > 0 && !creator && t->own_pidns)
+				t->hpid[i] = (pid_t)pid;
 		}
 		if (pid < 0)
 			return (int)pid;
@@ -543,7 +562,7 @@ static void __attribute__((noreturn)) helper_main(struct tree *t, struct tree_he
 /* Whether pid is one of the helpers, idx's zombie session leader, or idx's parent. */
 static bool parent_expected(struct tree *t, size_t idx, pid_t ppid)
 {
-	pid_t real = idx ? (pid_t)t->pstree[idx]->ppid : amber_pid;
+	pid_t real = idx ? (pid_t)t->pstree[idx]->ppid : root_ppid(t);
 
 	return ppid == real || sessions_is_helper(t, (uint32_t)ppid) ||
 	       (idx && (uint32_t)ppid == t->creator[idx]);
@@ -557,7 +576,7 @@ static bool parent_expected(struct tree *t, size_t idx, pid_t ppid)
 static int wait_go(struct tree *t, size_t idx)
 {
 	struct pollfd pfd = {.fd = syncs[idx].child, .events = POLLIN};
-	pid_t real = idx ? (pid_t)t->pstree[idx]->ppid : amber_pid;
+	pid_t real = idx ? (pid_t)t->pstree[idx]->ppid : root_ppid(t);
 	char c;
 
 	if (t->creator[idx] == (idx ? t->pstree[idx]->ppid : 0))
@@ -614,7 +633,7 @@ static void __attribute__((noreturn)) child_main(struct tree *t, size_t idx)
 	 * before the prctl: the pid is the image's and must not stay taken). */
 	if (t->creator[idx] == (idx ? t->pstree[idx]->ppid : 0)) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != (idx ? (pid_t)t->pstree[idx]->ppid : amber_pid))
+		if (getppid() != (idx ? (pid_t)t->pstree[idx]->ppid : root_ppid(t)))
 			_exit(1);
 	} else if (!parent_expected(t, idx, getppid())) {
 		_exit(1); /* (its helper may have exited already) */
@@ -689,6 +708,10 @@ static void __attribute__((noreturn)) child_setup(struct tree *t, size_t idx, bo
 	}
 	child_hooks(ctx, report_fd, false);
 	child_report(report_fd, NULL);
+	/* a pid namespace's init ignores SIGSTOP from inside it: amber sends it */
+	if (!idx && t->own_pidns)
+		for (;;)
+			pause();
 	/* amber takes over from this stop (not raise(): a CLONE_VM child has its
 	 * parent's TLS, and with it the parent's cached tid) */
 	kill(getpid(), SIGSTOP);
@@ -741,7 +764,7 @@ fail:
 
 static int seize_and_go(struct tree *t, size_t idx)
 {
-	pid_t pid = t->pstree[idx]->pid;
+	pid_t pid = host_pid(t, idx);
 	long r = sys_ptrace(PTRACE_SEIZE, pid, NULL,
 			    (void *)(long)(PTRACE_O_EXITKILL | PTRACE_O_TRACESYSGOOD));
 
@@ -783,8 +806,13 @@ static int create_tree(struct tree *t)
 		if (e->zombie)
 			continue;
 		ret = read_child_report(ctx, syncs[i].amber);
+		if (!ret && !i && t->own_pidns && kill(host_pid(t, 0), SIGSTOP))
+			ret = -errno;
 		if (!ret)
-			ret = wait_child_stop(e->pid);
+			ret = wait_child_stop(host_pid(t, i));
+		/* the host pids of the children it made (ns/pidns.c) */
+		if (!ret)
+			ret = pidns_find_children(t, i);
 		/* all its children exist now, also those its helpers made */
 		for (size_t k = i + 1; !ret && k < t->nr_pstree; k++)
 			if (t->pstree[k]->ppid == e->pid)
@@ -798,7 +826,7 @@ static int create_tree(struct tree *t)
 
 static int restore_process(struct restore_ctx *ctx)
 {
-	int ret = infect_attach_stopped(ctx->pid, &ctx->inf);
+	int ret = infect_attach_stopped(tree_hpid(ctx->tree, (uint32_t)ctx->pid), &ctx->inf);
 
 	if (!ret)
 		ret = infect_find_syscall(&ctx->inf);
@@ -840,7 +868,7 @@ static int make_zombies(struct tree *t)
 			continue;
 		if (write(syncs[i].amber, "g", 1) != 1)
 			return -EPIPE;
-		snprintf(path, sizeof(path), "/proc/%u/stat", e->pid);
+		snprintf(path, sizeof(path), "/proc/%d/stat", host_pid(t, i));
 		for (int n = 0; n < 500 && !dead; n++) {
 			if (!sys_read_file(path, &buf, NULL)) {
 				char *p = strrchr(buf, ')');
@@ -876,9 +904,10 @@ static void close_tree_fds(struct tree *t)
  */
 static void kill_tree(struct tree *t)
 {
+	/* the root of its own pid namespace takes the whole namespace with it */
 	for (size_t i = 0; ours && i < t->nr_pstree; i++)
-		if (ours[i])
-			kill(t->pstree[i]->pid, SIGKILL);
+		if (ours[i] && host_pid(t, i))
+			kill(host_pid(t, i), SIGKILL);
 	while (sys_waitpid(-1, NULL, __WALL) > 0)
 		;
 }
@@ -919,9 +948,10 @@ static int do_restore(struct opts *o, uint32_t *root)
 		ret = ns_restore_read(&t);
 	if (!ret)
 		ret = read_processes(&t);
-	for (size_t i = 0; !ret && i < t.nr_pstree; i++)
+	/* a new pid namespace has every pid free */
+	for (size_t i = 0; !ret && !t.own_pidns && i < t.nr_pstree; i++)
 		ret = wait_pid_free(t.pstree[i]->pid);
-	for (size_t i = 0; !ret && i < t.nr_helpers; i++)
+	for (size_t i = 0; !ret && !t.own_pidns && i < t.nr_helpers; i++)
 		ret = wait_pid_free(t.helpers[i].pid);
 	if (ret)
 		goto close_dir;
@@ -960,20 +990,20 @@ static int do_restore(struct opts *o, uint32_t *root)
 		ret = make_zombies(&t);
 	/* built, not yet running: the scripts see them as they will run */
 	if (!ret)
-		ret = action_run(o, "post-restore", t.pstree[0]->pid);
+		ret = action_run(o, "post-restore", host_pid(&t, 0));
 	if (!ret && o->tcp_established)
-		ret = action_run(o, "network-unlock", t.pstree[0]->pid);
+		ret = action_run(o, "network-unlock", host_pid(&t, 0));
 	if (!ret)
-		ret = action_run(o, "pre-resume", t.pstree[0]->pid);
+		ret = action_run(o, "pre-resume", host_pid(&t, 0));
 	if (ret)
 		goto kill_tree;
 	for (size_t p = 0; p < t.nr_procs; p++) {
 		struct restore_ctx *ctx = t.rprocs[p];
 
 		if (ctx->core->has_stop_signal && ctx->core->stop_signal)
-			kill(ctx->pid, ctx->core->stop_signal);
+			kill(ctx->inf.pid, ctx->core->stop_signal);
 		else if (o->leave_stopped) /* -s: taken as soon as it is let go */
-			kill(ctx->pid, SIGSTOP);
+			kill(ctx->inf.pid, SIGSTOP);
 		for (size_t i = 1; i < ctx->nr_threads; i++)
 			infect_detach(ctx->threads[i].inf);
 		ret = infect_detach(&ctx->inf);
@@ -990,12 +1020,12 @@ static int do_restore(struct opts *o, uint32_t *root)
 		stats_print(true);
 	pr_info("%zu process(es) restored from %s", t.nr_procs, o->dir);
 	/* they run: a failing script cannot undo that, only say so */
-	if (action_run(o, "post-resume", t.pstree[0]->pid))
+	if (action_run(o, "post-resume", host_pid(&t, 0)))
 		pr_warn("the processes run, but the post-resume script failed");
 	if (root)
-		*root = t.pstree[0]->pid;
-	if (o->pidfile && write_pidfile(o->pidfile, t.pstree[0]->pid))
-		pr_warn("pid %u runs, but the pidfile was not written", t.pstree[0]->pid);
+		*root = (uint32_t)host_pid(&t, 0);
+	if (o->pidfile && write_pidfile(o->pidfile, host_pid(&t, 0)))
+		pr_warn("pid %d runs, but the pidfile was not written", host_pid(&t, 0));
 	if (!o->detached)
 		ret = wait_restored(t.rprocs[0]) | RESTORE_WAITED;
 	goto close_dir;

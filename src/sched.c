@@ -146,7 +146,7 @@ static int set_attr(struct restore_ctx *ctx, struct thread *t, uint32_t policy, 
 		.sched_nice = nice,
 		.sched_priority = prio,
 	};
-	int ret = sys_sched_setattr(t->tid, &a);
+	int ret = sys_sched_setattr(t->inf->pid, &a);
 
 	if (ret)
 		pr_err("pid %d thread %d: cannot set %s%s priority %u nice %d: %s%s", ctx->pid,
@@ -175,7 +175,7 @@ static int sched_restore_thread(struct restore_ctx *ctx, struct thread *t)
 		ret = set_attr(ctx, t, c->sched_policy, c->sched_flags,
 			       rt_policy(c->sched_policy) ? 0 : c->sched_nice, c->sched_priority);
 	if (!ret && c->cpu_affinity.len) {
-		ret = sys_sched_setaffinity(t->tid, c->cpu_affinity.data, c->cpu_affinity.len);
+		ret = sys_sched_setaffinity(t->inf->pid, c->cpu_affinity.data, c->cpu_affinity.len);
 		if (ret)
 			pr_err("pid %d thread %d: cannot set its CPU affinity: %s%s", ctx->pid,
 			       t->tid, strerror(-ret),
@@ -183,7 +183,7 @@ static int sched_restore_thread(struct restore_ctx *ctx, struct thread *t)
 	}
 	/* Class NONE too: the restore child may have inherited amber's own. */
 	if (!ret) {
-		ret = sys_ioprio_set(t->tid, (int)c->ioprio);
+		ret = sys_ioprio_set(t->inf->pid, (int)c->ioprio);
 		if (ret)
 			pr_err("pid %d thread %d: cannot set I/O priority class %u level %u: "
 			       "%s%s",

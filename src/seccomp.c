@@ -433,7 +433,7 @@ static int seccomp_restore_inject(struct restore_ctx *ctx)
 		return 0;
 	/* Every thread's, before a filter reaches it through TSYNC. */
 	for (size_t i = 0; i < ctx->nr_threads; i++) {
-		long r = sys_ptrace(PTRACE_SETOPTIONS, ctx->threads[i].tid, NULL,
+		long r = sys_ptrace(PTRACE_SETOPTIONS, ctx->threads[i].inf->pid, NULL,
 				    (void *)(long)(PTRACE_O_EXITKILL | PTRACE_O_TRACESYSGOOD |
 						   PTRACE_O_SUSPEND_SECCOMP));
 

@@ -221,7 +221,11 @@ static int task_restore_inject(struct restore_ctx *ctx)
 	pid_t pgid = (pid_t)ctx->core->pgid;
 	long r;
 
-	if (pgid == ctx->pid || getpgid(ctx->pid) == pgid)
+	if (pgid == ctx->pid)
+		return 0;
+	/* in a pid namespace of the tree's, the process's own view has its ids */
+	if (ctx->tree->own_pidns ? infect_call(&ctx->inf, SYS_getpgid, 0, 0, 0, 0, 0, 0) == pgid
+				 : getpgid(ctx->pid) == pgid)
 		return 0;
 	for (size_t i = 0; i < ctx->tree->nr_pstree; i++) {
 		if (ctx->tree->pstree[i]->pid != (uint32_t)pgid)

@@ -21,6 +21,7 @@
 
 #include "amber.h"
 #include "log.h"
+#include "ns/ns.h"
 #include "sys.h"
 
 #define MAX_THREADS 32768
@@ -127,13 +128,15 @@ static int clone_threads(struct restore_ctx *ctx, size_t first, size_t n)
 static int take_thread(struct restore_ctx *ctx, struct thread *t)
 {
 	int status, ret;
-	long r = sys_waitpid(t->tid, &status, __WALL);
+	/* amber's handle on it: the host's tid in a pid namespace of the tree's */
+	pid_t host = ctx->tree->own_pidns ? pidns_host_tid(ctx->inf.pid, (uint32_t)t->tid) : t->tid;
+	long r = host ? sys_waitpid(host, &status, __WALL) : -ESRCH;
 
 	if (r < 0 || !WIFSTOPPED(status)) {
 		pr_err("thread %d did not stop after its creation", t->tid);
 		return -ESRCH;
 	}
-	ret = infect_attach_stopped(t->tid, t->inf);
+	ret = infect_attach_stopped(host, t->inf);
 	if (ret)
 		return ret;
 	t->inf->syscall_ip = ctx->inf.syscall_ip;
@@ -158,7 +161,7 @@ static int threads_restore_inject(struct restore_ctx *ctx)
 	if (ctx->nr_threads == 1)
 		return 0;
 	r = sys_ptrace(
-		PTRACE_SETOPTIONS, ctx->pid, NULL,
+		PTRACE_SETOPTIONS, ctx->inf.pid, NULL,
 		(void *)(long)(PTRACE_O_EXITKILL | PTRACE_O_TRACECLONE | PTRACE_O_TRACESYSGOOD));
 	if (r) {
 		pr_err("pid %d: cannot trace its new threads: %s", ctx->pid, strerror((int)-r));
@@ -173,7 +176,7 @@ static int threads_restore_inject(struct restore_ctx *ctx)
 	}
 	if (ret)
 		return ret;
-	r = sys_ptrace(PTRACE_SETOPTIONS, ctx->pid, NULL,
+	r = sys_ptrace(PTRACE_SETOPTIONS, ctx->inf.pid, NULL,
 		       (void *)(long)(PTRACE_O_EXITKILL | PTRACE_O_TRACESYSGOOD));
 	return r ? (int)r : 0;
 }

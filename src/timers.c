@@ -18,6 +18,7 @@
 
 #include "amber.h"
 #include "log.h"
+#include "ns/ns.h"
 #include "sys.h"
 
 #ifndef PR_TIMER_CREATE_RESTORE_IDS
@@ -174,6 +175,9 @@ static int dump_posix_timers(struct dump_ctx *ctx)
 				       ctx->pid, e->id, line + 8);
 				goto out;
 			}
+			/* /proc shows the host's tid; the timer names the namespace's */
+			if (e->has_notify_tid)
+				e->notify_tid = (int32_t)dump_vpid(ctx->tree, e->notify_tid);
 		} else if (e && sscanf(line, "ClockID: %d", &clk) == 1) {
 			e->clockid = clk;
 		}

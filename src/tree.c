@@ -114,3 +114,18 @@ struct restore_ctx *tree_rproc(const struct tree *t, uint32_t pid)
 	s = &x->slot[slot_of(x, pid)];
 	return s->pid && s->rp >= 0 ? t->rprocs[s->rp] : NULL;
 }
+
+size_t tree_pos(const struct tree *t, uint32_t pid)
+{
+	struct tree_index *x = pid ? tree_index(t) : NULL;
+	struct slot *s;
+
+	if (!x) {
+		for (size_t i = 0; i < t->nr_pstree; i++)
+			if (t->pstree[i]->pid == pid)
+				return i;
+		return (size_t)-1;
+	}
+	s = &x->slot[slot_of(x, pid)];
+	return s->pid ? s->pst : (size_t)-1;
+}

@@ -32,4 +32,33 @@ int ns_restore_read(struct tree *t);
 /* In a restored process just created: into its namespaces; 0 or -errno, logged. */
 int ns_restore_process(const struct tree *t, uint32_t pid);
 
+/*
+ * A tree that is its own pid namespace (pidns.c): its root is the init of a
+ * pid namespace below amber's, holding the whole tree.  Dump: the root is
+ * checked and marked (pidns_dump_root, before anything is frozen), each
+ * task's host pid paired with its namespace ids as it is frozen
+ * (pidns_dump_add), the namespace checked to hold nothing else
+ * (pidns_dump_alone), and whatever the image stores translated
+ * (dump_vpid: 0 for a task not of the tree; identity for other trees).
+ */
+int pidns_dump_root(struct tree *t);
+int pidns_dump_add(struct tree *t, pid_t pid, pid_t tid);
+int pidns_dump_alone(const struct tree *t);
+uint32_t dump_vpid(const struct tree *t, pid_t host);
+/* host's ids (ppid: in, the host's parent) as the namespace sees them. */
+int pidns_dump_ids(const struct tree *t, pid_t host, uint32_t *pid, uint32_t *ppid, uint32_t *pgid,
+		   uint32_t *sid);
+/* A pstree entry (host pids) as the image holds it. */
+int pidns_dump_entry(const struct tree *t, PstreeEntry *e);
+/*
+ * Restore: pstree.img's pid namespace checked (pidns_restore_read); the
+ * host pid of an image pid (a process or thread of the tree; identity for
+ * other trees, 0 while it does not exist); after process idx made its
+ * children, their host pids (pidns_find_children); a new thread's host tid.
+ */
+int pidns_restore_read(struct tree *t);
+pid_t tree_hpid(const struct tree *t, uint32_t pid);
+int pidns_find_children(struct tree *t, size_t idx);
+pid_t pidns_host_tid(pid_t pid, uint32_t tid);
+
 #endif
