@@ -34,6 +34,7 @@
 #include "log.h"
 #include "owner.h"
 #include "proc.h"
+#include "ns/ns.h"
 #include "restore.h"
 
 #define MAX_HIER 32
@@ -305,7 +306,7 @@ static int cgroup_dump(struct dump_ctx *ctx)
 		return -ENOMEM;
 	}
 	cg_task__init(te->task);
-	te->task->pid = (uint32_t)ctx->pid;
+	te->task->pid = dump_vpid(ctx->tree, ctx->pid);
 	te->task->set = id;
 	return push(&tasks, &nr_tasks, te);
 }
@@ -676,17 +677,23 @@ static bool already_in(const char *now, const CgMember *m)
 	return false;
 }
 
-/* Move pid into each cgroup of its set it is not in yet (cgroup.procs). */
-static int move(struct tree *t, pid_t pid)
+/*
+ * Move the process of image pid into each cgroup of its set it is not in
+ * yet (cgroup.procs); host: its pid as amber sees it, 0 for the caller itself.
+ */
+static int move(struct tree *t, uint32_t pid, pid_t host)
 {
-	const CgSet *s = set_of((uint32_t)pid);
+	const CgSet *s = set_of(pid);
 	char dir[PATH_MAX], file[PATH_MAX + 32], val[16], now[8192] = "";
 	int ret;
 
 	if (!s)
 		return 0;
-	snprintf(val, sizeof(val), "%d", pid);
-	snprintf(file, sizeof(file), "/proc/%d/cgroup", pid);
+	snprintf(val, sizeof(val), "%d", host);
+	if (host)
+		snprintf(file, sizeof(file), "/proc/%d/cgroup", host);
+	else
+		snprintf(file, sizeof(file), "/proc/self/cgroup");
 	read_cgroup(file, now, sizeof(now));
 	ret = owner_enter(t);
 	if (ret)
@@ -700,7 +707,7 @@ static int move(struct tree *t, pid_t pid)
 		snprintf(file, sizeof(file), "%s/cgroup.procs", dir);
 		ret = write_file(file, val);
 		if (ret)
-			pr_err("pid %d: cannot move it into cgroup %s: %s (restore with "
+			pr_err("pid %u: cannot move it into cgroup %s: %s (restore with "
 			       "--manage-cgroups=ignore to leave it in amber's)",
 			       pid, dir, strerror(-ret));
 	}
@@ -718,21 +725,21 @@ static int cgroup_restore_prefork(struct restore_ctx *ctx)
 {
 	if (!nr_loaded || ctx->tree->owner.switches)
 		return 0;
-	return move(ctx->tree, getpid());
+	return move(ctx->tree, (uint32_t)ctx->pid, 0);
 }
 
 static int cgroup_restore_inject(struct restore_ctx *ctx)
 {
 	if (!nr_loaded || ctx->tree->owner.switches)
 		return 0;
-	return move(ctx->tree, ctx->pid);
+	return move(ctx->tree, (uint32_t)ctx->pid, tree_hpid(ctx->tree, (uint32_t)ctx->pid));
 }
 
 static int cgroup_restore_late(struct restore_ctx *ctx)
 {
 	if (!nr_loaded || !ctx->tree->owner.switches)
 		return 0;
-	return move(ctx->tree, ctx->pid);
+	return move(ctx->tree, (uint32_t)ctx->pid, tree_hpid(ctx->tree, (uint32_t)ctx->pid));
 }
 
 const struct resource_ops cgroup_ops = {

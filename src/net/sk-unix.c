@@ -286,6 +286,15 @@ static int peek_queue(struct dump_ctx *ctx, int fd, bool stream, const char *wha
 		if (ctx) {
 			struct ucred cr;
 
+			if (peeked_creds(&p->mh, &cr) && ctx->tree->own_pidns) {
+				close_fds(fds, nfds);
+				pr_err("%s: a queued message carries credentials (SCM_CREDENTIALS, "
+				       "pid %d), which amber cannot queue again in a tree that is "
+				       "its own pid namespace; let the receiver read it first",
+				       what, cr.pid);
+				ret = -EOPNOTSUPP;
+				break;
+			}
 			if (peeked_creds(&p->mh, &cr)) {
 				e->has_cred_pid = e->has_cred_uid = e->has_cred_gid = 1;
 				e->cred_pid = (uint32_t)cr.pid;
@@ -1717,6 +1726,8 @@ static int unix_check(struct tree *t, const RegFile *f)
 	for (size_t i = 0; i < e->n_rqueue; i++) {
 		const SkQueued *q = e->rqueue[i];
 
+		if (!q->has_cred_pid && (q->has_cred_uid || q->has_cred_gid))
+			goto corrupt_creds;
 		if (!q->has_cred_pid)
 			continue;
 		if (!q->has_cred_uid || !q->has_cred_gid || !q->cred_pid ||

@@ -149,7 +149,7 @@ t_owner_creds_refused() {
 		ok=1
 	# (counted before the record is decoded, image.c; creds.c checks the decoded list too)
 	local sk
-	sk=$("$AMBER" show "$W/img" | jq -r '[.files[] | select(.unix_sk.rqueue) | .id][0]')
+	sk=$("$AMBER" show "$W/img" | jq -r '[.files[] | select((.unix_sk.rqueue // []) | length > 0) | .id][0]')
 	refused msg_creds_root "may not claim them" files.img "$sk.unix_sk.rqueue.0.cred_uid=0" ||
 		ok=1
 	refused msg_creds_gid "may not claim them" files.img "$sk.unix_sk.rqueue.0.cred_gid=0" ||
