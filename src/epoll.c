@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "anonfd.h"
+#include "ns/ns.h"
 
 #ifndef KCMP_EPOLL_TFD
 #define KCMP_EPOLL_TFD 7
@@ -172,7 +173,7 @@ static int epoll_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 	if (ret)
 		return ret;
 	f->epoll = e;
-	e->owner_pid = (uint32_t)ctx->pid;
+	e->owner_pid = dump_vpid(ctx->tree, ctx->pid); /* the image's pids */
 	for (p = buf; p && *p && !ret; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
 		unsigned long long data;
 		unsigned events;
@@ -201,7 +202,9 @@ static int epoll_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 			       ctx->pid, fd, tfd);
 			holder = -EOPNOTSUPP;
 		}
-		ret = holder < 0 ? holder : add_target(e, tfd, events, data, holder, file_fd);
+		ret = holder < 0 ? holder
+				 : add_target(e, tfd, events, data,
+					      (pid_t)dump_vpid(ctx->tree, holder), file_fd);
 	}
 	if (!ret)
 		pr_debug("pid %d: fd %d: epoll with %zu watched fds", ctx->pid, fd, e->n_targets);

@@ -18,6 +18,8 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
+#include <sys/epoll.h>
+
 #include "prog.h"
 
 struct ids {
@@ -97,7 +99,7 @@ static void __attribute__((noreturn)) init_main(void)
 	struct ids was, want;
 	char host[32];
 	pid_t a, z;
-	int st, ok;
+	int st, ok, pfd[2], ep;
 
 	/* no parent-death signal: its parent is amber after the restore, which exits */
 	a = fork();
@@ -113,6 +115,11 @@ static void __attribute__((noreturn)) init_main(void)
 	while (waitid(P_PID, z, &(siginfo_t){0}, WEXITED | WNOWAIT))
 		if (errno != EINTR)
 			prog_die("waitid Z");
+	/* an epoll watch (its image names processes by the namespace's pids) */
+	if (pipe(pfd) || (ep = epoll_create1(0)) < 0 ||
+	    epoll_ctl(ep, EPOLL_CTL_ADD, pfd[0],
+		      &(struct epoll_event){.events = EPOLLIN, .data.u64 = 0x1717}))
+		prog_die("epoll");
 	was = now();
 	/* /proc is the host's: its self is this process's host pid */
 	if (readlink("/proc/self", host, sizeof(host) - 1) <= 0)
@@ -123,6 +130,13 @@ static void __attribute__((noreturn)) init_main(void)
 	if (prog_sabotage())
 		want.pid = 2;
 	check_ids("I", &want);
+	{
+		struct epoll_event ev = {0};
+
+		ok = write(pfd[1], "e", 1) == 1 && epoll_wait(ep, &ev, 1, 1000) == 1 &&
+		     ev.data.u64 == 0x1717;
+		CHECK(ok, "I: its epoll watch on the pipe reports the write");
+	}
 	CHECK(getpid() == 1 && getppid() == 0, "I: pid %d, parent %d (the init: 1, 0)", getpid(),
 	      getppid());
 	/* each result first: the arguments are evaluated in no given order */

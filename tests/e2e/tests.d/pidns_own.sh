@@ -14,9 +14,8 @@ pidns_own_start() {
 
 t_pidns_own_tree() {
 	[ $SELFTEST = 1 ] && { selftest_cycle "" "$PROGS/pidnsinit" "$T"; return; }
-	local h ns
+	local h
 	pidns_own_start || return 1
-	ns=$(readlink "/proc/$INIT/ns/pid")
 	amber_to "$W/dump.log" 60 dump -t "$INIT" -D "$W/img" -v || { fail "dump failed"; attach "$W/dump.log"; return 1; }
 	wait_for 10 is_gone "$INIT" || { fail "pid $INIT still there after the dump"; return 1; }
 	amber_to "$W/restore.log" 60 restore -d --pidfile "$W/pidfile" -D "$W/img" -v ||
@@ -25,9 +24,9 @@ t_pidns_own_tree() {
 	echo "$h" >>"$W/pids"
 	[ "$(awk '/^NSpid:/ {print $3}' "/proc/$h/status")" = 1 ] ||
 		{ fail "the restored root $h is not pid 1 of its namespace"; return 1; }
-	[ "$(readlink "/proc/$h/ns/pid")" != "$(readlink /proc/self/ns/pid)" ] &&
-		[ "$(readlink "/proc/$h/ns/pid")" != "$ns" ] ||
-		{ fail "the restored root is not in a new pid namespace"; return 1; }
+	# (the dumped namespace ended with its init: a new one may get its inode number)
+	[ "$(readlink "/proc/$h/ns/pid")" != "$(readlink /proc/self/ns/pid)" ] ||
+		{ fail "the restored root is in amber's pid namespace"; return 1; }
 	note "the init $INIT came back as host pid $h, pid 1 of $(readlink "/proc/$h/ns/pid")"
 	touch "$T/go"
 	wait_for 30 test -e "$T/result" && [ "$(cat "$T/result")" = 0 ] ||
