@@ -602,6 +602,8 @@ static int cgroup_restore_tree(struct tree *t)
 
 	for (size_t i = 0; i < t->inv->n_files; i++)
 		have |= !strcmp(t->inv->files[i]->name, "cgroup.img");
+	/* one the inventory does not list is read, and so refused (images before it have none) */
+	have |= !faccessat(t->dirfd, "cgroup.img", F_OK, AT_SYMLINK_NOFOLLOW);
 	if (!have || mode_is(t, "ignore"))
 		return 0;
 	ret = img_read_all(t->img, IMG_CGROUP, &cgroup_entry__descriptor, &loaded, &nr_loaded,

@@ -76,14 +76,17 @@ static int check_namespaces(const struct tree *t, pid_t pid)
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
 		bool kept = !strcmp(kinds[i], "uts") || !strcmp(kinds[i], "ipc");
 		char mine[64], theirs[64], path[64];
+		int ret;
 
 		snprintf(path, sizeof(path), "/proc/self/ns/%s", kinds[i]);
 		if (sys_readlink(path, mine, sizeof(mine)) < 0)
 			continue; /* a kernel without this namespace kind */
 		snprintf(path, sizeof(path), "/proc/%d/ns/%s", pid, kinds[i]);
-		if (sys_readlink(path, theirs, sizeof(theirs)) < 0) {
+		ret = (int)sys_readlink(path, theirs, sizeof(theirs));
+		if (ret < 0) {
 			/* a pid namespace unshare()d for children none of which exists yet */
-			if (!strcmp(kinds[i], "pid_for_children") && !kill(pid, 0)) {
+			if (ret == -ENOENT && !strcmp(kinds[i], "pid_for_children") &&
+			    !kill(pid, 0)) {
 				pr_err("pid %d unshare()d a pid namespace for its children "
 				       "(pid_for_children) and has not made its first one yet; "
 				       "amber cannot make that namespace: dump it before the "

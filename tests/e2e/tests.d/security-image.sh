@@ -220,10 +220,11 @@ t_image_unlisted_refused() {
 		"$IMG_TOOLS/imgedit" "$W/bad" --drop "$name" 2>>"$W/log" || { fail "imgedit --drop $name failed"; return 1; }
 		[ -e "$W/bad/$name" ] || { fail "$name went with its inventory entry"; return 1; }
 		want="$name is not listed"
-		# without mm-PID.img (pages-PID.img) nothing accounts for the mapped files (the
-		# page runs): the counts of files.img (pagemap) are refused first
+		# without mm-PID.img (pages-PID.img, core-PID.img) nothing accounts for the mapped
+		# files (the page runs, the cgroups): the counts of files.img (pagemap, cgroup.img)
+		# are refused first
 		case $name in
-		mm-* | pages-*) want="$want|holds [0-9]+ records, more than the image's other files allow" ;;
+		mm-* | pages-* | core-*) want="$want|holds [0-9]+ records, more than the image's other files allow" ;;
 		esac
 		img_refused "$W/bad" "$name not in the inventory" "$want" || return 1
 		n=$((n + 1))
