@@ -13,8 +13,8 @@
 int pidns_restore(struct opts *o, int (*restore)(struct opts *o, uint32_t *root));
 
 /*
- * UTS and IPC namespaces of the tree (ns.c).  kind is NS_KIND__NS_UTS or
- * NS_KIND__NS_IPC; id 0 is amber's own namespace (at dump: the tree's
+ * UTS, IPC and time namespaces of the tree (ns.c).  kind is NS_KIND__NS_UTS,
+ * NS_KIND__NS_IPC or NS_KIND__NS_TIME; id 0 is amber's own namespace (at dump: the tree's
  * processes that are in it), others are ns.img's entries.
  */
 const char *ns_kind_name(int kind);
@@ -31,5 +31,14 @@ void ns_leave(int kind, uint32_t id);
 int ns_restore_read(struct tree *t);
 /* In a restored process just created: into its namespaces; 0 or -errno, logged. */
 int ns_restore_process(const struct tree *t, uint32_t pid);
+
+/*
+ * Time namespaces (timens.c).  dump: e's offsets and the host's clocks, from
+ * /proc/PID/timens_offsets of pid, one of its processes; restore: e checked
+ * (0 or -EBADMSG, logged), and made, *fd on it at or above base.
+ */
+int timens_read(NsEntry *e, pid_t pid);
+int timens_check(const NsEntry *e);
+int timens_make(const NsEntry *e, int base, int *fd);
 
 #endif

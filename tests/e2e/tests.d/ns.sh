@@ -3,6 +3,7 @@
 # sibling, comes back in new ones with the same names, sysctls and System V
 # objects, shared as before; the host's names stay.
 TESTS+=(ns_uts ns_ipc ns_sysv ns_mqueue_refused ns_image_refused ns_owner_refused ns_thread_refused)
+TESTS+=(ns_time ns_time_refused ns_time_image_refused)
 
 # "NAME UTS IPC" per process of $T/nspids: "host", or the first process of
 # that namespace (so the sharing, not the inode numbers, is compared)
@@ -114,7 +115,7 @@ t_ns_image_refused() {
 	refused ns_unused "no process of pstree.img is in it" pstree.img "1.uts_ns=0" \
 		"2.uts_ns=0" "3.uts_ns=0" "4.uts_ns=0" || ok=1
 	ipc=$("$AMBER" show "$W/img" | jq '[.pstree[] | .ipc_ns // 0] | max')
-	refused ns_kind "an IPC namespace has no hostname" ns.img "$((uts - 1)).kind=NS_IPC" || ok=1
+	refused ns_kind "only a UTS namespace has a hostname" ns.img "$((uts - 1)).kind=NS_IPC" || ok=1
 	refused ns_sysctl "a sysctl that is not a namespace's IPC sysctl" ns.img \
 		"$((ipc - 1)).sysctls.0.name=core_pattern" || ok=1
 	refused ns_sysctl_val "a sysctl value that is not numbers" ns.img \
@@ -162,4 +163,90 @@ t_ns_thread_refused() {
 		note "$mode: $(grep -m1 -o "error.*" "$W/dump-$mode.log")"
 		runs_on "the refused dump ($mode)" 15 || return 1
 	done
+}
+
+# Time namespaces (src/ns/timens.c, tests/e2e/progs/timens.c): the root and
+# A share one with big offsets, C is in the host's.  The image lies PAUSE
+# seconds between dump and restore; the program checks that its clocks go on
+# from the dump without counting them (DIR/paused), through the vDSO too.
+NS_TIME_PAUSE=4
+ns_time_classes() { # "NAME host" or "NAME FIRST-OF-ITS-NAMESPACE"
+	local name pid ino
+	declare -A seen=()
+	while read -r name pid; do
+		ino=$(readlink "/proc/$pid/ns/time") || { echo "$name gone"; continue; }
+		if [ "$ino" = "$(readlink /proc/self/ns/time)" ]; then
+			echo "$name host"
+		else
+			echo "$name ${seen[$ino]:=$name}"
+		fi
+	done <"$T/nspids"
+}
+ns_time_before() {
+	ns_time_classes >"$W/ns.before"
+	[ "$(cat "$W/ns.before" | tr '\n' ' ')" = "root root A root C host " ] ||
+		{ fail "unexpected time namespaces before the dump: $(cat "$W/ns.before")"; return 1; }
+}
+ns_time_pause() {
+	sleep "$NS_TIME_PAUSE"
+	# the program allows one second less for what the dump and restore take
+	echo $((NS_TIME_PAUSE - 1)) >"$T/paused"
+}
+ns_time_after() {
+	ns_time_classes >"$W/ns.after"
+	diff -u "$W/ns.before" "$W/ns.after" >"$W/ns.diff" ||
+		{ fail "the time namespaces are not shared as before (- before, + after):"; sed 's/^/    /' "$W/ns.diff" >>"$W/log"; return 1; }
+	note "root's offsets after the restore: $(tr '\n' ' ' <"/proc/$PID/timens_offsets")"
+}
+t_ns_time() {
+	[ -e /proc/self/ns/time ] || return 77
+	cycle -P ns_time_before -B ns_time_pause -A ns_time_after -- "$PROGS/timens" "$T"
+}
+
+# A process whose time_for_children is not its time namespace is refused at
+# dump, naming it (it would come back with one); the program runs on.
+t_ns_time_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	[ -e /proc/self/ns/time ] || return 77
+	start_prog "$PROGS/timens" "$T" unshared || return 1
+	amber_to "$W/dump.log" 30 dump -t "$PID" -D "$W/img" &&
+		{ fail "a process with another time_for_children was dumped"; return 1; }
+	grep -q "pid $PID unshare()d a time namespace for its children (time_for_children" "$W/dump.log" ||
+		{ fail "refused, but not naming pid $PID's time_for_children"; attach "$W/dump.log"; return 1; }
+	[ ! -e "$W/img/inventory.img" ] || { fail "an image was marked complete"; return 1; }
+	runs_on "the refused dump" 15
+}
+
+# Crafted offsets or ids of time namespaces are refused before anything is
+# made; nobody's image may not make one; the unedited image restores.
+t_ns_time_image_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	[ -e /proc/self/ns/time ] || return 77
+	local ok=0 id rc
+	start_prog "$PROGS/timens" "$T" || return 1
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v ||
+		{ fail "amber dump failed"; attach "$W/dump.log"; return 1; }
+	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
+	id=$("$AMBER" show "$W/img" | jq '[.pstree[] | .time_ns // 0] | max')
+	[ "$id" -ge 1 ] || { fail "pstree.img names no time namespace"; return 1; }
+	refused ns_time_neg "its CLOCK_MONOTONIC (offset + host's clock at dump) is out of the kernel's range" \
+		ns.img "$((id - 1)).monotonic_off_ns=-9000000000000000000" || ok=1
+	refused ns_time_big "its CLOCK_BOOTTIME (offset + host's clock at dump) is out of the kernel's range" \
+		ns.img "$((id - 1)).boottime_off_ns=9000000000000000000" || ok=1
+	refused ns_time_clock "its CLOCK_MONOTONIC .* is out of the kernel's range" \
+		ns.img "$((id - 1)).monotonic_ns=18000000000000000000" || ok=1
+	refused ns_time_id "pid [0-9]* is in time namespace 9, which ns.img does not have" \
+		pstree.img "0.time_ns=9" || ok=1
+	refused ns_time_kind "only a time namespace has clock offsets" ns.img "$((id - 1)).kind=NS_UTS" || ok=1
+	rm -rf "$W/nobody"
+	cp -a "$W/img" "$W/nobody"
+	chown -R 65534:65534 "$W/nobody"
+	amber_to "$W/nobody.log" 30 restore -d -D "$W/nobody" -v
+	rc=$?
+	[ $rc != 0 ] || { fail "root restored nobody's image with a time namespace"; return 1; }
+	grep -q "image has time namespace $id .*uid 65534's image may not make namespaces" "$W/nobody.log" ||
+		{ fail "nobody's image refused, but not naming the time namespace"; attach "$W/nobody.log"; ok=1; }
+	grep -q "made time namespace" "$W/nobody.log" && { fail "nobody's image: a namespace was made"; ok=1; }
+	[ $ok = 0 ] || return 1
+	unedited_restores
 }
