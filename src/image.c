@@ -1009,8 +1009,8 @@ static int check_counts(struct img_dir *d)
 			f->max_records = fds + d->lim[LIM_IPC_OBJECTS];
 			why = "one per System V object (kernel.shmmni, semmni, msgmni) and per fd";
 		} else if (f->kind == IMG_NS) {
-			f->max_records = 3 * cores;
-			why = "a UTS, an IPC and a time namespace per thread of core-*.img at most";
+			f->max_records = 4 * cores;
+			why = "a UTS, IPC, time and cgroup namespace per thread of core-*.img at most";
 		} else {
 			f->max_records = max_count(d, f->kind, &why);
 		}

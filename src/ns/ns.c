@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * UTS, IPC and time namespaces of the tree (the other kinds are refused at
- * dump, dump.c): each namespace a process of the tree is in that is not
- * amber's is one ns_entry of ns.img (its id in pstree_entry uts_ns /
- * ipc_ns / time_ns).  What is particular to a kind is in its table entry
- * below (time namespaces: timens.c).
+ * UTS, IPC, time and cgroup namespaces of the tree (the other kinds are
+ * refused at dump, dump.c): each namespace a process of the tree is in that
+ * is not amber's is one ns_entry of ns.img (its id in pstree_entry uts_ns /
+ * ipc_ns / time_ns / cgroup_ns).  What is particular to a kind is in its
+ * table entry below (timens.c, cgroupns.c).
  *
  * Dump (as root): a namespace is known by the inode of /proc/PID/ns/KIND.
  * amber keeps an fd on it and reads its state from inside: its calling
@@ -61,14 +61,18 @@ static const struct {
 	int (*check)(const NsEntry *e);
 	/* restore: made by this (else unshare() in amber's thread and set_state) */
 	int (*make)(const NsEntry *e, int base, int *fd);
+	/* dump: each process of the tree in it, if it must be checked */
+	int (*member)(NsEntry *e, pid_t pid);
 } kinds[] = {
-	[NS_KIND__NS_UTS] = {"uts", "UTS", CLONE_NEWUTS, true, read_uts, check_uts, NULL},
-	[NS_KIND__NS_IPC] = {"ipc", "IPC", CLONE_NEWIPC, true, read_ipc, check_ipc, NULL},
+	[NS_KIND__NS_UTS] = {"uts", "UTS", CLONE_NEWUTS, true, read_uts, check_uts, NULL, NULL},
+	[NS_KIND__NS_IPC] = {"ipc", "IPC", CLONE_NEWIPC, true, read_ipc, check_ipc, NULL, NULL},
 	[NS_KIND__NS_TIME] = {"time", "time", CLONE_NEWTIME, false, timens_read, timens_check,
-			      timens_make},
+			      timens_make, NULL},
+	[NS_KIND__NS_CGROUP] = {"cgroup", "cgroup", CLONE_NEWCGROUP, false, cgroupns_read,
+				cgroupns_check, NULL, cgroupns_member},
 };
 #define FIRST_KIND NS_KIND__NS_UTS
-#define LAST_KIND  NS_KIND__NS_TIME
+#define LAST_KIND  NS_KIND__NS_CGROUP
 
 /* The IPC sysctls a namespace has of its own (/proc/sys/kernel). */
 static const char *const ipc_sysctls[] = {
@@ -83,7 +87,10 @@ struct ns {
 static struct ns *nss;
 static size_t nr_nss;
 /* amber's own namespace of each kind, to come back to (and, restored, id 0's) */
-static int own_fd[] = {[NS_KIND__NS_UTS] = -1, [NS_KIND__NS_IPC] = -1, [NS_KIND__NS_TIME] = -1};
+static int own_fd[] = {[NS_KIND__NS_UTS] = -1,
+		       [NS_KIND__NS_IPC] = -1,
+		       [NS_KIND__NS_TIME] = -1,
+		       [NS_KIND__NS_CGROUP] = -1};
 static NsEntry **loaded; /* restore: ns.img as read */
 static size_t nr_loaded;
 
@@ -136,6 +143,8 @@ uint32_t ns_of(const struct tree *t, uint32_t pid, int kind)
 		return e->ipc_ns;
 	case NS_KIND__NS_TIME:
 		return e->time_ns;
+	case NS_KIND__NS_CGROUP:
+		return e->cgroup_ns;
 	}
 	return 0;
 }
@@ -315,12 +324,16 @@ static int ns_id(int kind, pid_t pid, uint32_t *id)
 	*id = 0;
 	if (st.st_ino == own.st_ino && st.st_dev == own.st_dev)
 		return 0;
-	for (size_t i = 0; i < nr_nss; i++)
-		if ((int)nss[i].e->kind == kind && nss[i].e->ino == st.st_ino) {
+	for (size_t i = 0; !*id && i < nr_nss; i++)
+		if ((int)nss[i].e->kind == kind && nss[i].e->ino == st.st_ino)
 			*id = nss[i].e->id;
-			return 0;
-		}
-	return add_ns(kind, pid, st.st_ino, id);
+	if (!*id) {
+		int ret = add_ns(kind, pid, st.st_ino, id);
+
+		if (ret)
+			return ret;
+	}
+	return kinds[kind].member ? kinds[kind].member(find(kind, *id)->e, pid) : 0;
 }
 
 static int write_ns_img(struct tree *t)
@@ -405,9 +418,12 @@ static int ns_dump_tree(struct tree *t)
 			ret = ns_id(NS_KIND__NS_IPC, pid, &e->ipc_ns);
 		if (!ret)
 			ret = ns_id(NS_KIND__NS_TIME, pid, &e->time_ns);
+		if (!ret)
+			ret = ns_id(NS_KIND__NS_CGROUP, pid, &e->cgroup_ns);
 		e->has_uts_ns = e->uts_ns != 0;
 		e->has_ipc_ns = e->ipc_ns != 0;
 		e->has_time_ns = e->time_ns != 0;
+		e->has_cgroup_ns = e->cgroup_ns != 0;
 	}
 	if (!ret && nr_nss)
 		ret = write_ns_img(t);
@@ -454,6 +470,8 @@ static int check_entry(const NsEntry *e, size_t idx)
 		return corrupt("only a UTS namespace has a hostname", e->id);
 	if (e->kind != NS_KIND__NS_IPC && e->n_sysctls)
 		return corrupt("only an IPC namespace has sysctls", e->id);
+	if (e->kind != NS_KIND__NS_CGROUP && e->n_cgroup_roots)
+		return corrupt("only a cgroup namespace has cgroup roots", e->id);
 	return kinds[e->kind].check(e);
 }
 
@@ -586,6 +604,8 @@ static int set_state(const NsEntry *e)
 {
 	int ret = 0;
 
+	if (e->kind == NS_KIND__NS_CGROUP)
+		return 0; /* rooted at amber's cgroups, which are its roots (cgroupns.c) */
 	if (e->kind == NS_KIND__NS_UTS) {
 		if (sethostname(e->hostname, strlen(e->hostname)) ||
 		    setdomainname(e->domainname, strlen(e->domainname))) {
@@ -603,6 +623,7 @@ static int set_state(const NsEntry *e)
 static int make_ns(struct tree *t, struct ns *n)
 {
 	int kind = n->e->kind, fd, ret;
+	char path[64];
 
 	if (kinds[kind].make) {
 		ret = kinds[kind].make(n->e, t->fd_base, &n->fd);
@@ -615,10 +636,8 @@ static int make_ns(struct tree *t, struct ns *n)
 		return -errno;
 	}
 	ret = set_state(n->e);
-	fd = ret ? -1
-		 : sys_open(kind == NS_KIND__NS_UTS ? "/proc/thread-self/ns/uts"
-						    : "/proc/thread-self/ns/ipc",
-			    O_RDONLY | O_CLOEXEC, 0);
+	snprintf(path, sizeof(path), "/proc/thread-self/ns/%s", kinds[kind].name);
+	fd = ret ? -1 : sys_open(path, O_RDONLY | O_CLOEXEC, 0);
 	if (!ret && fd < 0) {
 		pr_err("cannot open the new %s namespace %u: %s", kinds[kind].what, n->e->id,
 		       strerror(-fd));

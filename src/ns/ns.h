@@ -13,9 +13,9 @@
 int pidns_restore(struct opts *o, int (*restore)(struct opts *o, uint32_t *root));
 
 /*
- * UTS, IPC and time namespaces of the tree (ns.c).  kind is NS_KIND__NS_UTS,
- * NS_KIND__NS_IPC or NS_KIND__NS_TIME; id 0 is amber's own namespace (at dump: the tree's
- * processes that are in it), others are ns.img's entries.
+ * UTS, IPC, time and cgroup namespaces of the tree (ns.c).  kind is
+ * NS_KIND__NS_UTS, NS_KIND__NS_IPC, NS_KIND__NS_TIME or NS_KIND__NS_CGROUP; id 0 is amber's own
+ * namespace (at dump: the tree's processes that are in it), others are ns.img's entries.
  */
 const char *ns_kind_name(int kind);
 /* The namespace of pid (a process of pstree.img) of a kind. */
@@ -40,5 +40,14 @@ int ns_restore_process(const struct tree *t, uint32_t pid);
 int timens_read(NsEntry *e, pid_t pid);
 int timens_check(const NsEntry *e);
 int timens_make(const NsEntry *e, int base, int *fd);
+
+/*
+ * Cgroup namespaces (cgroupns.c).  dump: e's roots, from pid, and each of
+ * its processes checked at the root; restore: e checked, against amber's
+ * own cgroups too (0, -EBADMSG or -EOPNOTSUPP, logged).
+ */
+int cgroupns_read(NsEntry *e, pid_t pid);
+int cgroupns_member(NsEntry *e, pid_t pid);
+int cgroupns_check(const NsEntry *e);
 
 #endif

@@ -3,7 +3,7 @@
 # sibling, comes back in new ones with the same names, sysctls and System V
 # objects, shared as before; the host's names stay.
 TESTS+=(ns_uts ns_ipc ns_sysv ns_mqueue_refused ns_image_refused ns_owner_refused ns_thread_refused)
-TESTS+=(ns_time ns_time_refused ns_time_image_refused)
+TESTS+=(ns_time ns_time_refused ns_time_image_refused ns_cgroup ns_cgroup_image_refused ns_cgroup_refused)
 
 # "NAME UTS IPC" per process of $T/nspids: "host", or the first process of
 # that namespace (so the sharing, not the inode numbers, is compared)
@@ -170,32 +170,36 @@ t_ns_thread_refused() {
 # seconds between dump and restore; the program checks that its clocks go on
 # from the dump without counting them (DIR/paused), through the vDSO too.
 NS_TIME_PAUSE=4
-ns_time_classes() { # "NAME host" or "NAME FIRST-OF-ITS-NAMESPACE"
+ns_kind_classes() { # KIND: "NAME host" or "NAME FIRST-OF-ITS-NAMESPACE"
 	local name pid ino
 	declare -A seen=()
 	while read -r name pid; do
-		ino=$(readlink "/proc/$pid/ns/time") || { echo "$name gone"; continue; }
-		if [ "$ino" = "$(readlink /proc/self/ns/time)" ]; then
+		ino=$(readlink "/proc/$pid/ns/$1") || { echo "$name gone"; continue; }
+		if [ "$ino" = "$(readlink "/proc/self/ns/$1")" ]; then
 			echo "$name host"
 		else
 			echo "$name ${seen[$ino]:=$name}"
 		fi
 	done <"$T/nspids"
 }
-ns_time_before() {
-	ns_time_classes >"$W/ns.before"
+ns_kind_before() { # KIND
+	ns_kind_classes "$1" >"$W/ns.before"
 	[ "$(cat "$W/ns.before" | tr '\n' ' ')" = "root root A root C host " ] ||
-		{ fail "unexpected time namespaces before the dump: $(cat "$W/ns.before")"; return 1; }
+		{ fail "unexpected $1 namespaces before the dump: $(cat "$W/ns.before")"; return 1; }
 }
+ns_kind_after() { # KIND
+	ns_kind_classes "$1" >"$W/ns.after"
+	diff -u "$W/ns.before" "$W/ns.after" >"$W/ns.diff" ||
+		{ fail "the $1 namespaces are not shared as before (- before, + after):"; sed 's/^/    /' "$W/ns.diff" >>"$W/log"; return 1; }
+}
+ns_time_before() { ns_kind_before time; }
 ns_time_pause() {
 	sleep "$NS_TIME_PAUSE"
 	# the program allows one second less for what the dump and restore take
 	echo $((NS_TIME_PAUSE - 1)) >"$T/paused"
 }
 ns_time_after() {
-	ns_time_classes >"$W/ns.after"
-	diff -u "$W/ns.before" "$W/ns.after" >"$W/ns.diff" ||
-		{ fail "the time namespaces are not shared as before (- before, + after):"; sed 's/^/    /' "$W/ns.diff" >>"$W/log"; return 1; }
+	ns_kind_after time || return 1
 	note "root's offsets after the restore: $(tr '\n' ' ' <"/proc/$PID/timens_offsets")"
 }
 t_ns_time() {
@@ -249,4 +253,71 @@ t_ns_time_image_refused() {
 	grep -q "made time namespace" "$W/nobody.log" && { fail "nobody's image: a namespace was made"; ok=1; }
 	[ $ok = 0 ] || return 1
 	unedited_restores
+}
+
+# Cgroup namespaces (src/ns/cgroupns.c, tests/e2e/progs/cgroupns.c): the
+# root and A share one rooted at their cgroups (amber's: restored processes
+# come back in amber's cgroups), C is in the host's; after the restore they
+# share a new one and see the same /proc/self/cgroup, "/" everywhere.
+ns_cgroup_before() { ns_kind_before cgroup; }
+ns_cgroup_after() { ns_kind_after cgroup; }
+t_ns_cgroup() {
+	[ -e /proc/self/ns/cgroup ] || return 77
+	cycle -P ns_cgroup_before -A ns_cgroup_after -- "$PROGS/cgroupns" "$T"
+}
+
+# Crafted roots are refused before anything is made, so is a root that is
+# not amber's cgroup (naming it), and nobody's image; the unedited restores.
+t_ns_cgroup_image_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	[ -e /proc/self/ns/cgroup ] || return 77
+	local ok=0 id rc
+	start_prog "$PROGS/cgroupns" "$T" || return 1
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v ||
+		{ fail "amber dump failed"; attach "$W/dump.log"; return 1; }
+	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
+	id=$("$AMBER" show "$W/img" | jq '[.pstree[] | .cgroup_ns // 0] | max')
+	[ "$id" -ge 1 ] || { fail "pstree.img names no cgroup namespace"; return 1; }
+	# (a list of one root: imgedit takes a comma list)
+	refused ns_cg_dotdot 'root "0::/a/../x" is not ID:CONTROLLERS:/PATH without . or ..' \
+		ns.img "$((id - 1)).cgroup_roots=0::/a/../x" || ok=1
+	refused ns_cg_other "cgroup namespace $id has its root at 0::/amber-nowhere, which is not amber's cgroup" \
+		ns.img "$((id - 1)).cgroup_roots=0::/amber-nowhere" || ok=1
+	refused ns_cg_kind "only a cgroup namespace has cgroup roots" ns.img "$((id - 1)).kind=NS_IPC" || ok=1
+	refused ns_cg_id "pid [0-9]* is in cgroup namespace 9, which ns.img does not have" \
+		pstree.img "0.cgroup_ns=9" || ok=1
+	rm -rf "$W/nobody"
+	cp -a "$W/img" "$W/nobody"
+	chown -R 65534:65534 "$W/nobody"
+	amber_to "$W/nobody.log" 30 restore -d -D "$W/nobody" -v
+	rc=$?
+	[ $rc != 0 ] || { fail "root restored nobody's image with a cgroup namespace"; return 1; }
+	grep -q "image has cgroup namespace $id .*uid 65534's image may not make namespaces" "$W/nobody.log" ||
+		{ fail "nobody's image refused, but not naming the cgroup namespace"; attach "$W/nobody.log"; ok=1; }
+	[ $ok = 0 ] || return 1
+	unedited_restores
+}
+
+# A process below its cgroup namespace's root (moved to a child cgroup of
+# the cgroup v2 hierarchy) is refused at dump, naming it; moved back, the
+# program runs on and passes its checks.
+t_ns_cgroup_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	[ -e /proc/self/ns/cgroup ] || return 77
+	local v2 own sub rc
+	v2=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts)
+	own=$(sed -n 's/^0:://p' /proc/self/cgroup)
+	[ -n "$v2" ] && [ -n "$own" ] || return 77
+	sub="$v2${own%/}/amber-test-$$"
+	start_prog "$PROGS/cgroupns" "$T" || return 1
+	mkdir "$sub" && echo "$PID" >"$sub/cgroup.procs" || { rmdir "$sub" 2>/dev/null; return 77; }
+	amber_to "$W/dump.log" 30 dump -t "$PID" -D "$W/img"
+	rc=$?
+	echo "$PID" >"$v2$own/cgroup.procs"
+	rmdir "$sub"
+	[ $rc != 0 ] || { fail "a process below its cgroup namespace's root was dumped"; return 1; }
+	grep -q "pid $PID is in cgroup 0::/amber-test-$$ of its cgroup namespace .* below the namespace's root" "$W/dump.log" ||
+		{ fail "refused, but not naming pid $PID's cgroup"; attach "$W/dump.log"; return 1; }
+	[ ! -e "$W/img/inventory.img" ] || { fail "an image was marked complete"; return 1; }
+	runs_on "the refused dump" 15
 }
