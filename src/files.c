@@ -24,6 +24,7 @@
 #include "amber.h"
 #include "files.h"
 #include "log.h"
+#include "ns/ns.h"
 #include "proc.h"
 #include "sys.h"
 #include "tty.h"
@@ -887,6 +888,14 @@ static int read_files_img(struct restore_ctx *ctx)
 		if (f->id != i || (f->ghost && strchr(f->ghost, '/')) || !ghost_extents_ok(f) ||
 		    (f->n_ghost_extents && !f->ghost) || !remap_valid(f)) {
 			pr_err("files.img: bad entry %u; the image is corrupt", f->id);
+			return -EBADMSG;
+		}
+		/* (checked before any namespace is made, and so any queue in one) */
+		if ((f->mqueue_ns && f->kind != FILE_KIND__FILE_MQUEUE) ||
+		    !ns_known(NS_KIND__NS_IPC, f->mqueue_ns)) {
+			pr_err("files.img: entry %u (%.64s) names IPC namespace %u for a message "
+			       "queue, which ns.img does not have; the image is corrupt",
+			       f->id, f->path, f->mqueue_ns);
 			return -EBADMSG;
 		}
 		if (f->kind == FILE_KIND__FILE_TTY && !ctx->o->shell_job) {

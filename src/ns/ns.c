@@ -223,8 +223,8 @@ static int read_ipc(NsEntry *e, pid_t pid)
 {
 	size_t n = sizeof(ipc_sysctls) / sizeof(ipc_sysctls[0]);
 
-	/* before the fds are looked at: its message queues are known (and refused) */
-	mqueue_probe_ns();
+	/* before the fds are looked at: its message queues are known as its */
+	mqueue_probe_ns(e->id);
 
 	e->sysctls = calloc(n, sizeof(*e->sysctls));
 	if (!e->sysctls)
