@@ -55,9 +55,9 @@ int dump_check_interrupted(void)
 }
 
 /*
- * amber restores into its own namespaces, but for UTS and IPC ones (ns/ns.c),
- * which restore makes again (as root): a process in others (a container)
- * would come back somewhere else, so it is refused.
+ * amber restores into its own namespaces, but for UTS, IPC, time and cgroup
+ * ones (ns/ns.c), which restore makes again (as root): a process in others
+ * (a container) would come back somewhere else, so it is refused.
  */
 static int check_namespaces(const struct tree *t, pid_t pid)
 {
@@ -74,7 +74,8 @@ static int check_namespaces(const struct tree *t, pid_t pid)
 					    "time_for_children"};
 
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
-		bool kept = !strcmp(kinds[i], "uts") || !strcmp(kinds[i], "ipc");
+		bool kept = !strcmp(kinds[i], "uts") || !strcmp(kinds[i], "ipc") ||
+			    !strcmp(kinds[i], "time") || !strcmp(kinds[i], "cgroup");
 		char mine[64], theirs[64], path[64];
 		int ret;
 
@@ -95,6 +96,21 @@ static int check_namespaces(const struct tree *t, pid_t pid)
 				return -EOPNOTSUPP;
 			}
 			continue;
+		}
+		if (!strcmp(kinds[i], "time_for_children")) {
+			char own[64];
+
+			snprintf(path, sizeof(path), "/proc/%d/ns/time", pid);
+			if (sys_readlink(path, own, sizeof(own)) < 0 || !strcmp(own, theirs))
+				continue;
+			/* setns() puts a process and its children in one namespace: the
+			 * restore cannot make the two differ again */
+			pr_err("pid %d unshare()d a time namespace for its children "
+			       "(time_for_children %s, its own time %s); amber restores a process "
+			       "and its children to come in one time namespace: dump its child in "
+			       "that namespace, or let it setns() into it, before the dump",
+			       pid, theirs, own);
+			return -EOPNOTSUPP;
 		}
 		if (!strcmp(mine, theirs))
 			continue;

@@ -891,6 +891,14 @@ static int read_files_img(struct restore_ctx *ctx)
 			pr_err("files.img: bad entry %u; the image is corrupt", f->id);
 			return -EBADMSG;
 		}
+		/* (checked before any namespace is made, and so any queue in one) */
+		if ((f->mqueue_ns && f->kind != FILE_KIND__FILE_MQUEUE) ||
+		    !ns_known(NS_KIND__NS_IPC, f->mqueue_ns)) {
+			pr_err("files.img: entry %u (%.64s) names IPC namespace %u for a message "
+			       "queue, which ns.img does not have; the image is corrupt",
+			       f->id, f->path, f->mqueue_ns);
+			return -EBADMSG;
+		}
 		if (f->kind == FILE_KIND__FILE_TTY && !ctx->o->shell_job) {
 			pr_err("the process used the terminal %s; restore it with -j (--shell-job) "
 			       "from a terminal",

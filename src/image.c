@@ -1017,8 +1017,8 @@ static int check_counts(struct img_dir *d)
 			f->max_records = fds + d->lim[LIM_IPC_OBJECTS];
 			why = "one per System V object (kernel.shmmni, semmni, msgmni) and per fd";
 		} else if (f->kind == IMG_NS) {
-			f->max_records = 2 * cores;
-			why = "a UTS and an IPC namespace per thread of core-*.img at most";
+			f->max_records = 4 * cores;
+			why = "a UTS, IPC, time and cgroup namespace per thread of core-*.img at most";
 		} else if (f->kind == IMG_CGROUP) {
 			f->max_records = cores * (2 + 2 * 32);
 			why = "per process of core-*.img: its set, itself, and 32 hierarchies' "

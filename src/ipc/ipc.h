@@ -15,16 +15,17 @@
 /* dump: an entry for ipc.img, written with the others once every process is dumped. */
 int ipc_add(IpcEntry *e);
 /* dump: the queue of inode ino is in ipc.img already (another description of it). */
-IpcMqueue *ipc_find_mqueue(uint64_t ino);
+IpcMqueue *ipc_find_mqueue(uint64_t ino, uint32_t ns);
 
 /* restore: ipc.img read and checked (once, whoever asks first); NULL entries if none. */
 int ipc_load(struct tree *t, IpcEntry ***entries, size_t *n);
 
-/* mqueue.c, dump, amber in an IPC namespace of the tree (ns/ns.c): its queues are known, and
- * refused. */
-int mqueue_probe_ns(void);
-/* mqueue.c, restore: a queue of ipc.img is sound, the owner's, and its name is free. */
-int mqueue_check(struct tree *t, const IpcMqueue *q);
+/* mqueue.c, dump, amber in IPC namespace ns of the tree (ns/ns.c): its queues are known as
+ * its. */
+int mqueue_probe_ns(uint32_t ns);
+/* mqueue.c, restore: a queue of ipc.img is sound, the owner's, and its name is free (in
+ * amber's namespace, ns 0: the others are new). */
+int mqueue_check(struct tree *t, const IpcMqueue *q, uint32_t ns);
 /* Once every description is open: unlink the queues that were, close amber's fds. */
 int mqueue_restore_finish(struct tree *t);
 /* The restore failed: unlink the queues it made. */

@@ -15,12 +15,22 @@
  * queue with an mq_notify registration is refused (the registration names a
  * process and a sigevent nobody can read back).
  *
+ * A queue of an IPC namespace of the tree that is not amber's is tagged with
+ * the namespace (ipc_entry ns, reg_file mqueue_ns), known by the mqueue
+ * filesystem of each namespace (ns.c has amber's thread make a queue in each
+ * at dump, mqueue_probe_ns).  Its state is read through the fds as any.
+ *
  * Restore: the first description makes the queue (O_EXCL: a queue of that
  * name must not exist), fills it and gives it its owner and mode; each
  * description is then a reopen of it with its own flags, with the owner's
  * rights.  A queue that was unlinked is unlinked again once every
  * description exists.  The dump unlinks the tree's named queues once it
- * killed the tree, as it removes its System V objects (sysv.c).
+ * killed the tree, as it removes its System V objects (sysv.c).  A queue of
+ * a namespace is made, opened and unlinked by amber's thread inside the new
+ * namespace (ns_enter): mq_open() and mq_unlink() are system calls on the
+ * calling thread's IPC namespace's own mqueue filesystem, whatever is or is
+ * not mounted on /dev/mqueue; its name is free there (the namespace is new),
+ * and a failed restore takes the namespace, and the queue, with it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -36,6 +46,7 @@
 #include "files.h"
 #include "ipc.h"
 #include "log.h"
+#include "ns/ns.h"
 #include "sys.h"
 
 #define MQ_PRIO_LIMIT 32768 /* MQ_PRIO_MAX */
@@ -63,11 +74,12 @@ static void probe(void)
 	close(fd);
 }
 
-/* The mqueue filesystems of the tree's other IPC namespaces (ipc_dump_tree, in each). */
+/* The mqueue filesystems of the tree's other IPC namespaces (ns.c, in each), and their ids. */
 static dev_t ns_mq_dev[64];
+static uint32_t ns_mq_id[64];
 static size_t nr_ns_mq_dev;
 
-int mqueue_probe_ns(void)
+int mqueue_probe_ns(uint32_t ns)
 {
 	char name[64];
 	struct stat st;
@@ -80,18 +92,21 @@ int mqueue_probe_ns(void)
 	if (fd < 0)
 		return 0; /* no queue can be open there either */
 	mq_unlink(name);
-	if (!fstat(fd, &st))
+	if (!fstat(fd, &st)) {
+		ns_mq_id[nr_ns_mq_dev] = ns;
 		ns_mq_dev[nr_ns_mq_dev++] = st.st_dev;
+	}
 	close(fd);
 	return 0;
 }
 
-static bool other_ns_queue(dev_t dev)
+/* The IPC namespace (ns.img id) of a queue's filesystem; 0 if not a namespace's of the tree. */
+static uint32_t other_ns_queue(dev_t dev)
 {
 	for (size_t i = 0; i < nr_ns_mq_dev; i++)
 		if (ns_mq_dev[i] == dev)
-			return true;
-	return false;
+			return ns_mq_id[i];
+	return 0;
 }
 
 static bool mqueue_match(const char *link, const struct stat *st)
@@ -101,7 +116,7 @@ static bool mqueue_match(const char *link, const struct stat *st)
 		return false;
 	if (!mq_probed)
 		probe();
-	return (mq_probed > 0 && st->st_dev == mq_dev) || other_ns_queue(st->st_dev);
+	return (mq_probed > 0 && st->st_dev == mq_dev) || other_ns_queue(st->st_dev) != 0;
 }
 
 /* "QSIZE:... NOTIFY:... SIGNO:... NOTIFY_PID:..." as reading the queue gives it. */
@@ -216,17 +231,13 @@ static int mqueue_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 	struct mq_attr a;
 	struct stat st;
 	IpcMqueue *mq;
+	uint32_t ns = other_ns_queue(f->dev);
 	IpcEntry *e;
 	int q, npid = 0, ret;
 
-	if (other_ns_queue(f->dev)) {
-		pr_err("pid %d: fd %d is POSIX message queue %s of an IPC namespace that is not "
-		       "amber's; amber does not dump the message queues of a namespace yet (close "
-		       "it before the dump)",
-		       ctx->pid, fd, f->path);
-		return -EOPNOTSUPP;
-	}
-	if (ipc_find_mqueue(f->ino))
+	f->has_mqueue_ns = ns != 0;
+	f->mqueue_ns = ns;
+	if (ipc_find_mqueue(f->ino, ns))
 		return 0; /* another description of it saved the queue */
 	snprintf(procpath, sizeof(procpath), "/proc/%d/fd/%d", ctx->pid, fd);
 	if (fstat(dup, &st) || mq_getattr(dup, &a)) {
@@ -259,6 +270,8 @@ static int mqueue_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 	ipc_entry__init(e);
 	ipc_mqueue__init(mq);
 	e->mqueue = mq;
+	e->has_ns = ns != 0;
+	e->ns = ns;
 	mq->ino = f->ino;
 	mq->name = strdup(f->path);
 	mq->unlinked = st.st_nlink == 0;
@@ -282,9 +295,10 @@ static int mqueue_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 	close(q);
 	if (ret)
 		goto free_entry;
-	pr_debug("pid %d: fd %d: message queue %s%s: %zu messages, maxmsg %ld, msgsize %ld",
-		 ctx->pid, fd, mq->name, mq->unlinked ? " (unlinked)" : "", mq->n_msgs, a.mq_maxmsg,
-		 a.mq_msgsize);
+	pr_debug("pid %d: fd %d: message queue %s%s (IPC namespace %u): %zu messages, maxmsg %ld, "
+		 "msgsize %ld",
+		 ctx->pid, fd, mq->name, mq->unlinked ? " (unlinked)" : "", ns, mq->n_msgs,
+		 a.mq_maxmsg, a.mq_msgsize);
 	return ipc_add(e);
 free_entry:
 	ipc_entry__free_unpacked(e, NULL);
@@ -295,6 +309,7 @@ free_entry:
 
 static struct made_q {
 	const IpcMqueue *q;
+	uint32_t ns;   /* its IPC namespace (0: amber's) */
 	int fd;	       /* amber's, O_RDWR: what the descriptions are reopened from */
 	bool unlinked; /* its name is gone (again) */
 } * queues;
@@ -307,7 +322,7 @@ static bool name_ok(const char *name)
 	return name[0] == '/' && len > 1 && len <= NAME_MAX + 1 && !strchr(name + 1, '/');
 }
 
-int mqueue_check(struct tree *t, const IpcMqueue *q)
+int mqueue_check(struct tree *t, const IpcMqueue *q, uint32_t ns)
 {
 	int fd;
 
@@ -328,6 +343,8 @@ int mqueue_check(struct tree *t, const IpcMqueue *q)
 		       q->name, q->uid, q->gid, t->owner.uid);
 		return -EPERM;
 	}
+	if (ns)
+		return 0; /* made in a new namespace, where no queue exists yet */
 	fd = mq_open(q->name, O_RDONLY | O_CLOEXEC);
 	if (fd >= 0 || errno == EACCES) {
 		if (fd >= 0)
@@ -349,13 +366,16 @@ static const IpcMqueue *find_queue(struct tree *t, const RegFile *f)
 	if (ipc_load(t, &e, &n) || !f->has_ino)
 		return NULL;
 	for (size_t i = 0; i < n; i++)
-		if (e[i]->mqueue && e[i]->mqueue->ino == f->ino)
+		if (e[i]->mqueue && e[i]->mqueue->ino == f->ino && e[i]->ns == f->mqueue_ns)
 			return e[i]->mqueue;
 	return NULL;
 }
 
-/* Made, filled, given its owner and mode (with the owner's rights: files.c's open). */
-static int make_queue(const IpcMqueue *q)
+/*
+ * Made, filled, given its owner and mode (with the owner's rights: files.c's
+ * open), by amber's thread in the queue's namespace.
+ */
+static int make_queue(const IpcMqueue *q, uint32_t ns)
 {
 	struct mq_attr a = {.mq_maxmsg = q->maxmsg, .mq_msgsize = q->msgsize};
 	struct made_q *n = realloc(queues, (nr_queues + 1) * sizeof(*n));
@@ -376,7 +396,7 @@ static int make_queue(const IpcMqueue *q)
 				       : "");
 		return fd;
 	}
-	queues[nr_queues++] = (struct made_q){q, fd, false};
+	queues[nr_queues++] = (struct made_q){q, ns, fd, false};
 	for (size_t i = 0; i < q->n_msgs; i++)
 		if (mq_send(fd, (char *)q->msgs[i]->data.data, q->msgs[i]->data.len,
 			    q->msgs[i]->prio)) {
@@ -392,22 +412,15 @@ static int make_queue(const IpcMqueue *q)
 	return fd;
 }
 
-static int mqueue_open(struct tree *t, RegFile *f)
+static int open_in_ns(const IpcMqueue *q, RegFile *f)
 {
-	const IpcMqueue *q = find_queue(t, f);
 	int src = -1, fd;
 
-	if (!q) {
-		pr_err("files.img: message queue %s (entry %u) is not in ipc.img; the image is "
-		       "corrupt",
-		       f->path, f->id);
-		return -EBADMSG;
-	}
 	for (size_t i = 0; i < nr_queues && src < 0; i++)
 		if (queues[i].q == q)
 			src = queues[i].fd;
 	if (src < 0)
-		src = make_queue(q);
+		src = make_queue(q, f->mqueue_ns);
 	if (src < 0)
 		return src;
 	/*
@@ -427,21 +440,47 @@ static int mqueue_open(struct tree *t, RegFile *f)
 	return fd;
 }
 
+static int mqueue_open(struct tree *t, RegFile *f)
+{
+	const IpcMqueue *q = find_queue(t, f);
+	int fd;
+
+	if (!q) {
+		pr_err("files.img: message queue %s (entry %u, IPC namespace %u) is not in "
+		       "ipc.img; the image is corrupt",
+		       f->path, f->id, f->mqueue_ns);
+		return -EBADMSG;
+	}
+	fd = ns_enter(NS_KIND__NS_IPC, f->mqueue_ns);
+	if (fd)
+		return fd;
+	fd = open_in_ns(q, f);
+	ns_leave(NS_KIND__NS_IPC, f->mqueue_ns);
+	return fd;
+}
+
 int mqueue_restore_finish(struct tree *t)
 {
 	int ret = 0;
 
 	for (size_t i = 0; i < nr_queues; i++) {
 		if (queues[i].q->unlinked && !queues[i].unlinked) {
-			ret = owner_enter(t);
+			ret = ns_enter(NS_KIND__NS_IPC, queues[i].ns);
 			if (ret)
 				return ret;
+			ret = owner_enter(t);
+			if (ret) {
+				ns_leave(NS_KIND__NS_IPC, queues[i].ns);
+				return ret;
+			}
 			if (mq_unlink(queues[i].q->name)) {
 				ret = -errno;
-				pr_err("cannot unlink message queue %s again: %m",
-				       queues[i].q->name);
+				pr_err("cannot unlink message queue %s (IPC namespace %u) again: "
+				       "%m",
+				       queues[i].q->name, queues[i].ns);
 			}
 			owner_leave(t);
+			ns_leave(NS_KIND__NS_IPC, queues[i].ns);
 			if (ret)
 				return ret;
 			queues[i].unlinked = true;
@@ -457,7 +496,9 @@ int mqueue_restore_finish(struct tree *t)
 void mqueue_restore_undo(void)
 {
 	for (size_t i = 0; i < nr_queues; i++) {
-		if (!queues[i].unlinked && mq_unlink(queues[i].q->name) && errno != ENOENT)
+		/* (a namespace's go with it) */
+		if (!queues[i].unlinked && !queues[i].ns && mq_unlink(queues[i].q->name) &&
+		    errno != ENOENT)
 			pr_warn("cannot remove message queue %s made by the failed restore: %m",
 				queues[i].q->name);
 		if (queues[i].fd >= 0)

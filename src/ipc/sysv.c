@@ -94,10 +94,11 @@ int ipc_add(IpcEntry *e)
 	return 0;
 }
 
-IpcMqueue *ipc_find_mqueue(uint64_t ino)
+IpcMqueue *ipc_find_mqueue(uint64_t ino, uint32_t ns)
 {
+	/* (each namespace's queues are on a filesystem of its own) */
 	for (size_t i = 0; i < nr_entries; i++)
-		if (entries[i]->mqueue && entries[i]->mqueue->ino == ino)
+		if (entries[i]->mqueue && entries[i]->mqueue->ino == ino && entries[i]->ns == ns)
 			return entries[i]->mqueue;
 	return NULL;
 }
@@ -841,14 +842,14 @@ static int check_entry(struct tree *t, const IpcEntry *e)
 
 	if (!!e->shm + !!e->sem + !!e->msq + !!e->mqueue != 1)
 		return corrupt("entry", -1);
-	if (e->ns && (e->mqueue || !ns_known(NS_KIND__NS_IPC, e->ns))) {
-		pr_err("ipc.img: an entry names IPC namespace %u, which ns.img does not have%s; "
+	if (e->ns && !ns_known(NS_KIND__NS_IPC, e->ns)) {
+		pr_err("ipc.img: an entry names IPC namespace %u, which ns.img does not have; "
 		       "the image is corrupt",
-		       e->ns, e->mqueue ? " for message queues" : "");
+		       e->ns);
 		return -EBADMSG;
 	}
 	if (e->mqueue)
-		return mqueue_check(t, e->mqueue);
+		return mqueue_check(t, e->mqueue, e->ns);
 	p = perm_of(e, &kind);
 	if (p->id < 0 || p->mode & ~PERM_ALL)
 		return corrupt(kind_name[kind], p->id);

@@ -1,21 +1,25 @@
 // SPDX-License-Identifier: MIT
 /*
- * UTS and IPC namespaces of the tree (the other kinds are refused at dump,
- * dump.c): each namespace a process of the tree is in that is not amber's
- * is one ns_entry of ns.img (its id in pstree_entry uts_ns / ipc_ns).
+ * UTS, IPC, time and cgroup namespaces of the tree (the other kinds are
+ * refused at dump, dump.c): each namespace a process of the tree is in that
+ * is not amber's is one ns_entry of ns.img (its id in pstree_entry uts_ns /
+ * ipc_ns / time_ns / cgroup_ns).  What is particular to a kind is in its
+ * table entry below (timens.c, cgroupns.c).
  *
  * Dump (as root): a namespace is known by the inode of /proc/PID/ns/KIND.
  * amber keeps an fd on it and reads its state from inside: its calling
  * thread setns()es into it (only that thread changes namespace), reads
  * uname() or the IPC sysctls of /proc/sys/kernel (per namespace), and
  * setns()es back into its own.  sysv.c does the same around each IPC
- * namespace's objects.
+ * namespace's objects.  A time namespace is read from outside (entering it
+ * would move amber's own clocks).
  *
  * Restore: amber makes every namespace before the first process exists
  * (restore_tree, first of the table): unshare() in its own thread, the
  * names or sysctls set, an fd kept on it above every restored fd (the
  * processes inherit it; drop_internal closes it in them), back into its
- * own.  sysv.c then makes each namespace's objects inside it.  Every
+ * own (a time namespace: made by a process of its own, timens.c).  sysv.c
+ * then makes each namespace's objects inside it.  Every
  * restored process setns()es into its namespaces (amber's own for id 0)
  * first thing after it is created, before it creates its children, so
  * processes that shared a namespace share the one made for it, whatever
@@ -43,14 +47,32 @@
 #define HOSTNAME_MAX 64 /* the kernel's __NEW_UTS_LEN */
 #define SYSCTL_MAX   64 /* a value: at most four numbers */
 
+static int read_uts(NsEntry *e, pid_t pid);
+static int read_ipc(NsEntry *e, pid_t pid);
+static int check_uts(const NsEntry *e);
+static int check_ipc(const NsEntry *e);
+
 static const struct {
 	const char *name; /* in /proc/PID/ns */
 	const char *what; /* in messages */
 	int flag;
+	bool inside; /* dump: read from inside it (amber's thread setns()es) */
+	int (*read)(NsEntry *e, pid_t pid);
+	int (*check)(const NsEntry *e);
+	/* restore: made by this (else unshare() in amber's thread and set_state) */
+	int (*make)(const NsEntry *e, int base, int *fd);
+	/* dump: each process of the tree in it, if it must be checked */
+	int (*member)(NsEntry *e, pid_t pid);
 } kinds[] = {
-	[NS_KIND__NS_UTS] = {"uts", "UTS", CLONE_NEWUTS},
-	[NS_KIND__NS_IPC] = {"ipc", "IPC", CLONE_NEWIPC},
+	[NS_KIND__NS_UTS] = {"uts", "UTS", CLONE_NEWUTS, true, read_uts, check_uts, NULL, NULL},
+	[NS_KIND__NS_IPC] = {"ipc", "IPC", CLONE_NEWIPC, true, read_ipc, check_ipc, NULL, NULL},
+	[NS_KIND__NS_TIME] = {"time", "time", CLONE_NEWTIME, false, timens_read, timens_check,
+			      timens_make, NULL},
+	[NS_KIND__NS_CGROUP] = {"cgroup", "cgroup", CLONE_NEWCGROUP, false, cgroupns_read,
+				cgroupns_check, NULL, cgroupns_member},
 };
+#define FIRST_KIND NS_KIND__NS_UTS
+#define LAST_KIND  NS_KIND__NS_CGROUP
 
 /* The IPC sysctls a namespace has of its own (/proc/sys/kernel). */
 static const char *const ipc_sysctls[] = {
@@ -65,13 +87,16 @@ struct ns {
 static struct ns *nss;
 static size_t nr_nss;
 /* amber's own namespace of each kind, to come back to (and, restored, id 0's) */
-static int own_fd[] = {[NS_KIND__NS_UTS] = -1, [NS_KIND__NS_IPC] = -1};
+static int own_fd[] = {[NS_KIND__NS_UTS] = -1,
+		       [NS_KIND__NS_IPC] = -1,
+		       [NS_KIND__NS_TIME] = -1,
+		       [NS_KIND__NS_CGROUP] = -1};
 static NsEntry **loaded; /* restore: ns.img as read */
 static size_t nr_loaded;
 
 static bool kind_ok(int kind)
 {
-	return kind == NS_KIND__NS_UTS || kind == NS_KIND__NS_IPC;
+	return kind >= FIRST_KIND && kind <= LAST_KIND;
 }
 
 const char *ns_kind_name(int kind)
@@ -111,7 +136,17 @@ uint32_t ns_of(const struct tree *t, uint32_t pid, int kind)
 
 	if (!e)
 		return 0;
-	return kind == NS_KIND__NS_UTS ? e->uts_ns : e->ipc_ns;
+	switch (kind) {
+	case NS_KIND__NS_UTS:
+		return e->uts_ns;
+	case NS_KIND__NS_IPC:
+		return e->ipc_ns;
+	case NS_KIND__NS_TIME:
+		return e->time_ns;
+	case NS_KIND__NS_CGROUP:
+		return e->cgroup_ns;
+	}
+	return 0;
 }
 
 /* amber's own namespace of a kind, once, at or above fd base (restore: inherited). */
@@ -170,7 +205,7 @@ void ns_leave(int kind, uint32_t id)
 
 /* ---- dump ---- */
 
-static int read_uts(NsEntry *e)
+static int read_uts(NsEntry *e, pid_t pid)
 {
 	struct utsname u;
 
@@ -184,12 +219,12 @@ static int read_uts(NsEntry *e)
 	return e->hostname && e->domainname ? 0 : -ENOMEM;
 }
 
-static int read_ipc(NsEntry *e)
+static int read_ipc(NsEntry *e, pid_t pid)
 {
 	size_t n = sizeof(ipc_sysctls) / sizeof(ipc_sysctls[0]);
 
-	/* before the fds are looked at: its message queues are known (and refused) */
-	mqueue_probe_ns();
+	/* before the fds are looked at: its message queues are known as its */
+	mqueue_probe_ns(e->id);
 
 	e->sysctls = calloc(n, sizeof(*e->sysctls));
 	if (!e->sysctls)
@@ -254,11 +289,14 @@ static int add_ns(int kind, pid_t pid, uint64_t ino, uint32_t *id)
 		return ret;
 	}
 	nr_nss++;
-	ret = ns_enter(kind, e->id);
-	if (ret)
-		return ret;
-	ret = kind == NS_KIND__NS_UTS ? read_uts(e) : read_ipc(e);
-	ns_leave(kind, e->id);
+	if (kinds[kind].inside) {
+		ret = ns_enter(kind, e->id);
+		if (ret)
+			return ret;
+	}
+	ret = kinds[kind].read(e, pid);
+	if (kinds[kind].inside)
+		ns_leave(kind, e->id);
 	if (!ret)
 		pr_debug("pid %d: %s namespace %u (inode %llu)%s%s", pid, kinds[kind].what, e->id,
 			 (unsigned long long)ino, e->hostname ? ", hostname " : "",
@@ -286,12 +324,16 @@ static int ns_id(int kind, pid_t pid, uint32_t *id)
 	*id = 0;
 	if (st.st_ino == own.st_ino && st.st_dev == own.st_dev)
 		return 0;
-	for (size_t i = 0; i < nr_nss; i++)
-		if ((int)nss[i].e->kind == kind && nss[i].e->ino == st.st_ino) {
+	for (size_t i = 0; !*id && i < nr_nss; i++)
+		if ((int)nss[i].e->kind == kind && nss[i].e->ino == st.st_ino)
 			*id = nss[i].e->id;
-			return 0;
-		}
-	return add_ns(kind, pid, st.st_ino, id);
+	if (!*id) {
+		int ret = add_ns(kind, pid, st.st_ino, id);
+
+		if (ret)
+			return ret;
+	}
+	return kinds[kind].member ? kinds[kind].member(find(kind, *id)->e, pid) : 0;
 }
 
 static int write_ns_img(struct tree *t)
@@ -361,10 +403,10 @@ static int check_threads(pid_t pid)
 
 static int ns_dump_tree(struct tree *t)
 {
-	int ret = own_ns(NS_KIND__NS_UTS, 0);
+	int ret = 0;
 
-	if (!ret)
-		ret = own_ns(NS_KIND__NS_IPC, 0);
+	for (int k = FIRST_KIND; !ret && k <= LAST_KIND; k++)
+		ret = own_ns(k, 0);
 	for (size_t p = 0; !ret && p < t->nr_procs; p++) {
 		pid_t pid = t->dprocs[p]->pid;
 		PstreeEntry *e = tree_entry(t, (uint32_t)pid);
@@ -374,8 +416,14 @@ static int ns_dump_tree(struct tree *t)
 			ret = ns_id(NS_KIND__NS_UTS, pid, &e->uts_ns);
 		if (!ret)
 			ret = ns_id(NS_KIND__NS_IPC, pid, &e->ipc_ns);
+		if (!ret)
+			ret = ns_id(NS_KIND__NS_TIME, pid, &e->time_ns);
+		if (!ret)
+			ret = ns_id(NS_KIND__NS_CGROUP, pid, &e->cgroup_ns);
 		e->has_uts_ns = e->uts_ns != 0;
 		e->has_ipc_ns = e->ipc_ns != 0;
+		e->has_time_ns = e->time_ns != 0;
+		e->has_cgroup_ns = e->cgroup_ns != 0;
 	}
 	if (!ret && nr_nss)
 		ret = write_ns_img(t);
@@ -415,17 +463,29 @@ static int check_entry(const NsEntry *e, size_t idx)
 	for (size_t k = 0; k < idx; k++)
 		if (loaded[k]->id == e->id)
 			return corrupt("listed twice", e->id);
-	if (e->kind == NS_KIND__NS_UTS) {
-		if (!e->hostname || !e->domainname || e->n_sysctls)
-			return corrupt(
-				"a UTS namespace needs a hostname and a domainname, no sysctl",
-				e->id);
-		if (strlen(e->hostname) > HOSTNAME_MAX || strlen(e->domainname) > HOSTNAME_MAX)
-			return corrupt("hostname or domainname longer than 64 bytes", e->id);
-		return 0;
-	}
-	if (e->hostname || e->domainname)
-		return corrupt("an IPC namespace has no hostname", e->id);
+	if (e->kind != NS_KIND__NS_TIME && (e->has_monotonic_off_ns || e->has_boottime_off_ns ||
+					    e->has_monotonic_ns || e->has_boottime_ns))
+		return corrupt("only a time namespace has clock offsets", e->id);
+	if (e->kind != NS_KIND__NS_UTS && (e->hostname || e->domainname))
+		return corrupt("only a UTS namespace has a hostname", e->id);
+	if (e->kind != NS_KIND__NS_IPC && e->n_sysctls)
+		return corrupt("only an IPC namespace has sysctls", e->id);
+	if (e->kind != NS_KIND__NS_CGROUP && e->n_cgroup_roots)
+		return corrupt("only a cgroup namespace has cgroup roots", e->id);
+	return kinds[e->kind].check(e);
+}
+
+static int check_uts(const NsEntry *e)
+{
+	if (!e->hostname || !e->domainname)
+		return corrupt("a UTS namespace needs a hostname and a domainname", e->id);
+	if (strlen(e->hostname) > HOSTNAME_MAX || strlen(e->domainname) > HOSTNAME_MAX)
+		return corrupt("hostname or domainname longer than 64 bytes", e->id);
+	return 0;
+}
+
+static int check_ipc(const NsEntry *e)
+{
 	for (size_t i = 0; i < e->n_sysctls; i++) {
 		const NsSysctl *s = e->sysctls[i];
 		size_t len = strlen(s->value);
@@ -446,16 +506,24 @@ static int check_pstree(const struct tree *t)
 {
 	for (size_t i = 0; i < t->nr_pstree; i++) {
 		const PstreeEntry *p = t->pstree[i];
-		const uint32_t ids[] = {
-			[NS_KIND__NS_UTS] = p->uts_ns, [NS_KIND__NS_IPC] = p->ipc_ns};
 
-		for (int k = NS_KIND__NS_UTS; k <= NS_KIND__NS_IPC; k++) {
-			if (!ids[k] || find(k, ids[k]))
+		for (int k = FIRST_KIND; k <= LAST_KIND; k++) {
+			uint32_t id = ns_of(t, p->pid, k);
+
+			if (!id || find(k, id))
 				continue;
 			pr_err("pstree.img: pid %u is in %s namespace %u, which ns.img does not "
 			       "have; "
 			       "the image is corrupt",
-			       p->pid, kinds[k].what, ids[k]);
+			       p->pid, kinds[k].what, id);
+			return -EBADMSG;
+		}
+		/* it shares its parent's memory: the kernel keeps it in the parent's
+		 * time namespace (setns() would need it alone in its memory) */
+		if (p->clone_vm && p->time_ns != ns_of(t, p->ppid, NS_KIND__NS_TIME)) {
+			pr_err("pstree.img: pid %u shares the memory of its parent %u but not its "
+			       "time namespace; the image is corrupt",
+			       p->pid, p->ppid);
 			return -EBADMSG;
 		}
 	}
@@ -463,9 +531,7 @@ static int check_pstree(const struct tree *t)
 		bool used = false;
 
 		for (size_t i = 0; !used && i < t->nr_pstree; i++)
-			used = (nss[n].e->kind == NS_KIND__NS_UTS
-					? t->pstree[i]->uts_ns
-					: t->pstree[i]->ipc_ns) == nss[n].e->id;
+			used = ns_of(t, t->pstree[i]->pid, nss[n].e->kind) == nss[n].e->id;
 		if (!used)
 			return corrupt("no process of pstree.img is in it", nss[n].e->id);
 	}
@@ -538,6 +604,8 @@ static int set_state(const NsEntry *e)
 {
 	int ret = 0;
 
+	if (e->kind == NS_KIND__NS_CGROUP)
+		return 0; /* rooted at amber's cgroups, which are its roots (cgroupns.c) */
 	if (e->kind == NS_KIND__NS_UTS) {
 		if (sethostname(e->hostname, strlen(e->hostname)) ||
 		    setdomainname(e->domainname, strlen(e->domainname))) {
@@ -555,16 +623,21 @@ static int set_state(const NsEntry *e)
 static int make_ns(struct tree *t, struct ns *n)
 {
 	int kind = n->e->kind, fd, ret;
+	char path[64];
 
+	if (kinds[kind].make) {
+		ret = kinds[kind].make(n->e, t->fd_base, &n->fd);
+		if (!ret)
+			pr_info("made %s namespace %u", kinds[kind].what, n->e->id);
+		return ret;
+	}
 	if (unshare(kinds[kind].flag)) {
 		pr_err("cannot make %s namespace %u: %m", kinds[kind].what, n->e->id);
 		return -errno;
 	}
 	ret = set_state(n->e);
-	fd = ret ? -1
-		 : sys_open(kind == NS_KIND__NS_UTS ? "/proc/thread-self/ns/uts"
-						    : "/proc/thread-self/ns/ipc",
-			    O_RDONLY | O_CLOEXEC, 0);
+	snprintf(path, sizeof(path), "/proc/thread-self/ns/%s", kinds[kind].name);
+	fd = ret ? -1 : sys_open(path, O_RDONLY | O_CLOEXEC, 0);
 	if (!ret && fd < 0) {
 		pr_err("cannot open the new %s namespace %u: %s", kinds[kind].what, n->e->id,
 		       strerror(-fd));
@@ -593,20 +666,34 @@ static int ns_restore_tree(struct tree *t)
 
 	if (!nr_nss)
 		return 0;
-	ret = own_ns(NS_KIND__NS_UTS, t->fd_base);
-	if (!ret)
-		ret = own_ns(NS_KIND__NS_IPC, t->fd_base);
+	for (int k = FIRST_KIND; !ret && k <= LAST_KIND; k++)
+		ret = own_ns(k, t->fd_base);
 	for (size_t i = 0; !ret && i < nr_nss; i++)
 		ret = make_ns(t, &nss[i]);
 	return ret;
 }
 
+/* Whether the calling thread is in the namespace of fd already. */
+static bool in_ns(int kind, int fd)
+{
+	struct stat want, cur;
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/thread-self/ns/%s", kinds[kind].name);
+	return !fstat(fd, &want) && !stat(path, &cur) && want.st_ino == cur.st_ino &&
+	       want.st_dev == cur.st_dev;
+}
+
 int ns_restore_process(const struct tree *t, uint32_t pid)
 {
-	for (int k = NS_KIND__NS_UTS; nr_nss && k <= NS_KIND__NS_IPC; k++) {
+	for (int k = FIRST_KIND; nr_nss && k <= LAST_KIND; k++) {
 		uint32_t id = ns_of(t, pid, k);
 		int fd = id ? find(k, id)->fd : own_fd[k];
 
+		/* a time namespace is entered alone in one's memory: a CLONE_VM child
+		 * is in its parent's already (checked at read) */
+		if (in_ns(k, fd))
+			continue;
 		if (setns(fd, kinds[k].flag)) {
 			pr_err("pid %u: cannot enter %s namespace %u: %m", pid, kinds[k].what, id);
 			return -errno;

@@ -13,9 +13,9 @@
 int pidns_restore(struct opts *o, int (*restore)(struct opts *o, uint32_t *root));
 
 /*
- * UTS and IPC namespaces of the tree (ns.c).  kind is NS_KIND__NS_UTS or
- * NS_KIND__NS_IPC; id 0 is amber's own namespace (at dump: the tree's
- * processes that are in it), others are ns.img's entries.
+ * UTS, IPC, time and cgroup namespaces of the tree (ns.c).  kind is
+ * NS_KIND__NS_UTS, NS_KIND__NS_IPC, NS_KIND__NS_TIME or NS_KIND__NS_CGROUP; id 0 is amber's own
+ * namespace (at dump: the tree's processes that are in it), others are ns.img's entries.
  */
 const char *ns_kind_name(int kind);
 /* The namespace of pid (a process of pstree.img) of a kind. */
@@ -60,5 +60,23 @@ int pidns_restore_read(struct tree *t);
 pid_t tree_hpid(const struct tree *t, uint32_t pid);
 int pidns_find_children(struct tree *t, size_t idx);
 pid_t pidns_host_tid(pid_t pid, uint32_t tid);
+
+/*
+ * Time namespaces (timens.c).  dump: e's offsets and the host's clocks, from
+ * /proc/PID/timens_offsets of pid, one of its processes; restore: e checked
+ * (0 or -EBADMSG, logged), and made, *fd on it at or above base.
+ */
+int timens_read(NsEntry *e, pid_t pid);
+int timens_check(const NsEntry *e);
+int timens_make(const NsEntry *e, int base, int *fd);
+
+/*
+ * Cgroup namespaces (cgroupns.c).  dump: e's roots, from pid, and each of
+ * its processes checked at the root; restore: e checked, against amber's
+ * own cgroups too (0, -EBADMSG or -EOPNOTSUPP, logged).
+ */
+int cgroupns_read(NsEntry *e, pid_t pid);
+int cgroupns_member(NsEntry *e, pid_t pid);
+int cgroupns_check(const NsEntry *e);
 
 #endif
