@@ -35,6 +35,7 @@ static const char *const kind_names[IMG__COUNT] = {
 	[IMG_IPC] = "ipc",
 	[IMG_SHM] = "shm",
 	[IMG_NS] = "ns",
+	[IMG_NETNS] = "netns",
 };
 
 uint32_t img_magic(enum img_kind kind)
@@ -523,6 +524,9 @@ static uint64_t max_record(const struct img_dir *d, enum img_kind kind, const ch
 	case IMG_NS:
 		*why = "a namespace's names and sysctls";
 		return 4096;
+	case IMG_NETNS: /* the nft ruleset is most of it */
+		*why = "a network namespace's links, addresses, routes, sysctls and nft ruleset";
+		return 4 << 20;
 	case IMG_FILES: /* what is large in it (data, watches) is bounded by wire_rules */
 	case IMG_IPC:	/* semaphores and messages: bounded by wire_rules */
 		*why = "amber's image format";
@@ -715,6 +719,10 @@ static int kind_of_name(const char *name, enum img_kind *kind)
 	}
 	if (!strcmp(name, "ipc.img") || !strcmp(name, "ns.img")) {
 		*kind = name[0] == 'i' ? IMG_IPC : IMG_NS;
+		return 0;
+	}
+	if (!strcmp(name, "netns.img")) {
+		*kind = IMG_NETNS;
 		return 0;
 	}
 	if (!strcmp(name, "stats-dump.img") || !strcmp(name, "stats-restore.img")) {
@@ -1011,6 +1019,9 @@ static int check_counts(struct img_dir *d)
 		} else if (f->kind == IMG_NS) {
 			f->max_records = 2 * cores;
 			why = "a UTS and an IPC namespace per thread of core-*.img at most";
+		} else if (f->kind == IMG_NETNS) {
+			f->max_records = cores;
+			why = "a network namespace per thread of core-*.img at most";
 		} else {
 			f->max_records = max_count(d, f->kind, &why);
 		}

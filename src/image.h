@@ -37,6 +37,7 @@ enum img_kind {
 	IMG_IPC,   /* ipc.img: System V objects, POSIX message queues (src/ipc/) */
 	IMG_SHM,   /* shm-ID.img, shm-NS-ID.img: the bytes of System V segment ID (raw) */
 	IMG_NS,	   /* ns.img: the tree's UTS and IPC namespaces (ns/ns.c) */
+	IMG_NETNS, /* netns.img: the tree's network namespaces (ns/net.c) */
 	IMG__COUNT,
 };
 
