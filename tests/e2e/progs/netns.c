@@ -8,7 +8,7 @@
  * (SIOCGSKNS), with their addresses, states and data; the connection
  * carries new data both ways; the listener accepts a new connection.
  *
- * netns DIR
+ * netns DIR [noconn]   (noconn: no connection, for a restore without --tcp-established)
  */
 #include <arpa/inet.h>
 #include <linux/sockios.h>
@@ -76,25 +76,27 @@ static int read_all(int fd, char *buf, size_t len)
 int main(int argc, char **argv)
 {
 	static const char to_srv[] = "queued from the client", to_cli[] = "queued from the server";
-	char want_srv[sizeof(to_srv)], buf[64];
+	char want_srv[sizeof(to_srv)], want_dg[] = "datagram", buf[64];
 	struct sockaddr_in l = at(47400), u = at(47401);
-	int one = 1, lsn, cli, srv, udp, snd, c2, s2;
+	int one = 1, lsn, cli = -1, srv = -1, udp, snd, c2, s2, conn;
 	ssize_t n;
 
-	prog_init(argc, argv);
+	conn = !(argc > prog_init(argc, argv) && !strcmp(argv[argc - 1], "noconn"));
 	lsn = socket(AF_INET, SOCK_STREAM, 0);
 	if (lsn < 0 || setsockopt(lsn, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
 	    bind(lsn, (struct sockaddr *)&l, sizeof(l)) || listen(lsn, 8))
 		prog_die("listen on " ADDR ":47400");
-	cli = socket(AF_INET, SOCK_STREAM, 0);
-	if (cli < 0 || connect(cli, (struct sockaddr *)&l, sizeof(l)))
-		prog_die("connect to " ADDR ":47400");
-	srv = accept(lsn, NULL, NULL);
-	if (srv < 0)
-		prog_die("accept");
-	if (send(cli, to_srv, sizeof(to_srv), 0) != sizeof(to_srv) ||
-	    send(srv, to_cli, sizeof(to_cli), 0) != sizeof(to_cli))
-		prog_die("send");
+	if (conn) {
+		cli = socket(AF_INET, SOCK_STREAM, 0);
+		if (cli < 0 || connect(cli, (struct sockaddr *)&l, sizeof(l)))
+			prog_die("connect to " ADDR ":47400");
+		srv = accept(lsn, NULL, NULL);
+		if (srv < 0)
+			prog_die("accept");
+		if (send(cli, to_srv, sizeof(to_srv), 0) != sizeof(to_srv) ||
+		    send(srv, to_cli, sizeof(to_cli), 0) != sizeof(to_cli))
+			prog_die("send");
+	}
 	udp = socket(AF_INET, SOCK_DGRAM, 0);
 	snd = socket(AF_INET, SOCK_DGRAM, 0);
 	if (udp < 0 || snd < 0 || bind(udp, (struct sockaddr *)&u, sizeof(u)) ||
@@ -106,25 +108,29 @@ int main(int argc, char **argv)
 	prog_wait_go();
 
 	memcpy(want_srv, to_srv, sizeof(to_srv));
-	if (prog_sabotage())
-		want_srv[0] ^= 1;
-	CHECK(same_ns(lsn) && same_ns(cli) && same_ns(srv) && same_ns(udp),
+	if (prog_sabotage()) /* the server's data, or without a connection the datagram */
+		(conn ? want_srv : want_dg)[0] ^= 1;
+	CHECK(same_ns(lsn) && same_ns(udp) && (!conn || (same_ns(cli) && same_ns(srv))),
 	      "every socket is in the process's network namespace");
-	CHECK(local_is(lsn, 47400) && local_is(srv, 47400) && local_is(udp, 47401),
+	CHECK(local_is(lsn, 47400) && local_is(udp, 47401) && (!conn || local_is(srv, 47400)),
 	      "the sockets keep their addresses on " ADDR);
 	CHECK(tcp_state(lsn) == TCP_LISTEN, "the listener listens");
-	CHECK(tcp_state(cli) == TCP_ESTABLISHED && tcp_state(srv) == TCP_ESTABLISHED,
-	      "the connection is established (%d, %d)", tcp_state(cli), tcp_state(srv));
-	CHECK(!read_all(srv, buf, sizeof(to_srv)) && !memcmp(buf, want_srv, sizeof(to_srv)),
-	      "the server reads what the client had queued");
-	CHECK(!read_all(cli, buf, sizeof(to_cli)) && !memcmp(buf, to_cli, sizeof(to_cli)),
-	      "the client reads what the server had queued");
-	CHECK(send(cli, "after", 5, 0) == 5 && !read_all(srv, buf, 5) && !memcmp(buf, "after", 5),
-	      "new data goes from the client to the server");
-	CHECK(send(srv, "again", 5, 0) == 5 && !read_all(cli, buf, 5) && !memcmp(buf, "again", 5),
-	      "new data goes from the server to the client");
+	if (conn) {
+		CHECK(tcp_state(cli) == TCP_ESTABLISHED && tcp_state(srv) == TCP_ESTABLISHED,
+		      "the connection is established (%d, %d)", tcp_state(cli), tcp_state(srv));
+		CHECK(!read_all(srv, buf, sizeof(to_srv)) && !memcmp(buf, want_srv, sizeof(to_srv)),
+		      "the server reads what the client had queued");
+		CHECK(!read_all(cli, buf, sizeof(to_cli)) && !memcmp(buf, to_cli, sizeof(to_cli)),
+		      "the client reads what the server had queued");
+		CHECK(send(cli, "after", 5, 0) == 5 && !read_all(srv, buf, 5) &&
+			      !memcmp(buf, "after", 5),
+		      "new data goes from the client to the server");
+		CHECK(send(srv, "again", 5, 0) == 5 && !read_all(cli, buf, 5) &&
+			      !memcmp(buf, "again", 5),
+		      "new data goes from the server to the client");
+	}
 	n = recv(udp, buf, sizeof(buf), MSG_DONTWAIT);
-	CHECK(n == 8 && !memcmp(buf, "datagram", 8), "the queued datagram is there (%zd bytes)", n);
+	CHECK(n == 8 && !memcmp(buf, want_dg, 8), "the queued datagram is there (%zd bytes)", n);
 	c2 = socket(AF_INET, SOCK_STREAM, 0);
 	CHECK(c2 >= 0 && !connect(c2, (struct sockaddr *)&l, sizeof(l)) &&
 		      (s2 = accept(lsn, NULL, NULL)) >= 0 && same_ns(s2),
