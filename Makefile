@@ -2,9 +2,10 @@
 CC      ?= gcc
 CFLAGS  ?= -O2 -g
 BASE_CFLAGS := -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
-	   -D_GNU_SOURCE -Iinclude -Isrc -Ibuild/gen -MMD -MP
+	   -D_GNU_SOURCE -Iinclude -Isrc -Ibuild/gen -MMD -MP \
+	   $(shell pkg-config --cflags libnl-route-3.0 libnftables)
 CFLAGS  += $(BASE_CFLAGS)
-LDLIBS  += -lprotobuf-c -lxxhash
+LDLIBS  += -lprotobuf-c -lxxhash $(shell pkg-config --libs libnl-route-3.0 libnftables)
 
 B       := build
 SRCS    := $(wildcard src/*.c src/*/*.c)

@@ -5,6 +5,7 @@ set -euo pipefail
 # clang-14 and libclang-rt-14-dev (libFuzzer, ASan, UBSan): the fuzz targets (make fuzz)
 PKGS=(gcc make pkg-config libc6-dev protobuf-c-compiler libprotobuf-c-dev libxxhash-dev
       libcmocka-dev jq python3 tmux procps util-linux bc nftables iptables scdoc
+      libnl-3-dev libnl-route-3-dev libnftables-dev iproute2
       clang-14 libclang-rt-14-dev postgresql-15)
 
 missing=()

@@ -401,6 +401,7 @@ static int dump_other(struct dump_ctx *ctx, int fd, const char *link, const stru
 		      RegFile *f)
 {
 	for (const struct fd_type *const *t = fd_types; *t; t++) {
+		uint32_t net = 0;
 		int dup, ret;
 
 		if (!(*t)->match(link, st))
@@ -412,7 +413,12 @@ static int dump_other(struct dump_ctx *ctx, int fd, const char *link, const stru
 			return dup;
 		}
 		f->kind = (*t)->kind;
-		ret = (*t)->dump(ctx, fd, dup, f);
+		/* a socket is seen (sock_diag, /proc/net, repair) from inside its namespace */
+		ret = S_ISSOCK(st->st_mode) ? netns_sock_enter(ctx, fd, dup, f, &net) : 0;
+		if (!ret)
+			ret = (*t)->dump(ctx, fd, dup, f);
+		if (S_ISSOCK(st->st_mode) && (!ret || net))
+			ret = netns_sock_dumped(ctx, fd, f, net) ?: ret;
 		close(dup);
 		return ret;
 	}
@@ -1342,27 +1348,46 @@ static int prepare_kinds(struct tree *t)
 	}
 	for (size_t i = 0; i < t->nr_rfiles; i++)
 		t->desc_fd[i] = -1;
-	for (const struct fd_type *const *ft = fd_types; *ft && !ret; ft++) {
-		size_t n = 0;
+	for (size_t i = 0; i < t->nr_rfiles && !ret; i++)
+		if (!netns_known(t->rfiles[i]->net_ns)) {
+			pr_err("files.img: socket %u is in network namespace %u, which netns.img "
+			       "does not have; the image is corrupt",
+			       t->rfiles[i]->id, t->rfiles[i]->net_ns);
+			ret = -EBADMSG;
+		}
+	/* each network namespace's sockets made inside it, but unix ones (made in
+	 * amber's, whatever their namespace: pairs and queues span the tree) */
+	for (uint32_t net = 0; !ret; net = netns_next(net)) {
+		for (const struct fd_type *const *ft = fd_types; *ft && !ret; ft++) {
+			bool unix_sk = (*ft)->kind == FILE_KIND__FILE_UNIX_SK;
+			size_t n = 0;
 
-		if (!(*ft)->prepare)
-			continue;
-		for (size_t i = 0; i < t->nr_rfiles; i++)
-			if (t->rfiles[i]->kind == (*ft)->kind)
-				files[n++] = t->rfiles[i];
-		if (!n)
-			continue;
-		for (size_t k = 0; k < n; k++)
-			fds[k] = -1;
-		/* what they bind, connect and unlink: with the owner's rights */
-		ret = (*ft)->bounds_itself ? 0 : owner_enter(t);
-		if (ret)
+			if (!(*ft)->prepare || (unix_sk && net))
+				continue;
+			for (size_t i = 0; i < t->nr_rfiles; i++)
+				if (t->rfiles[i]->kind == (*ft)->kind &&
+				    (unix_sk || t->rfiles[i]->net_ns == net))
+					files[n++] = t->rfiles[i];
+			if (!n)
+				continue;
+			for (size_t k = 0; k < n; k++)
+				fds[k] = -1;
+			ret = netns_enter(net);
+			if (ret)
+				break;
+			/* what they bind, connect and unlink: with the owner's rights */
+			ret = (*ft)->bounds_itself ? 0 : owner_enter(t);
+			if (!ret) {
+				ret = (*ft)->prepare(t, files, n, fds);
+				if (!(*ft)->bounds_itself)
+					owner_leave(t);
+			}
+			netns_leave(net);
+			for (size_t k = 0; k < n && !ret; k++)
+				t->desc_fd[files[k]->id] = fds[k];
+		}
+		if (!netns_next(net))
 			break;
-		ret = (*ft)->prepare(t, files, n, fds);
-		if (!(*ft)->bounds_itself)
-			owner_leave(t);
-		for (size_t k = 0; k < n && !ret; k++)
-			t->desc_fd[files[k]->id] = fds[k];
 	}
 free_arrays:
 	free(files);

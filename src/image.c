@@ -36,6 +36,7 @@ static const char *const kind_names[IMG__COUNT] = {
 	[IMG_SHM] = "shm",
 	[IMG_NS] = "ns",
 	[IMG_CGROUP] = "cgroup",
+	[IMG_NETNS] = "netns",
 };
 
 uint32_t img_magic(enum img_kind kind)
@@ -527,6 +528,9 @@ static uint64_t max_record(const struct img_dir *d, enum img_kind kind, const ch
 	case IMG_CGROUP:
 		*why = "a cgroup per hierarchy, or a cgroup's settings";
 		return 32 * (PATH_MAX + 64);
+	case IMG_NETNS: /* the nft ruleset is most of it */
+		*why = "a network namespace's links, addresses, routes, sysctls and nft ruleset";
+		return 4 << 20;
 	case IMG_FILES: /* what is large in it (data, watches) is bounded by wire_rules */
 	case IMG_IPC:	/* semaphores and messages: bounded by wire_rules */
 		*why = "amber's image format";
@@ -723,6 +727,8 @@ static int kind_of_name(const char *name, enum img_kind *kind)
 	}
 	if (!strcmp(name, "cgroup.img")) {
 		*kind = IMG_CGROUP;
+	if (!strcmp(name, "netns.img")) {
+		*kind = IMG_NETNS;
 		return 0;
 	}
 	if (!strcmp(name, "stats-dump.img") || !strcmp(name, "stats-restore.img")) {
@@ -1023,6 +1029,9 @@ static int check_counts(struct img_dir *d)
 			f->max_records = cores * (2 + 2 * 32);
 			why = "per process of core-*.img: its set, itself, and 32 hierarchies' "
 			      "cgroups at most";
+		} else if (f->kind == IMG_NETNS) {
+			f->max_records = cores;
+			why = "a network namespace per thread of core-*.img at most";
 		} else {
 			f->max_records = max_count(d, f->kind, &why);
 		}

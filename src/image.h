@@ -38,6 +38,7 @@ enum img_kind {
 	IMG_SHM,   /* shm-ID.img, shm-NS-ID.img: the bytes of System V segment ID (raw) */
 	IMG_NS,	   /* ns.img: the tree's UTS and IPC namespaces (ns/ns.c) */
 	IMG_CGROUP, /* cgroup.img: the tree's cgroups (cgroup.c) */
+	IMG_NETNS, /* netns.img: the tree's network namespaces (ns/net.c) */
 	IMG__COUNT,
 };
 

@@ -20,6 +20,7 @@
 
 #include "amber.h"
 #include "log.h"
+#include "ns/ns.h"
 #include "sys.h"
 
 enum {
@@ -47,6 +48,7 @@ enum {
 	O_LINK_REMAP,
 	O_NEW_PIDNS,
 	O_MANAGE_CGROUPS,
+	O_EXTERNAL,
 	O_UNIMPLEMENTED,
 	O_NEGATED = 1 << 12, /* --no-NAME of a flag: code | O_NEGATED */
 };
@@ -77,6 +79,8 @@ static const struct opt_def {
 	 "a job of a shell: it takes amber's terminal, session and group"},
 	{"new-pidns", O_NEW_PIDNS, no_argument, FOR_RESTORE, NULL,
 	 "restore in a new pid namespace, where the pids are free (amber stays as its init)"},
+	{"external", O_EXTERNAL, required_argument, FOR_RESTORE, "veth[IF]:HOST[@BR]",
+	 "make veth IF of a network namespace with its host side HOST (on bridge BR)"},
 	{"tcp-established", O_TCP_ESTABLISHED, no_argument, FOR_DR, NULL,
 	 "dump and restore established TCP connections (TCP repair)"},
 	{"tcp-close", O_TCP_CLOSE, no_argument, FOR_DR, NULL,
@@ -411,6 +415,8 @@ static int set_opt(struct opts *o, int code, const char *arg, bool neg)
 	case O_NEW_PIDNS:
 		o->new_pidns = !neg;
 		return 0;
+	case O_EXTERNAL:
+		return netns_external(arg) ? -1 : 0;
 	case O_TCP_ESTABLISHED:
 		o->tcp_established = !neg;
 		return 0;

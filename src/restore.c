@@ -683,7 +683,7 @@ static void __attribute__((noreturn)) child_setup(struct tree *t, size_t idx, bo
 			log_fd = 2;
 	}
 	/* its UTS and IPC namespaces first: its children are created in them */
-	if (ns_restore_process(t, e->pid)) {
+	if (ns_restore_process(t, e->pid) || netns_restore_process(t, e->pid)) {
 		child_report(report_fd, "cannot enter its namespaces");
 		_exit(1);
 	}
@@ -946,6 +946,8 @@ static int do_restore(struct opts *o, uint32_t *root)
 	ret = read_pstree(&t);
 	if (!ret)
 		ret = ns_restore_read(&t);
+	if (!ret)
+		ret = netns_restore_read(&t);
 	if (!ret)
 		ret = read_processes(&t);
 	/* a new pid namespace has every pid free */

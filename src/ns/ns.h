@@ -78,5 +78,30 @@ int timens_make(const NsEntry *e, int base, int *fd);
 int cgroupns_read(NsEntry *e, pid_t pid);
 int cgroupns_member(NsEntry *e, pid_t pid);
 int cgroupns_check(const NsEntry *e);
+ * Network namespaces of the tree (net.c): id 0 is amber's own, others are
+ * netns.img's entries.
+ */
+bool netns_known(uint32_t id);
+/* The first network namespace id above after, 0 if none. */
+uint32_t netns_next(uint32_t after);
+/* amber's calling thread into network namespace id (0: nothing) and back; logged. */
+int netns_enter(uint32_t id);
+void netns_leave(uint32_t id);
+/* The tree's network namespace amber's thread is in now (0: its own). */
+uint32_t netns_inside(void);
+/*
+ * Dump: into the network namespace of socket dup (pid's fd), recorded in
+ * f->net_ns (*id, 0 for amber's), before the socket is dumped; refused when
+ * it is no process's of the tree.  netns_sock_dumped: back, and refuses
+ * what the restore would not make in it.
+ */
+int netns_sock_enter(struct dump_ctx *ctx, int fd, int dup, RegFile *f, uint32_t *id);
+int netns_sock_dumped(struct dump_ctx *ctx, int fd, const RegFile *f, uint32_t id);
+/* restore: netns.img read and checked (links, addresses, routes, sysctls, nft, owner). */
+int netns_restore_read(struct tree *t);
+/* restore --external veth[IFNAME]:HOSTSIDE[@BRIDGE]; 0 or -EINVAL, logged. */
+int netns_external(const char *arg);
+/* In a restored process just created: into its network namespace. */
+int netns_restore_process(const struct tree *t, uint32_t pid);
 
 #endif
