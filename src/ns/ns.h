@@ -78,6 +78,8 @@ int timens_make(const NsEntry *e, int base, int *fd);
 int cgroupns_read(NsEntry *e, pid_t pid);
 int cgroupns_member(NsEntry *e, pid_t pid);
 int cgroupns_check(const NsEntry *e);
+
+/*
  * Network namespaces of the tree (net.c): id 0 is amber's own, others are
  * netns.img's entries.
  */
