@@ -727,6 +727,8 @@ static int kind_of_name(const char *name, enum img_kind *kind)
 	}
 	if (!strcmp(name, "cgroup.img")) {
 		*kind = IMG_CGROUP;
+		return 0;
+	}
 	if (!strcmp(name, "netns.img")) {
 		*kind = IMG_NETNS;
 		return 0;
