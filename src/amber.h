@@ -236,6 +236,8 @@ struct resource_ops {
 extern const struct resource_ops *const resources[];
 
 extern const struct resource_ops ns_ops;	 /* ns/ns.c: UTS and IPC namespaces */
+extern const struct resource_ops mnt_ops;	 /* ns/mnt.c: the mount namespace */
+extern const struct resource_ops mnt_exit_ops;	 /* ns/mnt.c: amber leaves it, last */
 extern const struct resource_ops task_ops;	 /* task.c: identity, prctls */
 extern const struct resource_ops rlimits_ops;	 /* rlimits.c: resource limits */
 extern const struct resource_ops creds_ops;	 /* creds.c: uids, gids, capabilities */

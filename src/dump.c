@@ -54,7 +54,8 @@ int dump_check_interrupted(void)
 }
 
 /*
- * amber restores into its own namespaces, but for UTS and IPC ones (ns/ns.c),
+ * amber restores into its own namespaces, but for UTS, IPC (ns/ns.c) and mount
+ * ones (ns/mnt.c),
  * which restore makes again (as root): a process in others (a container)
  * would come back somewhere else, so it is refused.
  */
@@ -73,7 +74,8 @@ static int check_namespaces(pid_t pid)
 					    "time_for_children"};
 
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
-		bool kept = !strcmp(kinds[i], "uts") || !strcmp(kinds[i], "ipc");
+		bool kept = !strcmp(kinds[i], "uts") || !strcmp(kinds[i], "ipc") ||
+			    !strcmp(kinds[i], "mnt");
 		char mine[64], theirs[64], path[64];
 
 		snprintf(path, sizeof(path), "/proc/self/ns/%s", kinds[i]);

@@ -35,6 +35,8 @@ static const char *const kind_names[IMG__COUNT] = {
 	[IMG_IPC] = "ipc",
 	[IMG_SHM] = "shm",
 	[IMG_NS] = "ns",
+	[IMG_MNT] = "mnt",
+	[IMG_TMPFS] = "tmpfs",
 };
 
 uint32_t img_magic(enum img_kind kind)
@@ -523,6 +525,12 @@ static uint64_t max_record(const struct img_dir *d, enum img_kind kind, const ch
 	case IMG_NS:
 		*why = "a namespace's names and sysctls";
 		return 4096;
+	case IMG_MNT:
+		*why = "a mount's paths and options";
+		return 4 * PATH_MAX + 8192;
+	case IMG_TMPFS:
+		*why = "a file's paths and a chunk of its data";
+		return TMPFS_CHUNK + 3 * PATH_MAX + 256;
 	case IMG_FILES: /* what is large in it (data, watches) is bounded by wire_rules */
 	case IMG_IPC:	/* semaphores and messages: bounded by wire_rules */
 		*why = "amber's image format";
@@ -706,7 +714,7 @@ static int kind_of_name(const char *name, enum img_kind *kind)
 	} numbered[] = {
 		{"core-", IMG_CORE},   {"mm-", IMG_MM},	  {"pagemap-", IMG_PAGEMAP},
 		{"pages-", IMG_PAGES}, {"fds-", IMG_FDS}, {"fs-", IMG_FS},
-		{"ghost-", IMG_GHOST}, {"shm-", IMG_SHM},
+		{"ghost-", IMG_GHOST}, {"shm-", IMG_SHM},   {"tmpfs-", IMG_TMPFS},
 	};
 
 	if (!strcmp(name, "files.img") || !strcmp(name, "pstree.img")) {
@@ -715,6 +723,10 @@ static int kind_of_name(const char *name, enum img_kind *kind)
 	}
 	if (!strcmp(name, "ipc.img") || !strcmp(name, "ns.img")) {
 		*kind = name[0] == 'i' ? IMG_IPC : IMG_NS;
+		return 0;
+	}
+	if (!strcmp(name, "mnt.img")) {
+		*kind = IMG_MNT;
 		return 0;
 	}
 	if (!strcmp(name, "stats-dump.img") || !strcmp(name, "stats-restore.img")) {
@@ -1011,6 +1023,9 @@ static int check_counts(struct img_dir *d)
 		} else if (f->kind == IMG_NS) {
 			f->max_records = 2 * cores;
 			why = "a UTS and an IPC namespace per thread of core-*.img at most";
+		} else if (f->kind == IMG_MNT) {
+			f->max_records = MNT_MAX;
+			why = "the kernel's default fs.mount-max";
 		} else {
 			f->max_records = max_count(d, f->kind, &why);
 		}

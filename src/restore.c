@@ -918,6 +918,8 @@ static int do_restore(struct opts *o, uint32_t *root)
 	if (!ret)
 		ret = ns_restore_read(&t);
 	if (!ret)
+		ret = mnt_restore_read(&t);
+	if (!ret)
 		ret = read_processes(&t);
 	for (size_t i = 0; !ret && i < t.nr_pstree; i++)
 		ret = wait_pid_free(t.pstree[i]->pid);
