@@ -42,6 +42,7 @@ static const struct kind kinds[] = {
 	{"fs-", IMG_FS, &fs_entry__descriptor},
 	{"pstree.img", IMG_PSTREE, &pstree_entry__descriptor},
 	{"ns.img", IMG_NS, &ns_entry__descriptor},
+	{"mnt.img", IMG_MNT, &mnt_entry__descriptor},
 	{"ipc.img", IMG_IPC, &ipc_entry__descriptor},
 };
 
