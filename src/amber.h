@@ -252,6 +252,8 @@ extern const struct resource_ops *const resources[];
 extern const struct resource_ops ns_ops;	 /* ns/ns.c: UTS and IPC namespaces */
 extern const struct resource_ops cgroup_ops;	 /* cgroup.c: each process's cgroups */
 extern const struct resource_ops netns_ops;	 /* ns/net.c: network namespaces */
+extern const struct resource_ops mnt_ops;	 /* ns/mnt.c: the mount namespace */
+extern const struct resource_ops mnt_exit_ops;	 /* ns/mnt.c: amber leaves it, last */
 extern const struct resource_ops task_ops;	 /* task.c: identity, prctls */
 extern const struct resource_ops rlimits_ops;	 /* rlimits.c: resource limits */
 extern const struct resource_ops creds_ops;	 /* creds.c: uids, gids, capabilities */

@@ -56,9 +56,9 @@ int dump_check_interrupted(void)
 
 /*
  * amber restores into its own namespaces, but for UTS, IPC, time, cgroup
- * (ns/ns.c) and network ones (ns/net.c), which restore makes again (as
- * root): a process in others (a container) would come back somewhere else,
- * so it is refused.
+ * (ns/ns.c), network (ns/net.c) and mount ones (ns/mnt.c), which restore
+ * makes again (as root): a process in others (a container) would come back
+ * somewhere else, so it is refused.
  */
 static int check_namespaces(const struct tree *t, pid_t pid)
 {
@@ -77,7 +77,7 @@ static int check_namespaces(const struct tree *t, pid_t pid)
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
 		bool kept = !strcmp(kinds[i], "uts") || !strcmp(kinds[i], "ipc") ||
 			    !strcmp(kinds[i], "time") || !strcmp(kinds[i], "cgroup") ||
-			    !strcmp(kinds[i], "net");
+			    !strcmp(kinds[i], "net") || !strcmp(kinds[i], "mnt");
 		char mine[64], theirs[64], path[64];
 		int ret;
 

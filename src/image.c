@@ -37,6 +37,8 @@ static const char *const kind_names[IMG__COUNT] = {
 	[IMG_NS] = "ns",
 	[IMG_CGROUP] = "cgroup",
 	[IMG_NETNS] = "netns",
+	[IMG_MNT] = "mnt",
+	[IMG_TMPFS] = "tmpfs",
 };
 
 uint32_t img_magic(enum img_kind kind)
@@ -531,6 +533,12 @@ static uint64_t max_record(const struct img_dir *d, enum img_kind kind, const ch
 	case IMG_NETNS: /* the nft ruleset is most of it */
 		*why = "a network namespace's links, addresses, routes, sysctls and nft ruleset";
 		return 4 << 20;
+	case IMG_MNT:
+		*why = "a mount's paths and options";
+		return 4 * PATH_MAX + 8192;
+	case IMG_TMPFS:
+		*why = "a file's paths and a chunk of its data";
+		return TMPFS_CHUNK + 3 * PATH_MAX + 256;
 	case IMG_FILES: /* what is large in it (data, watches) is bounded by wire_rules */
 	case IMG_IPC:	/* semaphores and messages: bounded by wire_rules */
 		*why = "amber's image format";
@@ -714,7 +722,7 @@ static int kind_of_name(const char *name, enum img_kind *kind)
 	} numbered[] = {
 		{"core-", IMG_CORE},   {"mm-", IMG_MM},	  {"pagemap-", IMG_PAGEMAP},
 		{"pages-", IMG_PAGES}, {"fds-", IMG_FDS}, {"fs-", IMG_FS},
-		{"ghost-", IMG_GHOST}, {"shm-", IMG_SHM},
+		{"ghost-", IMG_GHOST}, {"shm-", IMG_SHM},   {"tmpfs-", IMG_TMPFS},
 	};
 
 	if (!strcmp(name, "files.img") || !strcmp(name, "pstree.img")) {
@@ -731,6 +739,8 @@ static int kind_of_name(const char *name, enum img_kind *kind)
 	}
 	if (!strcmp(name, "netns.img")) {
 		*kind = IMG_NETNS;
+	if (!strcmp(name, "mnt.img")) {
+		*kind = IMG_MNT;
 		return 0;
 	}
 	if (!strcmp(name, "stats-dump.img") || !strcmp(name, "stats-restore.img")) {
@@ -1034,6 +1044,9 @@ static int check_counts(struct img_dir *d)
 		} else if (f->kind == IMG_NETNS) {
 			f->max_records = cores;
 			why = "a network namespace per thread of core-*.img at most";
+		} else if (f->kind == IMG_MNT) {
+			f->max_records = MNT_MAX;
+			why = "the kernel's default fs.mount-max";
 		} else {
 			f->max_records = max_count(d, f->kind, &why);
 		}

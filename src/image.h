@@ -21,6 +21,10 @@
 /* pages-PID.img: the pages start page-aligned (userfaultfd copies need that) */
 #define PAGES_DATA_OFF 4096
 #define IMG_HDR_SIZE   8
+/* tmpfs-ID.img: a file's data in records of at most this many bytes */
+#define TMPFS_CHUNK (1u << 20)
+/* mnt.img: at most the kernel's default fs.mount-max mounts */
+#define MNT_MAX 100000
 
 enum img_kind {
 	IMG_INVENTORY,
@@ -39,6 +43,8 @@ enum img_kind {
 	IMG_NS,	   /* ns.img: the tree's UTS and IPC namespaces (ns/ns.c) */
 	IMG_CGROUP, /* cgroup.img: the tree's cgroups (cgroup.c) */
 	IMG_NETNS, /* netns.img: the tree's network namespaces (ns/net.c) */
+	IMG_MNT,   /* mnt.img: the mounts of the tree's mount namespace (ns/mnt.c) */
+	IMG_TMPFS, /* tmpfs-ID.img: the files of a tmpfs of it (ns/tmpfs.c) */
 	IMG__COUNT,
 };
 

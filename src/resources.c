@@ -18,8 +18,11 @@
  *    filters being suspended while it is traced);
  *  - dump_tree, restore_tree: namespaces (ns) first: ipc takes and makes the
  *    objects of each IPC namespace inside it, and every process enters its
- *    namespaces before anything else (restore.c); network namespaces
- *    (netns) before files: sockets are made inside them;
+ *    namespaces before anything else (restore.c); the mount namespace (mnt)
+ *    next: amber's main thread is in the tree's from there on, so that every
+ *    path the others read or open is the tree's, until mnt_exit (last)
+ *    takes it out (dump_tree_late, dump_undo, restore_done, restore_undo);
+ *    network namespaces (netns) before files: sockets are made inside them;
  *  - restore_tree: tty after files (it sets the terminals files opened),
  *    ipc after files (message queues are made by files'
  *    fd type, ipc then unlinks the deleted ones).  restore_thread hooks run right
@@ -28,8 +31,9 @@
 #include "amber.h"
 
 const struct resource_ops *const resources[] = {
-	&ns_ops,     &netns_ops, &cgroup_ops, &task_ops,	      &files_ops,   &tty_ops,	  &mem_ops,
-	&aio_ops,    &threads_ops,    &fs_ops,	    &rlimits_ops, &signals_ops,
-	&timers_ops, &ipc_ops,	      &seccomp_ops, &creds_ops,	  &locks_ops,
-	&sched_ops,  &membarrier_ops, &regs_ops,    NULL,
+	&ns_ops,	&mnt_ops,	&netns_ops,	 &cgroup_ops, &task_ops,
+	&files_ops,	&tty_ops,	&mem_ops,	 &aio_ops,    &threads_ops,
+	&fs_ops,	&rlimits_ops,	&signals_ops,	 &timers_ops, &ipc_ops,
+	&seccomp_ops,	&creds_ops,	&locks_ops,	 &sched_ops,  &membarrier_ops,
+	&regs_ops,	&mnt_exit_ops, NULL,
 };

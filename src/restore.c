@@ -949,6 +949,8 @@ static int do_restore(struct opts *o, uint32_t *root)
 	if (!ret)
 		ret = netns_restore_read(&t);
 	if (!ret)
+		ret = mnt_restore_read(&t);
+	if (!ret)
 		ret = read_processes(&t);
 	/* a new pid namespace has every pid free */
 	for (size_t i = 0; !ret && !t.own_pidns && i < t.nr_pstree; i++)

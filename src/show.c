@@ -539,6 +539,10 @@ static void show_image(struct show *s)
 	}
 	fputs(nr_pids ? "\n  ],\n  \"files\": " : "],\n  \"files\": ", s->out);
 	emit_all(s, IMG_FILES, &reg_file__descriptor, "files.img", 1);
+	if (file_exists(s, "mnt.img")) {
+		fputs(",\n  \"mounts\": ", s->out);
+		emit_all(s, IMG_MNT, &mnt_entry__descriptor, "mnt.img", 1);
+	}
 	if (inv) {
 		struct img_dir *checked;
 

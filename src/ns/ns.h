@@ -106,4 +106,14 @@ int netns_external(const char *arg);
 /* In a restored process just created: into its network namespace. */
 int netns_restore_process(const struct tree *t, uint32_t pid);
 
+/*
+ * The tree's mount namespace (mnt.c) and the files of its tmpfs mounts
+ * (tmpfs.c).  restore: mnt.img read and checked before anything exists.
+ */
+int mnt_restore_read(struct tree *t);
+/* In the tree's namespace: tmpfs-ID.img of mount e (its contents field set). */
+int tmpfs_dump(struct tree *t, pid_t pid, MntEntry *e);
+/* In the new namespace: the files of tmpfs m, made new, whose root root is. */
+int tmpfs_restore(struct tree *t, const MntEntry *m, int root);
+
 #endif

@@ -44,6 +44,7 @@ static const struct kind kinds[] = {
 	{"ns.img", IMG_NS, &ns_entry__descriptor},
 	{"cgroup.img", IMG_CGROUP, &cgroup_entry__descriptor},
 	{"netns.img", IMG_NETNS, &netns_entry__descriptor},
+	{"mnt.img", IMG_MNT, &mnt_entry__descriptor},
 	{"ipc.img", IMG_IPC, &ipc_entry__descriptor},
 };
 
