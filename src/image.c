@@ -739,6 +739,8 @@ static int kind_of_name(const char *name, enum img_kind *kind)
 	}
 	if (!strcmp(name, "netns.img")) {
 		*kind = IMG_NETNS;
+		return 0;
+	}
 	if (!strcmp(name, "mnt.img")) {
 		*kind = IMG_MNT;
 		return 0;
