@@ -77,9 +77,9 @@ time.sleep(120)' "$T" || return 1
 # back leading them, with their names and statuses, and the members made by a
 # zombie session leader come back in its session, children of its parent.
 TESTS+=(sessions_zombie_leaders)
-zl_ids() { # the tree below PID: pid ppid pgid sid state comm
+zl_ids() { # the tree below PID: pid ppid pgid sid state comm (running counts as sleeping)
 	local p=$1 kid
-	echo "$p $(awk '{sub(/^[0-9]+ /, ""); c = $0; sub(/\) .*/, "", c); n = split($0, f, ") "); split(f[n], g, " "); print g[2], g[3], g[4], g[1], c ")"}' "/proc/$p/stat")"
+	echo "$p $(awk '{sub(/^[0-9]+ /, ""); c = $0; sub(/\) .*/, "", c); n = split($0, f, ") "); split(f[n], g, " "); s = g[1]; if (s == "R") s = "S"; print g[2], g[3], g[4], s, c ")"}' "/proc/$p/stat")"
 	for kid in $(cat /proc/"$p"/task/*/children 2>/dev/null); do zl_ids "$kid"; done
 }
 zl_before() {
