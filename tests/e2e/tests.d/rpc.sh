@@ -1,7 +1,7 @@
 # amber swrk (src/rpc/): CRIU's RPC as runc drives it, played by build/tools/rpc_client
 # (a socketpair, amber swrk FD on one end, one request per packet, NOTIFYs answered).
 TESTS+=(rpc_version_malformed rpc_dump_restore rpc_notify_refused rpc_refused_options
-	rpc_close_mid_request rpc_criu_alias)
+	rpc_close_mid_request rpc_criu_alias rpc_runc)
 
 RPC_CLIENT=$ROOT/build/tools/rpc_client
 
@@ -167,4 +167,46 @@ t_rpc_criu_alias() {
 	rpc_to "$W/out" "$criu" version || { fail "rpc_client on criu swrk failed"; return 1; }
 	has_line "$W/out" '^version ok major=4 minor=0' "VERSION through criu swrk" &&
 		has_line "$W/out" '^worker exit 0$' "criu swrk's exit"
+}
+
+# runc checkpoint --criu (a link named criu to amber) reaches amber through the RPC:
+# runc's VERSION check passes, and the DUMP of a container is refused with the option
+# named in runc's dump.log (a container's mount namespace: runc's root), the container
+# running on.  (Containers need mount, pid and net namespaces: not yet amber's.)
+rpc_runc_checkpoint() {
+	local id=$1 rc n
+	runc --root "$W/state" run -d "$id" </dev/null >"$W/runc.out" 2>&1 ||
+		{ fail "runc run failed"; attach "$W/runc.out"; return 1; }
+	wait_for 15 test -e "$W/bundle/rootfs/t/ready" || { fail "the container's counter did not start"; return 1; }
+	mkdir -p "$W/img" "$W/work"
+	timeout -k 5 60 runc --root "$W/state" --criu "$W/criu" checkpoint --image-path "$W/img" \
+		--work-path "$W/work" "$id" >"$W/checkpoint.out" 2>&1
+	rc=$?
+	attach "$W/checkpoint.out" 10
+	[ $rc != 0 ] || { fail "runc checkpoint succeeded (amber cannot dump a container yet)"; return 1; }
+	grep -q "criu failed: type DUMP errno 95" "$W/checkpoint.out" ||
+		{ fail "runc did not get amber's refusal of the DUMP"; return 1; }
+	grep -q "option root is not supported: mount namespaces" "$W/work/dump.log" ||
+		{ fail "runc's dump.log does not name the refused option"; attach "$W/work/dump.log"; return 1; }
+	runc --root "$W/state" state "$id" | grep -q '"status": "running"' ||
+		{ fail "the container is not running after the refused checkpoint"; return 1; }
+	n=$(lines "$W/bundle/rootfs/t/count.log")
+	wait_for 5 eval '[ "$(lines "$W/bundle/rootfs/t/count.log")" -gt $n ]' ||
+		{ fail "the container's counter stopped counting"; return 1; }
+}
+t_rpc_runc() {
+	[ $SELFTEST = 1 ] && return 77
+	command -v runc >/dev/null || { note "runc is not installed (make setup)"; return 77; }
+	local id=amber-rpc-$$ rc
+	mkdir -p "$W/bundle/rootfs/t" "$W/bundle/rootfs/proc" "$W/bundle/rootfs/dev" "$W/bundle/rootfs/sys"
+	cp "$PROGS/counter-static" "$W/bundle/rootfs/counter"
+	ln -s "$AMBER" "$W/criu"
+	(cd "$W/bundle" && runc spec) || { fail "runc spec failed"; return 1; }
+	jq '.process.terminal = false | .process.args = ["/counter", "/t"] | .root.readonly = false' \
+		"$W/bundle/config.json" >"$W/config.json" && mv "$W/config.json" "$W/bundle/config.json" ||
+		{ fail "cannot edit config.json"; return 1; }
+	(cd "$W/bundle" && rpc_runc_checkpoint "$id")
+	rc=$?
+	runc --root "$W/state" delete -f "$id" >>"$W/log" 2>&1
+	return $rc
 }
