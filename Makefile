@@ -118,6 +118,11 @@ install: $(B)/amber $(B)/amber.8
 	install -D -m 0755 $(B)/amber $(DESTDIR)$(PREFIX)/sbin/amber
 	install -D -m 0644 $(B)/amber.8 $(DESTDIR)$(PREFIX)/share/man/man8/amber.8
 
+# opt-in: criu as a link to amber, for runtimes that run criu (runc, crun): amber
+# run as criu answers criu --version with CRIU's "Version:" line and serves criu swrk.
+install-criu-alias: install
+	ln -sfn amber $(DESTDIR)$(PREFIX)/sbin/criu
+
 setup:
 	scripts/setup.sh
 
@@ -140,5 +145,5 @@ format:
 clean:
 	rm -rf $(B)
 
-.PHONY: all man install setup progs units tools test test-all bench demo format clean fuzz-build fuzz fuzz-ci
+.PHONY: all man install install-criu-alias setup progs units tools test test-all bench demo format clean fuzz-build fuzz fuzz-ci
 -include $(OBJS:.o=.d) $(PROGS:=.d) $(FUZZ_OBJS:.o=.d) $(FUZZ_BINS:=.d)

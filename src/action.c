@@ -6,6 +6,8 @@
  * pre-resume, post-resume), the image directory in CRTOOLS_IMAGE_DIR and
  * the root process's pid in CRTOOLS_INIT_PID.  A script that fails stops
  * the dump or restore at that stage (post-resume: the processes run on).
+ * Under amber swrk with notify_scripts, each stage is first a NOTIFY message
+ * to the client (rpc/notify.c), whose refusal counts as a failing script.
  */
 #include <errno.h>
 #include <spawn.h>
@@ -18,6 +20,7 @@
 #include "action.h"
 #include "amber.h"
 #include "log.h"
+#include "rpc/rpc.h"
 
 extern char **environ;
 
@@ -61,6 +64,13 @@ static int run_one(const struct opts *o, const char *script, const char *action,
 
 int action_run(const struct opts *o, const char *action, pid_t init_pid)
 {
+	/* amber swrk with notify_scripts: the client is told first, and may stop it */
+	if (o->rpc_notify) {
+		int ret = rpc_notify(o->rpc_sk, action, init_pid);
+
+		if (ret)
+			return ret;
+	}
 	for (int i = 0; i < o->nr_scripts; i++) {
 		int ret = run_one(o, o->scripts[i], action, init_pid);
 

@@ -19,6 +19,10 @@
 #include "owner.h"
 
 #define AMBER_VERSION "0.1.0"
+/* The CRIU version amber answers for (swrk's VERSION, criu --version): the RPC's. */
+#define CRIU_MAJOR   4
+#define CRIU_MINOR   0
+#define CRIU_VERSION "4.0"
 
 enum { CMD_DUMP, CMD_RESTORE, CMD_CHECK, CMD_SHOW, CMD__COUNT };
 
@@ -55,6 +59,10 @@ struct opts {
 	uint64_t ghost_limit;	/* --ghost-limit: most data bytes of one deleted file */
 	bool new_pidns;		/* restore --new-pidns: in a new pid namespace (ns/pidns.c) */
 	const char *manage_cgroups; /* soft (NULL), full, ignore (cgroup.c) */
+	/* amber swrk (src/rpc/) */
+	int dir_fd;	 /* > 0: dump into this open directory (dir names it) */
+	bool rpc_notify; /* the stages go to the client as NOTIFY messages on rpc_sk */
+	int rpc_sk;
 };
 
 /* One line of /proc/PID/maps plus what smaps adds. */
@@ -289,6 +297,12 @@ int cmd_dump(int argc, char **argv);
 int cmd_restore(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_show(int argc, char **argv);
+int cmd_swrk(int argc, char **argv); /* rpc/swrk.c */
+
+/* The dump and restore of the commands, for amber swrk: 0 or -errno (logged).
+ * restore_run() waits for the root unless o->detached; *root: its pid. */
+int dump_run(struct opts *o);
+int restore_run(struct opts *o, uint32_t *root);
 
 /* file table helpers (files.c), used by mem.c for mapped files */
 int files_add(struct dump_ctx *ctx, RegFile *f);

@@ -795,7 +795,11 @@ static int do_dump(struct opts *o)
 	ret = action_run(o, "pre-dump", o->pid);
 	if (ret)
 		return ret;
-	t.dirfd = img_dir_create(o->dir, &created);
+	created = false;
+	if (o->dir_fd > 0) /* amber swrk: opened by the client */
+		t.dirfd = img_dir_adopt(o->dir_fd, o->dir);
+	else
+		t.dirfd = img_dir_create(o->dir, &created);
 	if (t.dirfd < 0)
 		return t.dirfd;
 	t.imgs.dirfd = t.dirfd;
@@ -951,6 +955,11 @@ static int dump_late(struct dump_ctx *ctx)
 			return ret;
 	}
 	return 0;
+}
+
+int dump_run(struct opts *o)
+{
+	return do_dump(o);
 }
 
 int cmd_dump(int argc, char **argv)

@@ -393,6 +393,26 @@ int img_dir_create(const char *dir, bool *created)
 	return fd;
 }
 
+/* swrk: a directory the client opened; checked as img_dir_create() checks one it found. */
+int img_dir_adopt(int dirfd, const char *dir)
+{
+	int fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 3), ret;
+
+	if (fd < 0) {
+		ret = -errno;
+		pr_err("image directory %s: cannot duplicate its fd: %m", dir);
+		return ret;
+	}
+	ret = check_private(fd, dir);
+	if (!ret)
+		ret = check_empty(fd, dir);
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	return fd;
+}
+
 /* ---- reading ---- */
 
 #define OPEN_FLAGS (O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC)

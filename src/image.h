@@ -99,6 +99,9 @@ void img_set_discard(struct img_set *set);
  * it.  -errno with the reason and the fix logged; *created: amber made it.
  */
 int img_dir_create(const char *dir, bool *created);
+/* The same checks on a directory already open (amber swrk's images_dir_fd): an fd of
+ * amber's own on it, or -errno (logged). */
+int img_dir_adopt(int dirfd, const char *dir);
 
 /*
  * An image directory opened for reading.  restore reads nothing but what

@@ -6,6 +6,11 @@ enum { LOG_ERR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3 };
 
 extern int log_level;
 extern int log_fd; /* stderr, unless the restore child moved it out of the way */
+/* The first and the last error logged (without the "amber: error: " prefix), for
+ * amber swrk's answers; a forked worker clears them before its operation. */
+#define LOG_ERR_MAX 1024
+extern char log_first_err[LOG_ERR_MAX];
+extern char log_last_err[LOG_ERR_MAX];
 
 void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

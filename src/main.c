@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* amber: command line entry point.  Flag names follow CRIU's. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -15,6 +16,7 @@ static void usage(FILE *f)
 		   "  restore   recreate the processes of an image\n"
 		   "  check     probe the kernel features amber uses\n"
 		   "  show      print an image (JSON, or the ps, fds and mems views)\n"
+		   "  swrk FD   serve CRIU's RPC on the SOCK_SEQPACKET socket FD (runc, crun)\n"
 		   "  help      the options of a command\n"
 		   "  version   amber's version (also -V, --version)\n");
 	for (int c = 0; c < CMD__COUNT; c++) {
@@ -43,11 +45,24 @@ static int help(int argc, char **argv)
 	return 0;
 }
 
+/* Run as criu (make install-criu-alias): what callers of CRIU run and parse. */
+static bool as_criu(const char *argv0)
+{
+	const char *base = strrchr(argv0, '/');
+
+	return !strcmp(base ? base + 1 : argv0, "criu");
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd = argc > 1 ? argv[1] : NULL;
 
 	sys_fault_init();
+	/* callers parse CRIU's "Version: X.Y" line (runc, when the RPC's VERSION fails) */
+	if (cmd && as_criu(argv[0]) && (!strcmp(cmd, "--version") || !strcmp(cmd, "-V"))) {
+		printf("Version: %s\namber: %s\n", CRIU_VERSION, AMBER_VERSION);
+		return 0;
+	}
 	if (!cmd || !strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
 		usage(cmd ? stdout : stderr);
 		return cmd ? 0 : 2;
@@ -62,6 +77,8 @@ int main(int argc, char **argv)
 		return cmd_check(argc - 1, argv + 1);
 	if (!strcmp(cmd, "show"))
 		return cmd_show(argc - 1, argv + 1);
+	if (!strcmp(cmd, "swrk"))
+		return cmd_swrk(argc - 1, argv + 1);
 	if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V") || !strcmp(cmd, "version")) {
 		printf("amber %s\n", AMBER_VERSION);
 		return 0;

@@ -1055,6 +1055,11 @@ close_dir:
 	return ret;
 }
 
+int restore_run(struct opts *o, uint32_t *root)
+{
+	return do_restore(o, root);
+}
+
 int cmd_restore(int argc, char **argv)
 {
 	struct opts o = {0};

@@ -1,0 +1,212 @@
+# amber swrk (src/rpc/): CRIU's RPC as runc drives it, played by build/tools/rpc_client
+# (a socketpair, amber swrk FD on one end, one request per packet, NOTIFYs answered).
+TESTS+=(rpc_version_malformed rpc_dump_restore rpc_notify_refused rpc_refused_options
+	rpc_close_mid_request rpc_criu_alias rpc_runc)
+
+RPC_CLIENT=$ROOT/build/tools/rpc_client
+
+# rpc_to OUT ARGS...: the client with a time limit, its lines in OUT and the log
+rpc_to() {
+	local out=$1
+	shift
+	echo "+ rpc_client $*" >>"$W/log"
+	timeout -k 5 120 "$RPC_CLIENT" "$@" >"$out" 2>>"$W/rpc.err"
+	local rc=$?
+	sed 's/^/    /' "$out" >>"$W/log"
+	return $rc
+}
+# has_line FILE REGEX WHAT: FILE has a line matching REGEX
+has_line() {
+	grep -qE -- "$2" "$1" || { fail "$3: no line /$2/ in the client's output"; attach "$W/rpc.err"; return 1; }
+}
+# an image directory as runc makes one: empty, 0700
+rpc_img() {
+	rm -rf "$W/img"
+	mkdir -m 0700 "$W/img"
+	mkdir -p "$W/work"
+}
+
+# VERSION and FEATURE_CHECK answer as runc needs; packets that are no request get an
+# error answer and the worker goes on serving; closing the socket ends it with 0.
+t_rpc_version_malformed() {
+	[ $SELFTEST = 1 ] && return 77
+	rpc_to "$W/out" "$AMBER" version features garbage truncated oversized badtype version ||
+		{ fail "rpc_client failed"; attach "$W/rpc.err"; return 1; }
+	has_line "$W/out" '^version ok major=4 minor=0 type=10$' "VERSION" || return 1
+	# asked for all three, amber has none: present and false
+	has_line "$W/out" '^features ok mem_track=1/0 lazy_pages=1/0 pidfd_store=1/0 type=9$' "FEATURE_CHECK" || return 1
+	has_line "$W/out" '^garbage fail errno=74 msg=malformed request: 256 bytes' "random bytes" || return 1
+	has_line "$W/out" '^truncated fail errno=74 msg=malformed request' "a truncated request" || return 1
+	has_line "$W/out" '^oversized fail errno=74 msg=request of 1048577 bytes refused' "an oversized packet" || return 1
+	has_line "$W/out" '^badtype fail errno=22 msg=unknown request type 99 type=99$' "an unknown type" || return 1
+	# the second VERSION: the worker survived all of the above
+	[ "$(grep -c '^version ok major=4' "$W/out")" = 2 ] || { fail "no answer to the VERSION after the bad packets"; return 1; }
+	has_line "$W/out" '^worker exit 0$' "the worker's exit" || return 1
+	amber_to "$W/swrk.log" 10 swrk 0 </dev/null && { fail "amber swrk on a non-socket succeeded"; return 1; }
+	grep -q "fd 0 is not a socket" "$W/swrk.log" || { fail "amber swrk 0 (no socket) did not say so"; attach "$W/swrk.log"; return 1; }
+	amber_to "$W/swrk.log" 10 swrk x1 && { fail "amber swrk x1 succeeded"; return 1; }
+	grep -q "'x1' is not an fd number" "$W/swrk.log" || { fail "amber swrk x1 did not say so"; attach "$W/swrk.log"; return 1; }
+}
+
+# One worker: DUMP of counter (images_dir_fd, work_dir_fd, log_file, notify_scripts),
+# then RESTORE; the stages come as NOTIFYs in CRIU's order, the restored counter goes
+# on counting and passes its checks.
+rpc_dumped() {
+	is_gone "$PID" || wait_for 10 is_gone "$PID"
+}
+t_rpc_dump_restore() {
+	[ $SELFTEST = 1 ] && return 77
+	local exe want
+	start_prog "$PROGS/counter" "$T" || return
+	exe=$(readlink "/proc/$PID/exe")
+	rpc_img
+	rpc_to "$W/out" -n "$W/notify" "$AMBER" \
+		"dump=$W/img,$PID,notify,work=$W/work,log=dump.log,log_level=4" \
+		"restore=$W/img,notify,work=$W/work,log=restore.log,log_level=4" ||
+		{ fail "rpc_client failed"; attach "$W/rpc.err"; attach "$W/work/dump.log"; attach "$W/work/restore.log"; return 1; }
+	has_line "$W/out" '^dump ok type=1$' "DUMP" || { attach "$W/work/dump.log"; return 1; }
+	has_line "$W/out" "^restore ok pid=$PID type=2\$" "RESTORE" || { attach "$W/work/restore.log"; return 1; }
+	has_line "$W/out" '^worker exit 0$' "the worker's exit" || return 1
+	[ -f "$W/img/inventory.img" ] || { fail "DUMP answered ok but wrote no inventory.img"; return 1; }
+	grep -q "image of 1 process(es) from pid $PID complete" "$W/work/dump.log" ||
+		{ fail "no dump.log in the work directory"; return 1; }
+	grep -q "process(es) restored" "$W/work/restore.log" ||
+		{ fail "no restore.log in the work directory"; return 1; }
+	want="pre-dump 0
+post-dump 0
+pre-restore 0
+post-restore $PID
+pre-resume 0
+post-resume 0"
+	[ "$(cat "$W/notify")" = "$want" ] ||
+		{ fail "the NOTIFYs were: $(tr '\n' ';' <"$W/notify") wanted: $(tr '\n' ';' <<<"$want")"; return 1; }
+	wait_for 10 is_restored "$PID" "$exe" || { fail "pid $PID is not back after RESTORE"; return 1; }
+	echo "$PID" >>"$W/pids"
+	COUNT_AT_DUMP=$(lines "$T/count.log")
+	count_continues || return 1
+	touch "$T/go"
+	wait_for 30 test -e "$T/result" && [ "$(cat "$T/result")" = 0 ] ||
+		{ fail "the restored counter failed its checks"; attach "$T/err"; return 1; }
+}
+
+# The client's failure answer to a NOTIFY stops the dump like a failing action
+# script: at pre-dump before anything, at post-dump after the freeze; both times
+# the target runs on and passes its checks, the answer names the stage.
+t_rpc_notify_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	local stage
+	start_prog "$PROGS/signals" "$T" || return
+	for stage in pre-dump post-dump; do
+		rpc_img
+		: >"$W/notify"
+		rpc_to "$W/out" -n "$W/notify" -F "$stage" "$AMBER" "dump=$W/img,$PID,notify" ||
+			{ fail "rpc_client failed"; attach "$W/rpc.err"; return 1; }
+		has_line "$W/out" "^dump fail errno=[0-9]+ msg=the client refused stage $stage" "DUMP refused at $stage" || return 1
+		has_line "$W/out" '^worker exit 0$' "the worker's exit" || return 1
+		[ "$(tail -n1 "$W/notify")" = "$stage 0" ] || { fail "the last NOTIFY was not $stage: $(tr '\n' ';' <"$W/notify")"; return 1; }
+		wait_for 5 is_free_running "$PID" || { fail "after the refusal at $stage pid $PID is not running freely: state $(proc_state "$PID")"; return 1; }
+	done
+	runs_on "two refused RPC dumps" 15
+}
+
+# Options amber cannot honour are refused by name, before anything is touched.
+t_rpc_refused_options() {
+	[ $SELFTEST = 1 ] && return 77
+	local o
+	start_prog "$PROGS/signals" "$T" || return
+	rpc_img
+	rpc_to "$W/out" "$AMBER" "dump=$W/img,$PID,ext_unix_sk" "dump=$W/img,$PID,root=$W" \
+		"dump=$W/img,$PID,external=net[4026531840]:extnet" "dump=$W/img,$PID,cgmode=5" \
+		"pre_dump=$W/img,$PID" "restore=$W/img,root=$W" ||
+		{ fail "rpc_client failed"; attach "$W/rpc.err"; return 1; }
+	for o in ext_unix_sk root "external is not supported: 'net\[4026531840\]:extnet'" \
+		"manage_cgroups_mode is not supported: strict"; do
+		has_line "$W/out" "^dump fail errno=95 msg=option $o" "the refusal of $o" || return 1
+	done
+	has_line "$W/out" '^pre_dump fail errno=95 msg=PRE_DUMP is not supported' "PRE_DUMP" || return 1
+	has_line "$W/out" '^restore fail errno=95 msg=option root is not supported' "RESTORE with root" || return 1
+	has_line "$W/out" '^worker exit 0$' "the worker's exit" || return 1
+	[ -z "$(ls -A "$W/img")" ] || { fail "a refused dump wrote into the image directory: $(ls "$W/img")"; return 1; }
+	runs_on "refused RPC dumps" 15
+}
+
+# The client closes its end while a DUMP waits for its pre-dump NOTIFY answer: the
+# dump stops, the target runs on, and the worker exits 0.
+t_rpc_close_mid_request() {
+	[ $SELFTEST = 1 ] && return 77
+	start_prog "$PROGS/signals" "$T" || return
+	rpc_img
+	rpc_to "$W/out" "$AMBER" "dump_close=$W/img,$PID,notify,work=$W/work,log=dump.log" ||
+		{ fail "rpc_client failed"; attach "$W/rpc.err"; return 1; }
+	has_line "$W/out" '^worker exit 0$' "the worker's exit after the close" || { attach "$W/work/dump.log"; return 1; }
+	grep -q "the client closed the socket" "$W/work/dump.log" ||
+		{ fail "dump.log does not say the client went away"; attach "$W/work/dump.log"; return 1; }
+	[ ! -e "$W/img/inventory.img" ] || { fail "the abandoned dump completed"; return 1; }
+	runs_on "a DUMP whose client went away" 15
+}
+
+# make install-criu-alias: criu -> amber; as criu it prints CRIU's version line, serves
+# criu swrk, and criu check is amber check.
+t_rpc_criu_alias() {
+	[ $SELFTEST = 1 ] && return 77
+	local criu=$W/inst/usr/sbin/criu
+	make -C "$ROOT" --no-print-directory install-criu-alias DESTDIR="$W/inst" PREFIX=/usr >>"$W/log" 2>&1 ||
+		{ fail "make install-criu-alias failed"; return 1; }
+	[ "$(readlink "$criu")" = amber ] || { fail "criu is not a link to amber: $(ls -l "$criu" 2>&1)"; return 1; }
+	"$criu" --version >"$W/version" || { fail "criu --version exited with $?"; return 1; }
+	grep -qx 'Version: 4\.0' "$W/version" || { fail "criu --version: no 'Version: 4.0' line"; attach "$W/version"; return 1; }
+	cmp -s "$W/version" <("$criu" -V) || { fail "criu -V differs from criu --version"; return 1; }
+	"$AMBER" --version | grep -q '^amber ' || { fail "amber --version lost its own line"; return 1; }
+	"$criu" check >"$W/criu.check" 2>&1
+	local crc=$?
+	"$AMBER" check >"$W/amber.check" 2>&1
+	# (the details hold addresses: the probes and verdicts must be the same)
+	[ $crc = $? ] && [ "$(grep -c . "$W/criu.check")" -gt 5 ] &&
+		cmp -s <(awk '{print $1, $3}' "$W/criu.check") <(awk '{print $1, $3}' "$W/amber.check") ||
+		{ fail "criu check differs from amber check"; attach "$W/criu.check"; return 1; }
+	rpc_to "$W/out" "$criu" version || { fail "rpc_client on criu swrk failed"; return 1; }
+	has_line "$W/out" '^version ok major=4 minor=0' "VERSION through criu swrk" &&
+		has_line "$W/out" '^worker exit 0$' "criu swrk's exit"
+}
+
+# runc checkpoint --criu (a link named criu to amber) reaches amber through the RPC:
+# runc's VERSION check passes, and the DUMP of a container is refused with the option
+# named in runc's dump.log (a container's mount namespace: runc's root), the container
+# running on.  (Containers need mount, pid and net namespaces: not yet amber's.)
+rpc_runc_checkpoint() {
+	local id=$1 rc n
+	runc --root "$W/state" run -d "$id" </dev/null >"$W/runc.out" 2>&1 ||
+		{ fail "runc run failed"; attach "$W/runc.out"; return 1; }
+	wait_for 15 test -e "$W/bundle/rootfs/t/ready" || { fail "the container's counter did not start"; return 1; }
+	mkdir -p "$W/img" "$W/work"
+	timeout -k 5 60 runc --root "$W/state" --criu "$W/criu" checkpoint --image-path "$W/img" \
+		--work-path "$W/work" "$id" >"$W/checkpoint.out" 2>&1
+	rc=$?
+	attach "$W/checkpoint.out" 10
+	[ $rc != 0 ] || { fail "runc checkpoint succeeded (amber cannot dump a container yet)"; return 1; }
+	grep -q "criu failed: type DUMP errno 95" "$W/checkpoint.out" ||
+		{ fail "runc did not get amber's refusal of the DUMP"; return 1; }
+	grep -q "option root is not supported: mount namespaces" "$W/work/dump.log" ||
+		{ fail "runc's dump.log does not name the refused option"; attach "$W/work/dump.log"; return 1; }
+	runc --root "$W/state" state "$id" | grep -q '"status": "running"' ||
+		{ fail "the container is not running after the refused checkpoint"; return 1; }
+	n=$(lines "$W/bundle/rootfs/t/count.log")
+	wait_for 5 eval '[ "$(lines "$W/bundle/rootfs/t/count.log")" -gt $n ]' ||
+		{ fail "the container's counter stopped counting"; return 1; }
+}
+t_rpc_runc() {
+	[ $SELFTEST = 1 ] && return 77
+	command -v runc >/dev/null || { note "runc is not installed (make setup)"; return 77; }
+	local id=amber-rpc-$$ rc
+	mkdir -p "$W/bundle/rootfs/t" "$W/bundle/rootfs/proc" "$W/bundle/rootfs/dev" "$W/bundle/rootfs/sys"
+	cp "$PROGS/counter-static" "$W/bundle/rootfs/counter"
+	ln -s "$AMBER" "$W/criu"
+	(cd "$W/bundle" && runc spec) || { fail "runc spec failed"; return 1; }
+	jq '.process.terminal = false | .process.args = ["/counter", "/t"] | .root.readonly = false' \
+		"$W/bundle/config.json" >"$W/config.json" && mv "$W/config.json" "$W/bundle/config.json" ||
+		{ fail "cannot edit config.json"; return 1; }
+	(cd "$W/bundle" && rpc_runc_checkpoint "$id")
+	rc=$?
+	runc --root "$W/state" delete -f "$id" >>"$W/log" 2>&1
+	return $rc
+}
