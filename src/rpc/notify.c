@@ -5,6 +5,7 @@
  * request of any size is read whole or refused whole, never cut.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,9 +30,16 @@ int rpc_recv(int sk, RpcRequest **req, char *why, size_t len)
 		pr_err("swrk: cannot read the next request: %m");
 		return -errno;
 	}
-	/* (a packet of no bytes cannot be told from the end: both are the end) */
-	if (!n)
-		return 0;
+	/* no bytes: the end when the client hung up, else an empty packet (consumed) */
+	if (!n) {
+		struct pollfd p = {.fd = sk, .events = POLLIN | POLLRDHUP};
+
+		if (poll(&p, 1, 0) < 0 || (p.revents & (POLLHUP | POLLRDHUP | POLLERR)) ||
+		    recv(sk, &c, 1, MSG_TRUNC | MSG_DONTWAIT) < 0)
+			return 0;
+		snprintf(why, len, "an empty packet is no request");
+		return -EBADMSG;
+	}
 	if (n > RPC_REQ_MAX) {
 		/* reading one byte consumes the whole packet */
 		if (recv(sk, &c, 1, MSG_TRUNC) < 0) {
