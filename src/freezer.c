@@ -273,6 +273,10 @@ int freezer_freeze(struct freezer *fz)
 	ret = wait_frozen(fz);
 	if (ret)
 		freezer_thaw(fz);
+	else
+		pr_info("froze cgroup %s (%s)%s", fz->path,
+			fz->v1 ? "v1 freezer.state" : "v2 cgroup.freeze",
+			fz->was_frozen ? ", frozen already by its user" : "");
 	return ret;
 }
 
