@@ -3,7 +3,8 @@
 # again; refused, naming the process, when the cgroup is not exactly the tree;
 # any failure or interruption leaves the cgroup as it was and the tree running.
 TESTS+=(freezecg_v2 freezecg_forks freezecg_refused freezecg_fault freezecg_interrupted
-	freezecg_leave_running freezecg_leave_stopped freezecg_user_frozen freezecg_v1)
+	freezecg_leave_running freezecg_leave_stopped freezecg_user_frozen freezecg_v1
+	freezecg_v1_forks freezecg_v1_user_frozen)
 
 # FZ: the test's cgroup (v2 unless fz_mk v1); made here, removed by fz_rm
 fz_mk() { # [v1]
@@ -308,6 +309,28 @@ t_freezecg_v1() {
 	local rc
 	fz_mk v1 || return
 	cycle -d "--freeze-cgroup $FZ" -B fz_after_dump -A fz_back -P fz_moved -- "$PROGS/tree" "$T"
+	rc=$?
+	cleanup_test
+	fz_rm
+	return $rc
+}
+
+# The same on v1: the tasks stop only as they leave the refrigerator.
+t_freezecg_v1_forks() {
+	[ $SELFTEST = 1 ] && return 77
+	local rc
+	fz_mk v1 || return
+	fz_forks
+	rc=$?
+	cleanup_test
+	fz_rm
+	return $rc
+}
+t_freezecg_v1_user_frozen() {
+	[ $SELFTEST = 1 ] && return 77
+	local rc
+	fz_mk v1 || return
+	fz_user_frozen
 	rc=$?
 	cleanup_test
 	fz_rm
