@@ -48,21 +48,22 @@ struct opts {
 	bool help;
 	bool shell_job;
 	bool detached;
-	bool tcp_established;	/* dump/restore established TCP connections (TCP_REPAIR) */
-	bool skip_in_flight;	/* drop connections not yet accept()ed */
-	bool tcp_close;		/* connections: dump without repair, restore reset */
-	bool network_lock_skip; /* --network-lock skip: no nft lock (netlock.c) */
-	bool netlock_ipt;	/* --network-lock iptables: a chain, not a table */
-	bool display_stats;	/* --display-stats: print stats.c's numbers at the end */
-	bool file_locks;	/* -l, --file-locks: dump and restore file locks (locks.c) */
-	bool link_remap;	/* --link-remap: links for unlinked, linked-elsewhere files */
-	uint64_t ghost_limit;	/* --ghost-limit: most data bytes of one deleted file */
-	bool new_pidns;		/* restore --new-pidns: in a new pid namespace (ns/pidns.c) */
+	bool tcp_established;	    /* dump/restore established TCP connections (TCP_REPAIR) */
+	bool skip_in_flight;	    /* drop connections not yet accept()ed */
+	bool tcp_close;		    /* connections: dump without repair, restore reset */
+	bool network_lock_skip;	    /* --network-lock skip: no nft lock (netlock.c) */
+	bool netlock_ipt;	    /* --network-lock iptables: a chain, not a table */
+	bool display_stats;	    /* --display-stats: print stats.c's numbers at the end */
+	bool file_locks;	    /* -l, --file-locks: dump and restore file locks (locks.c) */
+	bool link_remap;	    /* --link-remap: links for unlinked, linked-elsewhere files */
+	uint64_t ghost_limit;	    /* --ghost-limit: most data bytes of one deleted file */
+	bool new_pidns;		    /* restore --new-pidns: in a new pid namespace (ns/pidns.c) */
 	const char *manage_cgroups; /* soft (NULL), full, ignore (cgroup.c) */
 	/* amber swrk (src/rpc/) */
 	int dir_fd;	 /* > 0: dump into this open directory (dir names it) */
 	bool rpc_notify; /* the stages go to the client as NOTIFY messages on rpc_sk */
 	int rpc_sk;
+	const char *freeze_cgroup;  /* dump --freeze-cgroup: the tree's cgroup (freezer.c) */
 };
 
 /* One line of /proc/PID/maps plus what smaps adds. */
@@ -116,6 +117,7 @@ struct thread {
 
 struct dump_ctx;
 struct restore_ctx;
+struct freezer;
 
 /*
  * What a dump or restore shares across the processes of a tree: the image
@@ -138,6 +140,7 @@ struct tree {
 	struct file_table files;
 	int ghosts; /* ghost files written so far */
 	struct dump_ctx **dprocs;
+	struct freezer *freezer; /* --freeze-cgroup (freezer.c): seizes wait for the thaw */
 	/* restore */
 	struct img_dir *img; /* every image file, opened and checked once */
 	Inventory *inv;

@@ -23,6 +23,7 @@
 #include "stats.h"
 #include "uapi/amber_kernel.h"
 #include "dump.h"
+#include "freezer.h"
 #include "log.h"
 #include "proc.h"
 #include "ns/ns.h"
@@ -278,7 +279,8 @@ static int seize_thread(struct dump_ctx *ctx, pid_t tid)
 	}
 	task_core__init(t->core);
 	t->core->pid = tid;
-	ret = infect_seize(tid, t->inf, &stopsig);
+	ret = ctx->tree->freezer ? infect_seize_start(tid, t->inf)
+				 : infect_seize(tid, t->inf, &stopsig);
 	if (ret) {
 		free(t->inf);
 		free(t->core);
@@ -428,7 +430,9 @@ static int add_process(struct tree *t, pid_t pid, int *stopsig)
 	}
 	task_core__init(ctx->core);
 	mm_entry__init(ctx->mm);
-	ret = infect_seize(pid, &ctx->inf, stopsig);
+	*stopsig = 0;
+	ret = t->freezer ? infect_seize_start(pid, &ctx->inf)
+			 : infect_seize(pid, &ctx->inf, stopsig);
 	if (ret) {
 		free(ctx->core);
 		free(ctx->mm);
@@ -520,6 +524,56 @@ static int collect_tree(struct tree *t)
 		}
 	} while (found);
 	return 0;
+}
+
+/* --freeze-cgroup: the tasks seized and interrupted while frozen stop once thawed. */
+static int finish_seizes(struct tree *t)
+{
+	int ret = 0;
+
+	for (size_t p = 0; p < t->nr_procs; p++) {
+		struct dump_ctx *ctx = t->dprocs[p];
+		/* a process whose threads were not listed yet: its leader alone */
+		size_t n = ctx->nr_threads ? ctx->nr_threads : 1;
+
+		for (size_t i = 0; i < n; i++) {
+			struct infect *inf = ctx->nr_threads ? ctx->threads[i].inf : &ctx->inf;
+			int stopsig, r = infect_seize_wait(inf, &stopsig);
+
+			if (!r && inf == &ctx->inf) {
+				ctx->core->has_stop_signal = stopsig != 0;
+				ctx->core->stop_signal = stopsig;
+			}
+			if (r && !ret)
+				ret = r;
+		}
+	}
+	return ret;
+}
+
+/*
+ * --freeze-cgroup: one write freezes the whole tree, so the walk of
+ * collect_tree() meets no fork or exit; every thread is seized and
+ * interrupted while frozen, and stops in its ptrace stop when thawed, before
+ * it runs an instruction of its own (freezer.c).  The cgroup is thawed
+ * whatever happened: the dump's injected syscalls need the tasks to run.
+ */
+static int collect_frozen(struct tree *t)
+{
+	int ret = freezer_freeze(t->freezer), thawed;
+
+	if (ret)
+		return ret;
+	/* again: the processes could fork or exit until the freeze */
+	ret = freezer_check_members(t->freezer, t->o->pid);
+	if (!ret)
+		ret = collect_tree(t);
+	thawed = freezer_thaw(t->freezer);
+	/* still frozen, a v1 task would never stop: amber's exit lets it go */
+	if (thawed)
+		return ret ? ret : thawed;
+	thawed = finish_seizes(t);
+	return ret ? ret : thawed;
 }
 
 static int kcmp_type;
@@ -718,14 +772,19 @@ static void release_tree(struct tree *t)
 	}
 }
 
-/* Let them run on (-R, a failed dump) or stopped (-s), with the network unlocked. */
+/* Let them run on (-R, a failed dump) or stopped (-s), with the network
+ * unlocked, and their cgroup frozen again if its user had frozen it. */
 static void release_processes(struct tree *t, bool stop)
 {
 	/* queued while traced: taken as soon as they are let go */
 	if (stop)
 		for (size_t p = 0; p < t->nr_procs; p++)
 			kill(t->dprocs[p]->pid, SIGSTOP);
+	if (t->freezer)
+		freezer_restore(t->freezer);
 	release_tree(t);
+	if (t->freezer)
+		freezer_wait_restored(t->freezer);
 	if (t->o->tcp_established)
 		action_run(t->o, "network-unlock", t->o->pid);
 }
@@ -781,6 +840,7 @@ static void report_gone(struct tree *t)
 static int do_dump(struct opts *o)
 {
 	struct tree t = {.o = o};
+	struct freezer fz;
 	bool created;
 	int ret;
 
@@ -790,6 +850,14 @@ static int do_dump(struct opts *o)
 		ret = pidns_dump_root(&t);
 	if (!ret)
 		ret = check_supported(&t, o->pid);
+	/* strangers in the cgroup, or members outside it: refused before any freeze */
+	if (!ret && o->freeze_cgroup) {
+		ret = freezer_open(&fz, o->freeze_cgroup);
+		if (!ret)
+			ret = freezer_check_members(&fz, o->pid);
+		if (!ret)
+			t.freezer = &fz;
+	}
 	if (ret)
 		return ret;
 	ret = action_run(o, "pre-dump", o->pid);
@@ -813,7 +881,7 @@ static int do_dump(struct opts *o)
 	catch_signals();
 
 	stats_start(ST_FREEZING);
-	ret = collect_tree(&t);
+	ret = t.freezer ? collect_frozen(&t) : collect_tree(&t);
 	if (!ret)
 		ret = pidns_dump_alone(&t);
 	stats_stop(ST_FREEZING);
@@ -871,6 +939,8 @@ static int do_dump(struct opts *o)
 		release_processes(&t, o->leave_stopped);
 	else
 		kill_tree(&t);
+	if (t.freezer && !o->leave_running && !o->leave_stopped && !freezer_restore(t.freezer))
+		freezer_wait_restored(t.freezer);
 	for (const struct resource_ops *const *r = resources; *r; r++)
 		if (!o->leave_running && !o->leave_stopped && (*r)->dump_killed)
 			(*r)->dump_killed(&t);

@@ -106,14 +106,12 @@ static int suspend_seccomp(struct infect *inf)
 	return (int)r;
 }
 
-int infect_seize(pid_t pid, struct infect *inf, int *stopsig)
+int infect_seize_start(pid_t pid, struct infect *inf)
 {
-	int status, ret;
 	long r;
 
 	memset(inf, 0, sizeof(*inf));
 	inf->pid = pid;
-	*stopsig = 0;
 	r = sys_ptrace(PTRACE_SEIZE, pid, NULL, (void *)(long)PTRACE_O_TRACESYSGOOD);
 	if (r) {
 		if (r == -EPERM && geteuid())
@@ -134,8 +132,18 @@ int infect_seize(pid_t pid, struct infect *inf, int *stopsig)
 	r = sys_ptrace(PTRACE_INTERRUPT, pid, NULL, NULL);
 	if (r) {
 		pr_err("cannot interrupt pid %d: %s", pid, strerror((int)-r));
-		goto detach;
+		sys_ptrace(PTRACE_DETACH, pid, NULL, NULL);
 	}
+	return (int)r;
+}
+
+int infect_seize_wait(struct infect *inf, int *stopsig)
+{
+	pid_t pid = inf->pid;
+	int status, ret;
+	long r;
+
+	*stopsig = 0;
 	for (;;) {
 		r = sys_waitpid(pid, &status, __WALL);
 		if (r < 0) {
@@ -178,6 +186,13 @@ int infect_seize(pid_t pid, struct infect *inf, int *stopsig)
 detach:
 	sys_ptrace(PTRACE_DETACH, pid, NULL, NULL);
 	return (int)r;
+}
+
+int infect_seize(pid_t pid, struct infect *inf, int *stopsig)
+{
+	int ret = infect_seize_start(pid, inf);
+
+	return ret ? ret : infect_seize_wait(inf, stopsig);
 }
 
 int infect_attach_stopped(pid_t pid, struct infect *inf)

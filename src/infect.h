@@ -35,6 +35,11 @@ struct infect {
  * the group-stop signal if the task was already stopped by a job-control
  * signal, else 0. */
 int infect_seize(pid_t pid, struct infect *inf, int *stopsig);
+/* The same in two steps: PTRACE_SEIZE + PTRACE_INTERRUPT, then the wait for
+ * the stop.  Between them the task may be frozen by its cgroup (freezer.c):
+ * the interrupt stays pending and stops it before it runs again. */
+int infect_seize_start(pid_t pid, struct infect *inf);
+int infect_seize_wait(struct infect *inf, int *stopsig);
 /* Take over an already-seized, stopped tracee (restore). */
 int infect_attach_stopped(pid_t pid, struct infect *inf);
 int infect_find_syscall(struct infect *inf);

@@ -48,6 +48,7 @@ enum {
 	O_LINK_REMAP,
 	O_NEW_PIDNS,
 	O_MANAGE_CGROUPS,
+	O_FREEZE_CGROUP,
 	O_EXTERNAL,
 	O_UNIMPLEMENTED,
 	O_NEGATED = 1 << 12, /* --no-NAME of a flag: code | O_NEGATED */
@@ -99,6 +100,9 @@ static const struct opt_def {
 	{"manage-cgroups", O_MANAGE_CGROUPS, optional_argument, FOR_DR, "MODE",
 	 "restore: soft (the default: make missing cgroups with their settings), full (set "
 	 "the settings on existing ones too), ignore (leave the processes in amber's)"},
+	{"freeze-cgroup", O_FREEZE_CGROUP, required_argument, FOR_DUMP, "PATH",
+	 "freeze the tree through its cgroup's freezer (v2 cgroup.freeze, v1 freezer.state); "
+	 "the cgroup must hold the tree and nothing else"},
 	{"display-stats", O_DISPLAY_STATS, no_argument, FOR_DR, NULL,
 	 "print what the dump or restore measured (times, pages) at the end"},
 	{"log-file", 'o', required_argument, FOR_DR, "FILE",
@@ -133,7 +137,6 @@ static const struct {
 	{"lazy-pages", no_argument, "lazy (post-copy) restore is not implemented"},
 	{"cgroup-root", required_argument, "cgroups come back at the paths they had"},
 	{"cgroup-props", required_argument, "the dumped cgroup settings are the ones restored"},
-	{"freeze-cgroup", required_argument, "amber freezes with ptrace, not the cgroup freezer"},
 	{"root", required_argument, "mount namespaces are not restored"},
 	{"evasive-devices", no_argument, "device files are reopened at their paths only"},
 	{"force-irmap", no_argument, "inotify watches are resolved through /proc"},
@@ -447,6 +450,9 @@ static int set_opt(struct opts *o, int code, const char *arg, bool neg)
 			return -EINVAL;
 		}
 		o->manage_cgroups = arg && strcmp(arg, "soft") ? arg : NULL;
+		return 0;
+	case O_FREEZE_CGROUP:
+		o->freeze_cgroup = arg;
 		return 0;
 	case O_DISPLAY_STATS:
 		o->display_stats = !neg;

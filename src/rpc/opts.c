@@ -137,8 +137,6 @@ static int refuse_unsupported(const RpcOpts *ro, int type)
 		 "the dumped cgroup settings are the ones restored"},
 		{"cgroup_dump_controller", ro->n_cgroup_dump_controller > 0,
 		 "every controller of the processes' cgroups is dumped"},
-		{"freeze_cgroup", ro->freeze_cgroup != NULL,
-		 "amber freezes with ptrace, not the cgroup freezer"},
 		{"timeout", ro->has_timeout && ro->timeout, "amber has no time limit to set"},
 		{"weak_sysctls", ro->has_weak_sysctls && ro->weak_sysctls,
 		 "a sysctl that cannot be restored fails the restore"},
@@ -273,6 +271,9 @@ int rpc_opts_map(const RpcOpts *ro, int type, pid_t peer, struct opts *o)
 	o->display_stats = ro->has_display_stats && ro->display_stats;
 	o->ghost_limit = ro->has_ghost_limit ? ro->ghost_limit : 1 << 20;
 	o->rpc_notify = ro->has_notify_scripts && ro->notify_scripts;
+	/* a dump's: the restore has nothing to freeze */
+	o->freeze_cgroup =
+		dump && ro->freeze_cgroup && ro->freeze_cgroup[0] ? ro->freeze_cgroup : NULL;
 	/* the client's answers come back on this socket; the operation waits for none else */
 	o->detached = true;
 	return 0;
