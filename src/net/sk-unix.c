@@ -634,26 +634,50 @@ static int find_bind_dir(struct dump_ctx *ctx, int fd, const struct unix_info *u
 	return -EOPNOTSUPP;
 }
 
-/* Sockets whose peer is not open in the tree: the peer must be in flight. */
-static struct outside {
-	UnixSkEntry *e;
-	char *what;
-} * outside;
-static size_t nr_outside;
+/*
+ * Sockets noted during the dump, checked once every socket is in the image:
+ * those whose peer is not open in the tree (the peer must be in flight),
+ * and listeners with connections not accept()ed yet and their clients.
+ */
+struct noted_list {
+	struct noted {
+		UnixSkEntry *e;
+		char *what;
+	} * v;
+	size_t n;
+};
+static struct noted_list outside, pendings;
 
-static int add_outside(UnixSkEntry *e, const char *what)
+static int note_sk(struct noted_list *l, UnixSkEntry *e, const char *what)
 {
-	struct outside *no = realloc(outside, (nr_outside + 1) * sizeof(*no));
+	struct noted *nv = realloc(l->v, (l->n + 1) * sizeof(*nv));
 
-	if (!no)
+	if (!nv)
 		return -ENOMEM;
-	outside = no;
-	outside[nr_outside].e = e;
-	outside[nr_outside].what = strdup(what);
-	if (!outside[nr_outside].what)
+	l->v = nv;
+	l->v[l->n].e = e;
+	l->v[l->n].what = strdup(what);
+	if (!l->v[l->n].what)
 		return -ENOMEM;
-	nr_outside++;
+	l->n++;
 	return 0;
+}
+
+/* Each noted socket through check (until one fails), then the list emptied. */
+static int check_noted(struct tree *t, struct noted_list *l,
+		       int (*check)(struct tree *t, const struct noted *n))
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < l->n; i++) {
+		if (!ret)
+			ret = check(t, &l->v[i]);
+		free(l->v[i].what);
+	}
+	free(l->v);
+	l->v = NULL;
+	l->n = 0;
+	return ret;
 }
 
 static UnixSkEntry *image_sk(struct tree *t, uint64_t ino)
@@ -669,30 +693,8 @@ static bool in_image(struct tree *t, uint64_t ino)
 	return image_sk(t, ino) != NULL;
 }
 
-/* Listeners with connections not accept()ed yet, and the clients of those. */
-static struct pending {
-	UnixSkEntry *e;
-	char *what;
-} * pendings;
-static size_t nr_pendings;
-
-static int add_pending(UnixSkEntry *e, const char *what)
-{
-	struct pending *np = realloc(pendings, (nr_pendings + 1) * sizeof(*np));
-
-	if (!np)
-		return -ENOMEM;
-	pendings = np;
-	pendings[nr_pendings].e = e;
-	pendings[nr_pendings].what = strdup(what);
-	if (!pendings[nr_pendings].what)
-		return -ENOMEM;
-	nr_pendings++;
-	return 0;
-}
-
 /* Both ends of a connection not accept()ed yet must be in the image. */
-static int check_pending(struct tree *t, const struct pending *p)
+static int check_pending(struct tree *t, const struct noted *p)
 {
 	const UnixSkEntry *e = p->e;
 	const UnixSkEntry *l;
@@ -720,9 +722,10 @@ static int check_pending(struct tree *t, const struct pending *p)
 	return 0;
 }
 
-static int check_outside(const struct outside *o, bool inside)
+static int check_outside(struct tree *t, const struct noted *o)
 {
 	const UnixSkEntry *e = o->e;
+	bool inside = in_image(t, e->peer_ino);
 
 	if (!inside && e->type != SOCK_DGRAM) {
 		pr_err("%s: external unix socket: its %s peer socket:[%llu] (%s) is not open in "
@@ -744,25 +747,10 @@ static int check_outside(const struct outside *o, bool inside)
 
 static int unix_dump_done(struct tree *t)
 {
-	int ret = 0;
+	int ret = check_noted(t, &outside, check_outside);
+	int ret2 = check_noted(t, &pendings, check_pending);
 
-	for (size_t i = 0; i < nr_outside; i++) {
-		if (!ret)
-			ret = check_outside(&outside[i], in_image(t, outside[i].e->peer_ino));
-		free(outside[i].what);
-	}
-	free(outside);
-	outside = NULL;
-	nr_outside = 0;
-	for (size_t i = 0; i < nr_pendings; i++) {
-		if (!ret)
-			ret = check_pending(t, &pendings[i]);
-		free(pendings[i].what);
-	}
-	free(pendings);
-	pendings = NULL;
-	nr_pendings = 0;
-	return ret;
+	return ret ? ret : ret2;
 }
 
 /*
@@ -787,7 +775,7 @@ static int dump_pending(UnixSkEntry *e, const struct unix_info *ui, const char *
 		}
 		e->pending[e->n_pending++] = ui->icons[i];
 	}
-	return add_pending(e, what);
+	return note_sk(&pendings, e, what);
 }
 
 /* A connected socket whose peer has no inode: closed, or an embryo in a listener's queue. */
@@ -812,7 +800,7 @@ static int dump_pending_client(UnixSkEntry *e, const struct unix_info *ui, const
 	}
 	e->has_pending_on = 1;
 	e->pending_on = l;
-	return add_pending(e, what);
+	return note_sk(&pendings, e, what);
 }
 
 static int unix_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
@@ -887,7 +875,7 @@ static int unix_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 		}
 		/* the peer may be in flight in a queue not peeked yet: checked at the end */
 		if (!sk_open_in_tree(ctx->tree, ui.peer)) {
-			ret = add_outside(e, what);
+			ret = note_sk(&outside, e, what);
 			if (ret)
 				return ret;
 		}
