@@ -539,9 +539,23 @@ static void show_image(struct show *s)
 	}
 	fputs(nr_pids ? "\n  ],\n  \"files\": " : "],\n  \"files\": ", s->out);
 	emit_all(s, IMG_FILES, &reg_file__descriptor, "files.img", 1);
-	if (file_exists(s, "mnt.img")) {
-		fputs(",\n  \"mounts\": ", s->out);
-		emit_all(s, IMG_MNT, &mnt_entry__descriptor, "mnt.img", 1);
+	/* the tree-wide files a dump writes when the tree has such things */
+	static const struct {
+		const char *key, *name;
+		enum img_kind kind;
+		const ProtobufCMessageDescriptor *desc;
+	} extra[] = {
+		{"mounts", "mnt.img", IMG_MNT, &mnt_entry__descriptor},
+		{"namespaces", "ns.img", IMG_NS, &ns_entry__descriptor},
+		{"netns", "netns.img", IMG_NETNS, &netns_entry__descriptor},
+		{"cgroups", "cgroup.img", IMG_CGROUP, &cgroup_entry__descriptor},
+		{"ipc", "ipc.img", IMG_IPC, &ipc_entry__descriptor},
+	};
+	for (size_t i = 0; i < sizeof(extra) / sizeof(extra[0]); i++) {
+		if (!file_exists(s, extra[i].name))
+			continue;
+		fprintf(s->out, ",\n  \"%s\": ", extra[i].key);
+		emit_all(s, extra[i].kind, extra[i].desc, extra[i].name, 1);
 	}
 	if (inv) {
 		struct img_dir *checked;
