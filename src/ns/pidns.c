@@ -307,12 +307,52 @@ int pidns_dump_root(struct tree *t)
 	return 0;
 }
 
+/*
+ * host -> index in t->pidmap + 1, open addressing: every pid the image
+ * stores is translated, so a big tree must not scan the map each time.
+ */
+static uint32_t *hslot;
+static size_t hcap; /* a power of two, at least twice the pairs */
+
+static size_t hash_of(pid_t host)
+{
+	return ((uint32_t)host * 2654435761u) & (hcap - 1);
+}
+
 static const struct pid_pair *pair_of(const struct tree *t, pid_t host)
 {
-	for (size_t i = 0; i < t->nr_pidmap; i++)
-		if (t->pidmap[i].host == host)
-			return &t->pidmap[i];
+	if (!hcap)
+		return NULL;
+	for (size_t h = hash_of(host); hslot[h]; h = (h + 1) & (hcap - 1))
+		if (t->pidmap[hslot[h] - 1].host == host)
+			return &t->pidmap[hslot[h] - 1];
 	return NULL;
+}
+
+/* The index with room for one more pair (rebuilt bigger when half full). */
+static int hash_room(const struct tree *t)
+{
+	size_t cap = hcap ? hcap : 256;
+	uint32_t *ns;
+
+	if (2 * (t->nr_pidmap + 1) <= hcap)
+		return 0;
+	while (2 * (t->nr_pidmap + 1) > cap)
+		cap *= 2;
+	ns = calloc(cap, sizeof(*ns));
+	if (!ns)
+		return -ENOMEM;
+	free(hslot);
+	hslot = ns;
+	hcap = cap;
+	for (size_t i = 0; i < t->nr_pidmap; i++) {
+		size_t h = hash_of(t->pidmap[i].host);
+
+		while (hslot[h])
+			h = (h + 1) & (hcap - 1);
+		hslot[h] = (uint32_t)i + 1;
+	}
+	return 0;
 }
 
 int pidns_dump_add(struct tree *t, pid_t pid, pid_t tid)
@@ -330,11 +370,24 @@ int pidns_dump_add(struct tree *t, pid_t pid, pid_t tid)
 		       tid, t->pidns);
 		return -EOPNOTSUPP;
 	}
-	np = realloc(t->pidmap, (t->nr_pidmap + 1) * sizeof(*np));
-	if (!np)
-		return -ENOMEM;
-	t->pidmap = np;
-	t->pidmap[t->nr_pidmap++] = p;
+	ret = hash_room(t);
+	if (ret)
+		return ret;
+	/* doubling: a tree of thousands of tasks is added one by one */
+	if (!(t->nr_pidmap & (t->nr_pidmap - 1))) {
+		np = realloc(t->pidmap, (t->nr_pidmap ? 2 * t->nr_pidmap : 1) * sizeof(*np));
+		if (!np)
+			return -ENOMEM;
+		t->pidmap = np;
+	}
+	t->pidmap[t->nr_pidmap] = p;
+	{
+		size_t h = hash_of(p.host);
+
+		while (hslot[h])
+			h = (h + 1) & (hcap - 1);
+		hslot[h] = (uint32_t)++t->nr_pidmap;
+	}
 	return 0;
 }
 
