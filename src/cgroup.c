@@ -103,6 +103,8 @@ static int find_hiers(void)
 	if (nr_hiers)
 		return 0;
 	cg = fopen("/proc/self/cgroup", "re");
+	if (!cg && errno == ENOENT)
+		return 0; /* a kernel without cgroups: nothing to find */
 	mi = fopen("/proc/self/mountinfo", "re");
 	if (!cg || !mi) {
 		ret = -errno;
@@ -265,6 +267,8 @@ static int cgroup_dump(struct dump_ctx *ctx)
 
 	snprintf(path, sizeof(path), "/proc/%d/cgroup", ctx->pid);
 	ret = read_cgroup(path, mine, sizeof(mine));
+	if (ret == -ENOENT && !access("/proc/self", F_OK) && access("/proc/self/cgroup", F_OK))
+		return 0; /* a kernel without cgroups */
 	if (ret) {
 		pr_err("pid %d: cannot read %s: %s", ctx->pid, path, strerror(-ret));
 		return ret;

@@ -102,13 +102,19 @@ uint32_t netns_next(uint32_t after)
 	return next;
 }
 
+static bool no_netns;
+
 static int own_ns(int base)
 {
 	int fd;
 
-	if (own_fd >= 0)
+	if (own_fd >= 0 || no_netns)
 		return 0;
 	fd = sys_open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC, 0);
+	if (fd == -ENOENT) {
+		no_netns = true; /* a kernel without network namespaces: one for all */
+		return 0;
+	}
 	if (fd < 0) {
 		pr_err("cannot open amber's own network namespace: %s", strerror(-fd));
 		return fd;
@@ -670,6 +676,9 @@ static int net_id(pid_t pid, uint32_t *id)
 	struct stat own, st;
 	char path[64];
 
+	*id = 0;
+	if (no_netns)
+		return 0;
 	snprintf(path, sizeof(path), "/proc/%d/ns/net", pid);
 	if (stat(path, &st)) {
 		pr_err("pid %d: cannot stat %s: %m", pid, path);
@@ -727,6 +736,8 @@ int netns_sock_enter(struct dump_ctx *ctx, int fd, int dup, RegFile *f, uint32_t
 	int nsfd;
 
 	*id = 0;
+	if (no_netns)
+		return 0;
 	nsfd = ioctl(dup, SIOCGSKNS);
 	if (nsfd < 0) {
 		pr_err("pid %d: fd %d: cannot tell the socket's network namespace (SIOCGSKNS): %m",

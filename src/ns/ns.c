@@ -150,15 +150,21 @@ uint32_t ns_of(const struct tree *t, uint32_t pid, int kind)
 }
 
 /* amber's own namespace of a kind, once, at or above fd base (restore: inherited). */
+static bool absent[LAST_KIND + 1];
+
 static int own_ns(int kind, int base)
 {
 	char path[64];
 	int fd;
 
-	if (own_fd[kind] >= 0)
+	if (own_fd[kind] >= 0 || absent[kind])
 		return 0;
 	snprintf(path, sizeof(path), "/proc/thread-self/ns/%s", kinds[kind].name);
 	fd = sys_open(path, O_RDONLY | O_CLOEXEC, 0);
+	if (fd == -ENOENT) {
+		absent[kind] = true; /* a kernel without this kind: one namespace for all */
+		return 0;
+	}
 	if (fd < 0) {
 		pr_err("cannot open amber's own %s namespace (%s): %s", kinds[kind].what, path,
 		       strerror(-fd));
@@ -311,6 +317,9 @@ static int ns_id(int kind, pid_t pid, uint32_t *id)
 	struct stat own, st;
 	char path[64];
 
+	*id = 0;
+	if (absent[kind])
+		return 0;
 	snprintf(path, sizeof(path), "/proc/%d/ns/%s", pid, kinds[kind].name);
 	if (stat(path, &st)) {
 		pr_err("pid %d: cannot stat %s: %m", pid, path);
