@@ -36,6 +36,7 @@
 #include "proc.h"
 #include "ns/ns.h"
 #include "restore.h"
+#include "sys.h"
 
 #define MAX_HIER 32
 
@@ -102,8 +103,8 @@ static int find_hiers(void)
 
 	if (nr_hiers)
 		return 0;
-	cg = fopen("/proc/self/cgroup", "re");
-	mi = fopen("/proc/self/mountinfo", "re");
+	cg = sys_fopen_read("/proc/self/cgroup");
+	mi = sys_fopen_read("/proc/self/mountinfo");
 	if (!cg || !mi) {
 		ret = -errno;
 		pr_err("cannot read /proc/self/cgroup or mountinfo: %m");
@@ -182,7 +183,7 @@ static int push(CgroupEntry ***arr, size_t *n, CgroupEntry *e)
 /* A process's (or thread's) /proc/.../cgroup, whole. */
 static int read_cgroup(const char *path, char *buf, size_t len)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = sys_open_raw(path, O_RDONLY | O_CLOEXEC);
 	ssize_t n;
 
 	if (fd < 0)

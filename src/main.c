@@ -48,6 +48,7 @@ int main(int argc, char **argv)
 	const char *cmd = argc > 1 ? argv[1] : NULL;
 
 	sys_fault_init();
+	sys_proc_init(); /* without it, "/proc/..." is whatever the mount namespace has */
 	if (!cmd || !strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
 		usage(cmd ? stdout : stderr);
 		return cmd ? 0 : 2;
