@@ -36,6 +36,7 @@
 #include "proc.h"
 #include "ns/ns.h"
 #include "restore.h"
+#include "sys.h"
 
 #define MAX_HIER 32
 
@@ -102,10 +103,10 @@ static int find_hiers(void)
 
 	if (nr_hiers)
 		return 0;
-	cg = fopen("/proc/self/cgroup", "re");
+	cg = sys_fopen_read("/proc/self/cgroup");
 	if (!cg && errno == ENOENT)
 		return 0; /* a kernel without cgroups: nothing to find */
-	mi = fopen("/proc/self/mountinfo", "re");
+	mi = sys_fopen_read("/proc/self/mountinfo");
 	if (!cg || !mi) {
 		ret = -errno;
 		pr_err("cannot read /proc/self/cgroup or mountinfo: %m");
@@ -184,7 +185,7 @@ static int push(CgroupEntry ***arr, size_t *n, CgroupEntry *e)
 /* A process's (or thread's) /proc/.../cgroup, whole. */
 static int read_cgroup(const char *path, char *buf, size_t len)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = sys_open_raw(path, O_RDONLY | O_CLOEXEC);
 	ssize_t n;
 
 	if (fd < 0)
@@ -267,7 +268,8 @@ static int cgroup_dump(struct dump_ctx *ctx)
 
 	snprintf(path, sizeof(path), "/proc/%d/cgroup", ctx->pid);
 	ret = read_cgroup(path, mine, sizeof(mine));
-	if (ret == -ENOENT && !access("/proc/self", F_OK) && access("/proc/self/cgroup", F_OK))
+	if (ret == -ENOENT && !sys_access("/proc/self", F_OK) &&
+	    sys_access("/proc/self/cgroup", F_OK))
 		return 0; /* a kernel without cgroups */
 	if (ret) {
 		pr_err("pid %d: cannot read %s: %s", ctx->pid, path, strerror(-ret));

@@ -307,7 +307,7 @@ static int seize_threads(struct dump_ctx *ctx)
 	snprintf(path, sizeof(path), "/proc/%d/task", ctx->pid);
 	do {
 		struct dirent *de;
-		DIR *d = opendir(path);
+		DIR *d = sys_opendir(path);
 
 		if (!d) {
 			pr_err("cannot list %s: %m", path);

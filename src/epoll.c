@@ -80,7 +80,7 @@ static int fd_with_target(struct dump_ctx *ctx, pid_t pid, struct kcmp_epoll_slo
 	DIR *dir;
 
 	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
-	dir = opendir(path);
+	dir = sys_opendir(path);
 	if (!dir)
 		return -1;
 	while (found < 0 && (d = readdir(dir))) {
@@ -155,7 +155,7 @@ static bool target_is_late(pid_t pid, int fd)
 	ssize_t n;
 
 	snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
-	n = readlink(path, link, sizeof(link) - 1);
+	n = sys_readlink_raw(path, link, sizeof(link) - 1);
 	if (n <= 0)
 		return false;
 	link[n] = 0;

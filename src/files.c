@@ -280,7 +280,7 @@ int files_dump_path(struct dump_ctx *ctx, const char *procpath, const char *path
 	int ret;
 
 	flags |= O_NOATIME;
-	if (stat(procpath, &st)) {
+	if (sys_stat(procpath, &st)) {
 		pr_err("pid %d: cannot stat %s (%s): %m", ctx->pid, path, procpath);
 		return -errno;
 	}
@@ -468,7 +468,7 @@ static int describe_fd(struct dump_ctx *ctx, int fd, unsigned flags, uint64_t po
 
 	snprintf(procpath, sizeof(procpath), "/proc/%d/fd/%d", ctx->pid, fd);
 	ret = sys_readlink(procpath, path, sizeof(path));
-	if (ret < 0 || stat(procpath, &st)) {
+	if (ret < 0 || sys_stat(procpath, &st)) {
 		pr_err("pid %d: cannot inspect fd %d: %s", ctx->pid, fd,
 		       strerror(ret < 0 ? -ret : errno));
 		return ret < 0 ? ret : -errno;
@@ -598,7 +598,7 @@ static int list_fds(struct dump_ctx *ctx, struct fdslot **s, size_t *n, size_t *
 	DIR *d;
 
 	snprintf(path, sizeof(path), "/proc/%d/fd", ctx->pid);
-	d = opendir(path);
+	d = sys_opendir(path);
 	if (!d) {
 		pr_err("cannot list %s: %m", path);
 		return -errno;

@@ -50,7 +50,7 @@ static int read_status(struct infect *inf)
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", tid);
-	f = fopen(path, "re");
+	f = sys_fopen_read(path);
 	if (!f) {
 		pr_err("tid %d: cannot read %s: %m", tid, path);
 		return -errno;
@@ -248,7 +248,7 @@ int infect_find_syscall(struct infect *inf)
 	int ret = -ENOENT;
 
 	snprintf(path, sizeof(path), "/proc/%d/maps", inf->pid);
-	f = fopen(path, "re");
+	f = sys_fopen_read(path);
 	if (!f)
 		return -errno;
 	while (fgets(line, sizeof(line), f)) {

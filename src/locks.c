@@ -340,7 +340,7 @@ static bool owner_in_tree(struct tree *t, int type, pid_t pid)
 		if (type == F_OWNER_PGRP && getpgid(q) == pid)
 			return true;
 		snprintf(path, sizeof(path), "/proc/%d/task/%d", q, pid);
-		if (type == F_OWNER_TID && !access(path, F_OK))
+		if (type == F_OWNER_TID && !sys_access(path, F_OK))
 			return true;
 	}
 	return false;
@@ -608,12 +608,12 @@ static int close_internal_on(struct restore_ctx *ctx, int fd)
 	DIR *d;
 
 	snprintf(path, sizeof(path), "/proc/%d/fd/%d", ctx->inf.pid, fd);
-	if (stat(path, &want)) {
+	if (sys_stat(path, &want)) {
 		pr_err("pid %d: cannot stat its fd %d: %m", ctx->pid, fd);
 		return -errno;
 	}
 	snprintf(path, sizeof(path), "/proc/%d/fd", ctx->inf.pid);
-	d = opendir(path);
+	d = sys_opendir(path);
 	if (!d) {
 		pr_err("cannot list %s: %m", path);
 		return -errno;
@@ -626,7 +626,7 @@ static int close_internal_on(struct restore_ctx *ctx, int fd)
 		if (de->d_name[0] == '.' || n < ctx->tree->fd_base)
 			continue;
 		snprintf(p, sizeof(p), "/proc/%d/fd/%d", ctx->inf.pid, n);
-		if (stat(p, &st) || st.st_dev != want.st_dev || st.st_ino != want.st_ino)
+		if (sys_stat(p, &st) || st.st_dev != want.st_dev || st.st_ino != want.st_ino)
 			continue;
 		r = infect_call(&ctx->inf, SYS_close, n, 0, 0, 0, 0, 0);
 		if (r) {

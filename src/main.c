@@ -63,6 +63,7 @@ int main(int argc, char **argv)
 		printf("Version: %s\namber: %s\n", CRIU_VERSION, AMBER_VERSION);
 		return 0;
 	}
+	sys_proc_init(); /* without it, "/proc/..." is whatever the mount namespace has */
 	if (!cmd || !strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
 		usage(cmd ? stdout : stderr);
 		return cmd ? 0 : 2;

@@ -1024,7 +1024,7 @@ static int make_shm(struct tree *t, size_t i)
 	/* The mapping's own file ("/dev/zero (deleted)"), as an fd to hand on. */
 	snprintf(path, sizeof(path), "/proc/self/map_files/%lx-%lx", (unsigned long)p,
 		 (unsigned long)p + (unsigned long)shm[i].size);
-	fd = open(path, O_RDWR | O_CLOEXEC);
+	fd = sys_open_raw(path, O_RDWR | O_CLOEXEC);
 	munmap(p, shm[i].size);
 	if (fd < 0) {
 		pr_err("cannot open %s: %m (amber needs CAP_SYS_ADMIN for it)", path);

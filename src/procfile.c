@@ -266,7 +266,7 @@ static bool on_nsfs(const struct stat *st)
 	static dev_t dev;
 	struct stat ns;
 
-	if (!dev && !stat("/proc/self/ns/net", &ns))
+	if (!dev && !sys_stat("/proc/self/ns/net", &ns))
 		dev = ns.st_dev;
 	return dev && st->st_dev == dev;
 }
@@ -314,7 +314,7 @@ static int nsfs_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 		if (strcmp(ns_files[i].kind, kind))
 			continue;
 		snprintf(path, sizeof(path), "/proc/%d/ns/%s", ctx->pid, ns_files[i].name);
-		if (stat(path, &st) || st.st_ino != f->ino || st.st_dev != f->dev)
+		if (sys_stat(path, &st) || st.st_ino != f->ino || st.st_dev != f->dev)
 			continue;
 		f->proc_ns = strdup(ns_files[i].name);
 		if (!f->proc_ns)

@@ -687,6 +687,11 @@ static void __attribute__((noreturn)) child_setup(struct tree *t, size_t idx, bo
 		child_report(report_fd, "cannot enter its namespaces");
 		_exit(1);
 	}
+	/* the init of the tree's pid namespace: that namespace's proc, before anyone reads it */
+	if (!idx && t->own_pidns && mnt_restore_proc(t)) {
+		child_report(report_fd, "cannot mount the proc of its pid namespace");
+		_exit(1);
+	}
 	/* Sessions first: children are created in their parent's session. */
 	if (e->sid == e->pid && setsid() < 0) {
 		pr_err("pid %u: setsid failed: %m", e->pid);

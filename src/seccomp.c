@@ -64,7 +64,7 @@ static bool spec_vulnerable(pid_t tid)
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", tid);
-	f = fopen(path, "re");
+	f = sys_fopen_read(path);
 	if (!f)
 		return false;
 	while (fgets(line, sizeof(line), f))

@@ -161,9 +161,100 @@ static int injected(enum sys_op op)
 	return f == FAULT_SHORT ? 0 : f;
 }
 
+static int proc_fd = -1;
+
+int sys_proc_init(void)
+{
+	int fd = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0) {
+		pr_warn("cannot open /proc: %m; \"/proc/...\" is then resolved in the mount "
+			"namespace amber is in");
+		return -errno;
+	}
+	if (proc_fd >= 0)
+		close(proc_fd);
+	proc_fd = fd;
+	return 0;
+}
+
+/* The directory a path is resolved from, and the path from it. */
+static int at(const char **path)
+{
+	if (proc_fd < 0 || strncmp(*path, "/proc", 5) || ((*path)[5] && (*path)[5] != '/'))
+		return AT_FDCWD;
+	*path += (*path)[5] ? 6 : 5;
+	if (!**path)
+		*path = ".";
+	return proc_fd;
+}
+
 int sys_open(const char *path, int flags, int mode)
 {
-	return sys_openat(AT_FDCWD, path, flags, mode);
+	int dir = at(&path);
+
+	return sys_openat(dir, path, flags, mode);
+}
+
+int sys_open_raw(const char *path, int flags)
+{
+	int dir = at(&path);
+
+	return openat(dir, path, flags);
+}
+
+int sys_stat(const char *path, struct stat *st)
+{
+	int dir = at(&path);
+
+	return fstatat(dir, path, st, 0);
+}
+
+int sys_lstat(const char *path, struct stat *st)
+{
+	int dir = at(&path);
+
+	return fstatat(dir, path, st, AT_SYMLINK_NOFOLLOW);
+}
+
+int sys_access(const char *path, int mode)
+{
+	int dir = at(&path);
+
+	return faccessat(dir, path, mode, 0);
+}
+
+DIR *sys_opendir(const char *path)
+{
+	int dir = at(&path), fd = openat(dir, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d;
+
+	if (fd < 0)
+		return NULL;
+	d = fdopendir(fd);
+	if (!d)
+		close(fd);
+	return d;
+}
+
+FILE *sys_fopen_read(const char *path)
+{
+	int dir = at(&path), fd = openat(dir, path, O_RDONLY | O_CLOEXEC);
+	FILE *f;
+
+	if (fd < 0)
+		return NULL;
+	f = fdopen(fd, "r");
+	if (!f)
+		close(fd);
+	return f;
+}
+
+ssize_t sys_readlink_raw(const char *path, char *buf, size_t size)
+{
+	int dir = at(&path);
+
+	return readlinkat(dir, path, buf, size);
 }
 
 int sys_openat(int dirfd, const char *path, int flags, int mode)
@@ -550,7 +641,7 @@ int sys_read_file(const char *path, char **out, size_t *len)
 
 int sys_readlink(const char *path, char *buf, size_t size)
 {
-	ssize_t r = readlink(path, buf, size - 1);
+	ssize_t r = sys_readlink_raw(path, buf, size - 1);
 
 	if (r < 0)
 		return -errno;

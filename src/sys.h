@@ -12,8 +12,11 @@
 #ifndef AMBER_SYS_H
 #define AMBER_SYS_H
 
+#include <dirent.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -42,7 +45,28 @@ void sys_fault_reset(void);
 /* Returns the errno to inject for this call of op (0x10000 for "short"), or 0. */
 int sys_fault(enum sys_op op);
 
+/*
+ * amber's own /proc.  A path "/proc/..." given to the functions below is
+ * resolved in the proc amber had when it started (sys_proc_init), wherever
+ * its thread's mount namespace is then: the tree's mount namespace, which
+ * amber enters, may have at /proc a proc of another pid namespace (a
+ * container's), where amber's pids are not; other paths are resolved as
+ * usual.  sys_proc_init (again once amber mounted a proc of a new pid
+ * namespace): 0 or -errno, logged.
+ */
+int sys_proc_init(void);
 int sys_open(const char *path, int flags, int mode);
+/*
+ * As open() (no fault injected, -1 and errno), stat(), lstat(), access(),
+ * opendir(), fopen("re") and readlink() (-1 and errno, or NULL).
+ */
+int sys_open_raw(const char *path, int flags);
+int sys_stat(const char *path, struct stat *st);
+int sys_lstat(const char *path, struct stat *st);
+int sys_access(const char *path, int mode);
+DIR *sys_opendir(const char *path);
+FILE *sys_fopen_read(const char *path);
+ssize_t sys_readlink_raw(const char *path, char *buf, size_t size);
 int sys_openat(int dirfd, const char *path, int flags, int mode);
 /* openat2(2) with how.resolve = resolve (RESOLVE_*); the same fault op as open */
 int sys_openat2(int dirfd, const char *path, int flags, int mode, uint64_t resolve);

@@ -115,7 +115,7 @@ static int write_proc_self(const char *name, const char *val)
 	int fd, ret = 0;
 
 	snprintf(path, sizeof(path), "/proc/self/%s", name);
-	fd = open(path, O_WRONLY | O_CLOEXEC);
+	fd = sys_open_raw(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	if (write(fd, val, strlen(val)) < 0)

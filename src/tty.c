@@ -173,7 +173,7 @@ static int masters_scan_proc(struct dump_ctx *ctx)
 	DIR *d;
 
 	snprintf(path, sizeof(path), "/proc/%d/fd", ctx->pid);
-	d = opendir(path);
+	d = sys_opendir(path);
 	if (!d)
 		return -errno;
 	while (!ret && (de = readdir(d))) {
@@ -182,7 +182,7 @@ static int masters_scan_proc(struct dump_ctx *ctx)
 		if (de->d_name[0] == '.')
 			continue;
 		snprintf(path, sizeof(path), "/proc/%d/fd/%s", ctx->pid, de->d_name);
-		if (sys_readlink(path, link, sizeof(link)) < 0 || stat(path, &st) ||
+		if (sys_readlink(path, link, sizeof(link)) < 0 || sys_stat(path, &st) ||
 		    !is_ptmx(link, &st))
 			continue;
 		dup = sys_pidfd_getfd(ctx->pidfd, atoi(de->d_name));

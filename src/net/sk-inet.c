@@ -46,6 +46,7 @@
 #include "netlock.h"
 #include "sk.h"
 #include "sk-tcp.h"
+#include "sys.h"
 
 #ifndef TCP_REPAIR_OFF_NO_WP
 #define TCP_REPAIR_OFF_NO_WP -1
@@ -77,7 +78,7 @@ static bool listed_in(const char *table, int col, uint64_t ino)
 {
 	char line[512];
 	bool found = false;
-	FILE *fp = fopen(table, "re");
+	FILE *fp = sys_fopen_read(table);
 
 	if (!fp)
 		return false;

@@ -30,6 +30,7 @@
 #include "log.h"
 #include "owner.h"
 #include "sk.h"
+#include "sys.h"
 
 #define MAX_LINKS	32   /* netlink protocols */
 #define MAX_GROUP_WORDS 1024 /* 32768 groups: more than any family has */
@@ -44,7 +45,7 @@ static bool netlink_match(const char *link, const struct stat *st)
 	(void)link;
 	if (!S_ISSOCK(st->st_mode))
 		return false;
-	fp = fopen("/proc/net/netlink", "re");
+	fp = sys_fopen_read("/proc/net/netlink");
 	if (!fp)
 		return false;
 	while (!is && fgets(line, sizeof(line), fp)) {

@@ -42,6 +42,7 @@
 #include "log.h"
 #include "owner.h"
 #include "sk.h"
+#include "sys.h"
 
 /* linux/icmp.h and linux/udp.h would clash with the libc headers */
 #define ICMP_FILTER	   1
@@ -478,7 +479,7 @@ static int mc_member(int fd, const struct opt *o, int64_t ifindex, const uint8_t
 static int mc_dump(int fd, const struct opt *o, const char *what, SkOpt ***out, size_t *n)
 {
 	const char *table = o->size == 4 ? "/proc/net/igmp" : "/proc/net/igmp6";
-	FILE *fp = fopen(table, "re");
+	FILE *fp = sys_fopen_read(table);
 	char line[256];
 	int ifindex = 0, ret = 0;
 

@@ -37,6 +37,7 @@
 #include "log.h"
 #include "owner.h"
 #include "sk.h"
+#include "sys.h"
 
 #define MAX_MCLIST     1024 /* memberships of one socket an image may ask for */
 #define MAX_MC_COUNT   1024 /* times one was added */
@@ -55,7 +56,7 @@ static bool packet_match(const char *link, const struct stat *st)
 	(void)link;
 	if (!S_ISSOCK(st->st_mode))
 		return false;
-	fp = fopen("/proc/net/packet", "re");
+	fp = sys_fopen_read("/proc/net/packet");
 	if (!fp)
 		return false;
 	while (!is && fgets(line, sizeof(line), fp)) {

@@ -77,14 +77,14 @@ bool sk_open_in_tree(struct tree *t, uint64_t ino)
 		DIR *d;
 
 		snprintf(path, sizeof(path), "/proc/%d/fd", t->dprocs[p]->pid);
-		d = opendir(path);
+		d = sys_opendir(path);
 		if (!d)
 			continue;
 		while ((de = readdir(d))) {
 			ssize_t n;
 
 			snprintf(fdpath, sizeof(fdpath), "%s/%s", path, de->d_name);
-			n = readlink(fdpath, link, sizeof(link) - 1);
+			n = sys_readlink_raw(fdpath, link, sizeof(link) - 1);
 			if (n <= 0)
 				continue;
 			link[n] = 0;
@@ -617,7 +617,7 @@ static int find_bind_dir(struct dump_ctx *ctx, int fd, const struct unix_info *u
 	ssize_t n;
 
 	snprintf(link, sizeof(link), "/proc/%d/cwd", ctx->pid);
-	n = readlink(link, cwd, sizeof(cwd) - 1);
+	n = sys_readlink_raw(link, cwd, sizeof(cwd) - 1);
 	if (n > 0) {
 		cwd[n] = 0;
 		snprintf(path, sizeof(path), "%s/%s", cwd, ui->name);

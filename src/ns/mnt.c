@@ -73,7 +73,8 @@ struct minfo {
 
 struct mnt {
 	MntEntry *e;
-	int fd; /* restore: O_PATH on its root once made */
+	int fd;	      /* restore: O_PATH on its root once made */
+	bool by_init; /* restore: made by the tree's init (init_makes) */
 };
 
 static struct mnt *mnts;
@@ -404,7 +405,7 @@ static int tree_ns(struct tree *t, pid_t *first)
 	struct stat own, st, one = {0};
 	char path[64];
 
-	if (stat("/proc/self/ns/mnt", &own)) {
+	if (sys_stat("/proc/self/ns/mnt", &own)) {
 		pr_err("cannot stat amber's own mount namespace: %m");
 		return -errno;
 	}
@@ -413,7 +414,7 @@ static int tree_ns(struct tree *t, pid_t *first)
 		pid_t pid = t->dprocs[p]->pid;
 
 		snprintf(path, sizeof(path), "/proc/%d/ns/mnt", pid);
-		if (stat(path, &st)) {
+		if (sys_stat(path, &st)) {
 			pr_err("pid %d: cannot stat %s: %m", pid, path);
 			return -errno;
 		}
@@ -545,6 +546,34 @@ static bool is_root(const MntEntry *e)
 	return e->parent == e->id || !find(e->parent);
 }
 
+/*
+ * A proc of a tree that is its own pid namespace shows that namespace,
+ * which exists only once the tree's init does: the init mounts it
+ * (mnt_restore_proc), amber leaves its mount point empty.
+ */
+static bool init_makes(const struct tree *t, const MntEntry *e)
+{
+	return t->own_pidns && e->kind == MNT_KIND__MNT_NEW && !strcmp(e->fstype, "proc");
+}
+
+/* What the init cannot make: a second mount of its proc, or one on top of it. */
+static int check_init_proc(const struct tree *t, const MntEntry *e)
+{
+	const struct mnt *p = find(e->parent);
+	const char *what = NULL;
+
+	if (init_makes(t, e) && strcmp(e->root, "/"))
+		what = "a second mount of";
+	else if (p && p->e != e && init_makes(t, p->e))
+		what = "a mount on";
+	if (!what)
+		return 0;
+	pr_err("mnt.img: mount %u at %s is %s the proc of the tree's pid namespace, which its "
+	       "init makes once it exists; amber does not restore that yet",
+	       e->id, e->mountpoint, what);
+	return -EOPNOTSUPP;
+}
+
 static int check_entry(const MntEntry *e, size_t idx)
 {
 	char want[32];
@@ -633,6 +662,8 @@ int mnt_restore_read(struct tree *t)
 		ret = check_entry(mnts[i].e, i);
 		roots += !ret && is_root(mnts[i].e);
 	}
+	for (size_t i = 0; !ret && i < nr_mnts; i++)
+		ret = check_init_proc(t, mnts[i].e);
 	if (!ret && nr_mnts && roots != 1) {
 		pr_err("mnt.img: %zu root mounts; the image is corrupt", roots);
 		ret = -EBADMSG;
@@ -806,7 +837,7 @@ static int make_mount(struct tree *t, struct mnt *m, size_t idx)
 	}
 	if (ret)
 		return ret;
-	fd = sys_open(e->mountpoint, O_PATH | O_CLOEXEC, 0);
+	fd = sys_openat(AT_FDCWD, e->mountpoint, O_PATH | O_CLOEXEC, 0); /* the tree's /proc too */
 	m->fd = fd < 0 ? fd : fcntl(fd, F_DUPFD_CLOEXEC, t->fd_base);
 	if (fd >= 0)
 		close(fd);
@@ -880,16 +911,23 @@ static int check_made(void)
 	struct minfo *cur = NULL;
 	size_t nr_cur = 0;
 	char *buf = NULL;
+	size_t later = 0;
 	int ret = read_mountinfo("/proc/thread-self/mountinfo", &buf, &cur, &nr_cur);
 
-	if (!ret && nr_cur != nr_mnts) {
-		pr_err("the tree's mount namespace was made with %zu mounts, the image has %zu",
-		       nr_cur, nr_mnts);
+	for (size_t i = 0; i < nr_mnts; i++)
+		later += mnts[i].by_init;
+	if (!ret && nr_cur + later != nr_mnts) {
+		pr_err("the tree's mount namespace was made with %zu mounts, the image has %zu "
+		       "(%zu the tree's init makes)",
+		       nr_cur, nr_mnts, later);
 		ret = -EIO;
 	}
 	for (size_t i = 0; !ret && i < nr_mnts; i++) {
 		const MntEntry *e = mnts[i].e;
 		bool found = false;
+
+		if (mnts[i].by_init)
+			continue;
 
 		for (size_t k = 0; k < nr_cur && !found; k++)
 			found = !strcmp(cur[k].mountpoint, e->mountpoint) &&
@@ -918,13 +956,18 @@ static int build(struct tree *t)
 		return -errno;
 	}
 	ret = keep_host(t);
+	for (size_t i = 0; i < nr_mnts; i++) {
+		mnts[i].by_init = init_makes(t, mnts[i].e);
+		made += mnts[i].by_init;
+	}
 	for (size_t i = 0; !ret && i < nr_mnts; i++) {
 		MntEntry *e = mnts[i].e;
 		int fd;
 
 		if (e->kind != MNT_KIND__MNT_HOST)
 			continue;
-		fd = sys_open(e->mountpoint, O_PATH | O_CLOEXEC, 0);
+		fd = sys_openat(AT_FDCWD, e->mountpoint, O_PATH | O_CLOEXEC,
+				0); /* the tree's /proc too */
 		mnts[i].fd = fd < 0 ? fd : fcntl(fd, F_DUPFD_CLOEXEC, t->fd_base);
 		if (fd >= 0)
 			close(fd);
@@ -941,7 +984,7 @@ static int build(struct tree *t)
 		size_t before = made;
 
 		for (size_t i = 0; !ret && i < nr_mnts; i++) {
-			if (mnts[i].fd >= 0 || !ready(mnts[i].e))
+			if (mnts[i].fd >= 0 || !ready(mnts[i].e) || mnts[i].by_init)
 				continue;
 			ret = make_mount(t, &mnts[i], i);
 			made++;
@@ -992,6 +1035,37 @@ static int mnt_restore_tree(struct tree *t)
 	}
 	pr_info("made the tree's mount namespace: %zu mounts", nr_mnts);
 	return 0;
+}
+
+int mnt_restore_proc(const struct tree *t)
+{
+	int ret = 0;
+
+	for (size_t i = 0; !ret && i < nr_mnts; i++) {
+		const MntEntry *e = mnts[i].e;
+		char *data;
+
+		if (!mnts[i].by_init)
+			continue;
+		data = fs_data(e);
+		if (!data)
+			return -ENOMEM;
+		if (mount(e->source, e->mountpoint, e->fstype, 0, data)) {
+			ret = -errno;
+			pr_err("mount %u: cannot mount a proc of the tree's pid namespace (%s) at "
+			       "%s: %m",
+			       e->id, data, e->mountpoint);
+		}
+		free(data);
+		if (!ret)
+			ret = propagate(e, false, false);
+		if (!ret)
+			ret = remount(e);
+		if (!ret)
+			pr_debug("made mount %u at %s (a proc of the tree's pid namespace)", e->id,
+				 e->mountpoint);
+	}
+	return ret;
 }
 
 static void close_all(struct tree *t)

@@ -260,7 +260,7 @@ static int list_dir(struct kvs *s, const char *dir)
 	DIR *d;
 
 	snprintf(path, sizeof(path), "/proc/sys/net/%s", dir);
-	d = opendir(path);
+	d = sys_opendir(path);
 	if (!d)
 		return errno == ENOENT ? 0 : -errno;
 	while (!ret && (de = readdir(d))) {
@@ -272,10 +272,10 @@ static int list_dir(struct kvs *s, const char *dir)
 			continue;
 		snprintf(name, sizeof(name), "%s/%s", dir, de->d_name);
 		snprintf(path, sizeof(path), "/proc/sys/net/%s", name);
-		if (stat(path, &st) || !S_ISREG(st.st_mode) || !(st.st_mode & S_IWUSR) ||
+		if (sys_stat(path, &st) || !S_ISREG(st.st_mode) || !(st.st_mode & S_IWUSR) ||
 		    !(st.st_mode & S_IRUSR))
 			continue;
-		fd = open(path, O_RDONLY | O_CLOEXEC);
+		fd = sys_open_raw(path, O_RDONLY | O_CLOEXEC);
 		if (fd < 0)
 			continue;
 		n = read(fd, val, sizeof(val) - 1);
@@ -301,7 +301,7 @@ static int list_sysctls(struct kvs *s)
 
 		ret = list_dir(s, sysctl_dirs[i]);
 		snprintf(conf, sizeof(conf), "/proc/sys/net/%s/conf", sysctl_dirs[i]);
-		d = ret ? NULL : opendir(conf);
+		d = ret ? NULL : sys_opendir(conf);
 		while (d && !ret && (de = readdir(d))) {
 			char sub[300];
 
@@ -680,7 +680,7 @@ static int net_id(pid_t pid, uint32_t *id)
 	if (no_netns)
 		return 0;
 	snprintf(path, sizeof(path), "/proc/%d/ns/net", pid);
-	if (stat(path, &st)) {
+	if (sys_stat(path, &st)) {
 		pr_err("pid %d: cannot stat %s: %m", pid, path);
 		return -errno;
 	}

@@ -321,12 +321,12 @@ static int ns_id(int kind, pid_t pid, uint32_t *id)
 	if (absent[kind])
 		return 0;
 	snprintf(path, sizeof(path), "/proc/%d/ns/%s", pid, kinds[kind].name);
-	if (stat(path, &st)) {
+	if (sys_stat(path, &st)) {
 		pr_err("pid %d: cannot stat %s: %m", pid, path);
 		return -errno;
 	}
 	snprintf(path, sizeof(path), "/proc/self/ns/%s", kinds[kind].name);
-	if (stat(path, &own)) {
+	if (sys_stat(path, &own)) {
 		pr_err("cannot stat amber's own %s: %m", path);
 		return -errno;
 	}
@@ -381,7 +381,7 @@ static int check_threads(pid_t pid)
 	DIR *d;
 
 	snprintf(path, sizeof(path), "/proc/%d/task", pid);
-	d = opendir(path);
+	d = sys_opendir(path);
 	if (!d) {
 		pr_err("pid %d: cannot list its threads in %s: %m", pid, path);
 		return -errno;
@@ -689,7 +689,7 @@ static bool in_ns(int kind, int fd)
 	char path[64];
 
 	snprintf(path, sizeof(path), "/proc/thread-self/ns/%s", kinds[kind].name);
-	return !fstat(fd, &want) && !stat(path, &cur) && want.st_ino == cur.st_ino &&
+	return !fstat(fd, &want) && !sys_stat(path, &cur) && want.st_ino == cur.st_ino &&
 	       want.st_dev == cur.st_dev;
 }
 

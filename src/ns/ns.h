@@ -111,6 +111,12 @@ int netns_restore_process(const struct tree *t, uint32_t pid);
  * (tmpfs.c).  restore: mnt.img read and checked before anything exists.
  */
 int mnt_restore_read(struct tree *t);
+/*
+ * In the restored init of a tree that is its own pid namespace, before
+ * anything: the procs of its mount namespace, which show that pid
+ * namespace (amber's would show the host's pids); 0 or -errno, logged.
+ */
+int mnt_restore_proc(const struct tree *t);
 /* In the tree's namespace: tmpfs-ID.img of mount e (its contents field set). */
 int tmpfs_dump(struct tree *t, pid_t pid, MntEntry *e);
 /* In the new namespace: the files of tmpfs m, made new, whose root root is. */

@@ -66,7 +66,8 @@ static int pidns_mounts(void)
 		pr_err("--new-pidns: cannot mount /proc for the new pid namespace: %m");
 		return -errno;
 	}
-	return 0;
+	/* amber sees the namespace's pids from now on */
+	return sys_proc_init();
 }
 
 /* The namespace's init: reap whatever ends in it until nothing is left. */
@@ -410,7 +411,7 @@ int pidns_dump_alone(const struct tree *t)
 
 	if (!t->own_pidns)
 		return 0;
-	d = opendir("/proc");
+	d = sys_opendir("/proc");
 	if (!d) {
 		pr_err("cannot list /proc: %m");
 		return -errno;
@@ -551,7 +552,7 @@ pid_t pidns_host_tid(pid_t pid, uint32_t tid)
 	DIR *d;
 
 	snprintf(path, sizeof(path), "/proc/%d/task", pid);
-	d = opendir(path);
+	d = sys_opendir(path);
 	if (!d) {
 		pr_err("cannot list %s: %m", path);
 		return 0;

@@ -47,8 +47,8 @@ __attribute__((unused)) static const char *prog_path(const char *name)
 	return b;
 }
 
-__attribute__((format(printf, 4, 5))) static void prog_check(int ok, const char *expr, int line,
-							     const char *fmt, ...)
+__attribute__((unused, format(printf, 4, 5))) static void prog_check(int ok, const char *expr,
+								     int line, const char *fmt, ...)
 {
 	char msg[1024];
 	va_list ap;
