@@ -59,6 +59,8 @@ struct opts {
 	uint64_t ghost_limit;	    /* --ghost-limit: most data bytes of one deleted file */
 	bool new_pidns;		    /* restore --new-pidns: in a new pid namespace (ns/pidns.c) */
 	const char *manage_cgroups; /* soft (NULL), full, ignore (cgroup.c) */
+	const char *root;	    /* restore --root: the tree's root mount (ns/mnt.c) */
+	bool veth_external;	    /* an --external veth[] was given (restore only) */
 	/* amber swrk (src/rpc/) */
 	int dir_fd;	 /* > 0: dump into this open directory (dir names it) */
 	bool rpc_notify; /* the stages go to the client as NOTIFY messages on rpc_sk */

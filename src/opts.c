@@ -50,6 +50,7 @@ enum {
 	O_MANAGE_CGROUPS,
 	O_FREEZE_CGROUP,
 	O_EXTERNAL,
+	O_ROOT,
 	O_UNIMPLEMENTED,
 	O_NEGATED = 1 << 12, /* --no-NAME of a flag: code | O_NEGATED */
 };
@@ -80,8 +81,11 @@ static const struct opt_def {
 	 "a job of a shell: it takes amber's terminal, session and group"},
 	{"new-pidns", O_NEW_PIDNS, no_argument, FOR_RESTORE, NULL,
 	 "restore in a new pid namespace, where the pids are free (amber stays as its init)"},
-	{"external", O_EXTERNAL, required_argument, FOR_RESTORE, "veth[IF]:HOST[@BR]",
-	 "make veth IF of a network namespace with its host side HOST (on bridge BR)"},
+	{"external", O_EXTERNAL, required_argument, FOR_DR, "RES",
+	 "restore veth[IF]:HOST[@BR]: veth IF's host side HOST (on bridge BR); a mount the "
+	 "runtime provides: dump mnt[MOUNTPOINT]:KEY (saved by KEY), restore mnt[KEY]:PATH"},
+	{"root", O_ROOT, required_argument, FOR_RESTORE, "DIR",
+	 "the rootfs of a tree that pivot_root()ed (a container): its root mount"},
 	{"tcp-established", O_TCP_ESTABLISHED, no_argument, FOR_DR, NULL,
 	 "dump and restore established TCP connections (TCP repair)"},
 	{"tcp-close", O_TCP_CLOSE, no_argument, FOR_DR, NULL,
@@ -137,7 +141,6 @@ static const struct {
 	{"lazy-pages", no_argument, "lazy (post-copy) restore is not implemented"},
 	{"cgroup-root", required_argument, "cgroups come back at the paths they had"},
 	{"cgroup-props", required_argument, "the dumped cgroup settings are the ones restored"},
-	{"root", required_argument, "mount namespaces are not restored"},
 	{"evasive-devices", no_argument, "device files are reopened at their paths only"},
 	{"force-irmap", no_argument, "inotify watches are resolved through /proc"},
 	{"cpu-cap", optional_argument, "amber checks the XSAVE features it needs itself"},
@@ -419,7 +422,13 @@ static int set_opt(struct opts *o, int code, const char *arg, bool neg)
 		o->new_pidns = !neg;
 		return 0;
 	case O_EXTERNAL:
+		if (!strncmp(arg, "mnt[", 4))
+			return mnt_external(arg) ? -1 : 0;
+		o->veth_external = true;
 		return netns_external(arg) ? -1 : 0;
+	case O_ROOT:
+		o->root = arg;
+		return 0;
 	case O_TCP_ESTABLISHED:
 		o->tcp_established = !neg;
 		return 0;
@@ -509,6 +518,11 @@ static int check_opts(struct opts *o, int cmd)
 			pr_err("dump needs -D DIR: where the image goes (e.g. amber dump -t %d -D "
 			       "/tmp/img)",
 			       o->pid);
+			return -EINVAL;
+		}
+		if (o->veth_external) {
+			pr_err("--external veth[...] is for restore: a dump takes only "
+			       "--external mnt[MOUNTPOINT]:KEY");
 			return -EINVAL;
 		}
 		if (o->leave_running && o->leave_stopped) {

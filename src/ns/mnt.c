@@ -38,6 +38,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -85,6 +86,13 @@ static int tree_fd = -1;	      /* dump: the tree's namespace */
 static int own_fd = -1, own_cwd = -1; /* amber's namespace and cwd, to come back to */
 static bool inside;		      /* amber's main thread is in the tree's */
 static int *clones;		      /* restore: MNT_BIND's detached copies, by index */
+
+/* --external mnt[A]:B: dump MOUNTPOINT, KEY; restore KEY, PATH */
+static struct ext_mnt {
+	char *a, *b;
+	bool used;
+} * exts;
+static size_t nr_exts;
 
 static bool is_new_type(const char *t)
 {
@@ -205,6 +213,67 @@ static const char *under(const char *path, const char *dir)
 	return path + l;
 }
 
+int mnt_external(const char *arg)
+{
+	const char *p = arg + strlen("mnt["), *q = strchr(p, ']');
+	struct ext_mnt *nx;
+
+	if (!q || q == p || q[1] != ':' || !q[2]) {
+		pr_err("--external %s: a mount is mnt[MOUNTPOINT]:KEY at dump, mnt[KEY]:PATH at "
+		       "restore",
+		       arg);
+		return -EINVAL;
+	}
+	nx = realloc(exts, (nr_exts + 1) * sizeof(*nx));
+	if (!nx)
+		return -ENOMEM;
+	exts = nx;
+	exts[nr_exts].a = strndup(p, (size_t)(q - p));
+	exts[nr_exts].b = strdup(q + 2);
+	exts[nr_exts].used = false;
+	if (!exts[nr_exts].a || !exts[nr_exts].b) {
+		free(exts[nr_exts].a);
+		free(exts[nr_exts].b);
+		return -ENOMEM;
+	}
+	nr_exts++;
+	return 0;
+}
+
+/* dump: the KEY of the mount at mp, if it is external */
+static const char *ext_key_of(const char *mp)
+{
+	for (size_t i = 0; i < nr_exts; i++)
+		if (!strcmp(exts[i].a, mp)) {
+			exts[i].used = true;
+			return exts[i].b;
+		}
+	return NULL;
+}
+
+/* restore: the PATH given for KEY */
+static const char *ext_path_of(const char *key)
+{
+	for (size_t i = 0; i < nr_exts; i++)
+		if (!strcmp(exts[i].a, key)) {
+			exts[i].used = true;
+			return exts[i].b;
+		}
+	return NULL;
+}
+
+/* An --external mnt[] that named nothing of the image or tree is a mistake. */
+static int exts_used(const char *what)
+{
+	for (size_t i = 0; i < nr_exts; i++)
+		if (!exts[i].used) {
+			pr_err("--external mnt[%s]:%s: the tree has no %s %s", exts[i].a, exts[i].b,
+			       what, exts[i].a);
+			return -ENOENT;
+		}
+	return 0;
+}
+
 /* ---- entering and leaving the tree's namespace ---- */
 
 /* amber's main thread into ns_fd: its fs_struct its own, its namespace and cwd kept. */
@@ -265,33 +334,60 @@ static void close_own(void)
 
 /* ---- dump ---- */
 
-/* The namespace's mount of amber's namespace it is a copy of, or a bind from. */
-static int classify(pid_t pid, MntEntry *e, const struct minfo *own, size_t nr_own)
+/* The path in amber's namespace of what e mounts, if amber sees it (0, *src NULL if not). */
+static int host_path(const MntEntry *e, const struct minfo *own, size_t nr_own, char **src)
 {
-	for (size_t i = 0; i < nr_own; i++)
-		if (own[i].dev == e->dev && !strcmp(own[i].mountpoint, e->mountpoint) &&
-		    !strcmp(own[i].root, e->root) && !strcmp(own[i].fstype, e->fstype)) {
-			e->kind = MNT_KIND__MNT_HOST;
-			return 0;
-		}
-	if (!strcmp(e->mountpoint, "/")) {
-		pr_err("pid %d: its mount namespace's root is mount %u (%s %s of %s), not "
-		       "amber's root: a tree that pivot_root()ed into another root is not "
-		       "supported yet",
-		       pid, e->id, e->fstype, e->root, e->source ? e->source : "?");
-		return -EOPNOTSUPP;
-	}
+	*src = NULL;
 	for (size_t i = 0; i < nr_own; i++) {
 		const char *rest = under(e->root, own[i].root);
-		char *src;
 
 		if (own[i].dev != e->dev || !rest)
 			continue;
 		bool top = !strcmp(own[i].mountpoint, "/");
 
-		if (asprintf(&src, "%s%s", top ? "" : own[i].mountpoint,
-			     top && !*rest ? "/" : rest) < 0)
+		if (asprintf(src, "%s%s", top ? "" : own[i].mountpoint,
+			     top && !*rest ? "/" : rest) < 0) {
+			*src = NULL;
 			return -ENOMEM;
+		}
+		return 0;
+	}
+	return 0;
+}
+
+/*
+ * The namespace's mount of amber's namespace it is a copy of, or a bind
+ * from.  Below a root of its own (a container's), no mount is amber's:
+ * its mount points are not amber's paths.
+ */
+static int classify(pid_t pid, MntEntry *e, const struct minfo *own, size_t nr_own, bool own_root,
+		    bool top)
+{
+	const char *key = ext_key_of(e->mountpoint);
+	char *src;
+	int ret;
+
+	if (key) {
+		e->kind = MNT_KIND__MNT_EXTERNAL;
+		e->ext_key = strdup(key);
+		return e->ext_key ? 0 : -ENOMEM;
+	}
+	for (size_t i = 0; !own_root && i < nr_own; i++)
+		if (own[i].dev == e->dev && !strcmp(own[i].mountpoint, e->mountpoint) &&
+		    !strcmp(own[i].root, e->root) && !strcmp(own[i].fstype, e->fstype)) {
+			e->kind = MNT_KIND__MNT_HOST;
+			return 0;
+		}
+	ret = host_path(e, own, nr_own, &src);
+	if (ret)
+		return ret;
+	if (top) {
+		/* the container's rootfs: restore --root gives it, src names it in messages */
+		e->kind = MNT_KIND__MNT_ROOT;
+		e->bind_src = src;
+		return 0;
+	}
+	if (src) {
 		e->kind = MNT_KIND__MNT_BIND;
 		e->bind_src = src;
 		return 0;
@@ -322,7 +418,8 @@ static bool own_group(uint32_t g, const struct minfo *own, size_t nr_own)
 	return false;
 }
 
-static int add_mount(pid_t pid, const struct minfo *m, const struct minfo *own, size_t nr_own)
+static int add_mount(pid_t pid, const struct minfo *m, const struct minfo *own, size_t nr_own,
+		     bool own_root, bool top)
 {
 	struct mnt *nm = realloc(mnts, (nr_mnts + 1) * sizeof(*nm));
 	MntEntry *e;
@@ -355,7 +452,7 @@ static int add_mount(pid_t pid, const struct minfo *m, const struct minfo *own, 
 		return -ENOMEM;
 	e->has_host_group = own_group(m->shared, own, nr_own) || own_group(m->master, own, nr_own);
 	e->host_group = e->has_host_group;
-	ret = classify(pid, e, own, nr_own);
+	ret = classify(pid, e, own, nr_own, own_root, top);
 	if (!ret)
 		pr_debug("pid %d: mount %u at %s: %s %s, kind %d", pid, e->id, e->mountpoint,
 			 e->fstype, e->root, e->kind);
@@ -399,6 +496,24 @@ static int write_img(struct tree *t)
 	return img_finish(img);
 }
 
+static bool parent_listed(const struct minfo *m, const struct minfo *ms, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (ms[i].id == m->parent && &ms[i] != m)
+			return true;
+	return false;
+}
+
+/* Whether the tree's root mount m is amber's root (a copy of it). */
+static bool is_amber_root(const struct minfo *m, const struct minfo *own, size_t nr_own)
+{
+	for (size_t i = 0; i < nr_own; i++)
+		if (!strcmp(own[i].mountpoint, "/") && own[i].dev == m->dev &&
+		    !strcmp(own[i].root, m->root) && !strcmp(own[i].fstype, m->fstype))
+			return true;
+	return false;
+}
+
 /* The tree's mount namespace: none (0), or the one its first process is in. */
 static int tree_ns(struct tree *t, pid_t *first)
 {
@@ -439,8 +554,15 @@ static int mnt_dump_tree(struct tree *t)
 	size_t nr_own = 0, nr_theirs = 0;
 	char *own_buf = NULL, *buf = NULL, path[64];
 	pid_t pid = 0;
+	bool own_root = false;
 	int ret = tree_ns(t, &pid);
 
+	if (!ret && !pid && nr_exts) {
+		pr_err("--external mnt[%s]:%s: the tree is in amber's mount namespace, where "
+		       "nothing is external",
+		       exts[0].a, exts[0].b);
+		ret = -EINVAL;
+	}
 	if (ret || !pid)
 		return ret;
 	snprintf(path, sizeof(path), "/proc/%d/mountinfo", pid);
@@ -448,7 +570,13 @@ static int mnt_dump_tree(struct tree *t)
 	if (!ret)
 		ret = read_mountinfo(path, &buf, &theirs, &nr_theirs);
 	for (size_t i = 0; !ret && i < nr_theirs; i++)
-		ret = add_mount(pid, &theirs[i], own, nr_own);
+		if (!parent_listed(&theirs[i], theirs, nr_theirs))
+			own_root = !is_amber_root(&theirs[i], own, nr_own);
+	for (size_t i = 0; !ret && i < nr_theirs; i++)
+		ret = add_mount(pid, &theirs[i], own, nr_own, own_root,
+				!parent_listed(&theirs[i], theirs, nr_theirs));
+	if (!ret)
+		ret = exts_used("mount at");
 	if (!ret)
 		ret = check_instances(pid);
 	for (size_t p = 0; !ret && p < t->nr_procs; p++) {
@@ -600,20 +728,35 @@ static int check_entry(const MntEntry *e, size_t idx)
 		if (!is_new_type(e->fstype))
 			return corrupt(e, "a type of filesystem amber does not make");
 		break;
+	case MNT_KIND__MNT_ROOT:
+		if (e->bind_src && !clean_path(e->bind_src))
+			return corrupt(e, "a root's source is not a plain absolute path");
+		break;
+	case MNT_KIND__MNT_EXTERNAL:
+		if (!e->ext_key || !*e->ext_key || strlen(e->ext_key) > 4096)
+			return corrupt(e, "an external mount without a key");
+		break;
 	default:
 		return corrupt(e, "unknown kind");
 	}
-	if ((e->kind == MNT_KIND__MNT_BIND) != (e->bind_src != NULL))
+	if (e->bind_src && e->kind != MNT_KIND__MNT_BIND && e->kind != MNT_KIND__MNT_ROOT)
 		return corrupt(e, "a bind source for a mount not bound");
+	if (e->kind == MNT_KIND__MNT_BIND && !e->bind_src)
+		return corrupt(e, "a bind mount without a source");
+	if ((e->kind == MNT_KIND__MNT_EXTERNAL) != (e->ext_key != NULL))
+		return corrupt(e, "a key for a mount not external");
 	snprintf(want, sizeof(want), "tmpfs-%u.img", e->id);
 	if (e->contents && (e->kind != MNT_KIND__MNT_NEW || strcmp(e->fstype, "tmpfs") ||
 			    strcmp(e->root, "/") || strcmp(e->contents, want)))
 		return corrupt(e, "contents for a mount that is not a new tmpfs");
 	if (is_root(e)) {
-		if (e->kind != MNT_KIND__MNT_HOST || strcmp(e->mountpoint, "/"))
+		if ((e->kind != MNT_KIND__MNT_HOST && e->kind != MNT_KIND__MNT_ROOT) ||
+		    strcmp(e->mountpoint, "/"))
 			return corrupt(e, "a root mount that is not amber's root");
 		return 0;
 	}
+	if (e->kind == MNT_KIND__MNT_ROOT)
+		return corrupt(e, "a container's root that is not the root mount");
 	/* parents end at the root, below which each mount point is */
 	for (p = find(e->parent); p && !is_root(p->e); p = find(p->e->parent))
 		if (++depth > nr_mnts)
@@ -636,6 +779,67 @@ static int check_pstree(const struct tree *t)
 				       : "without a mnt.img");
 			return -EBADMSG;
 		}
+	}
+	return 0;
+}
+
+static const MntEntry *root_entry(void)
+{
+	for (size_t i = 0; i < nr_mnts; i++)
+		if (is_root(mnts[i].e))
+			return mnts[i].e;
+	return NULL;
+}
+
+/* A container's root comes from --root, which nothing else takes. */
+static int check_root(const struct tree *t)
+{
+	const MntEntry *r = root_entry();
+	const char *dir = t->o->root;
+	struct stat st;
+
+	if (!r || r->kind != MNT_KIND__MNT_ROOT) {
+		if (!dir)
+			return 0;
+		pr_err("--root %s: the image's tree %s; --root is for a tree that pivot_root()ed "
+		       "into a root of its own",
+		       dir, r ? "has amber's root" : "is in amber's mount namespace");
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < nr_mnts; i++)
+		if (mnts[i].e->kind == MNT_KIND__MNT_HOST)
+			return corrupt(mnts[i].e, "amber's mount below a container's root");
+	if (!dir) {
+		pr_err("the image's tree pivot_root()ed into a root of its own (%s at dump): "
+		       "give it with --root DIR",
+		       r->bind_src ? r->bind_src : "a path amber did not see");
+		return -EINVAL;
+	}
+	if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
+		pr_err("--root %s: %s", dir,
+		       errno == ENOENT ? "no such directory" : "not a directory");
+		return -ENOTDIR;
+	}
+	return 0;
+}
+
+static int check_external(const MntEntry *e)
+{
+	const char *path;
+	struct stat st;
+
+	if (e->kind != MNT_KIND__MNT_EXTERNAL)
+		return 0;
+	path = ext_path_of(e->ext_key);
+	if (!path) {
+		pr_err("mount %u at %s is external (key %s): give its source with --external "
+		       "mnt[%s]:PATH",
+		       e->id, e->mountpoint, e->ext_key, e->ext_key);
+		return -ENOENT;
+	}
+	if (stat(path, &st)) {
+		pr_err("--external mnt[%s]:%s: %m", e->ext_key, path);
+		return -errno;
 	}
 	return 0;
 }
@@ -670,6 +874,12 @@ int mnt_restore_read(struct tree *t)
 	}
 	if (!ret)
 		ret = check_pstree(t);
+	if (!ret)
+		ret = check_root(t);
+	for (size_t i = 0; !ret && i < nr_mnts; i++)
+		ret = check_external(mnts[i].e);
+	if (!ret)
+		ret = exts_used("mount of key");
 	if (!ret && nr_mnts && !t->owner.unbounded) {
 		pr_err("the image has a mount namespace of %zu mounts (made new at restore, which "
 		       "needs CAP_SYS_ADMIN); uid %u's image may not make one: refusing",
@@ -815,7 +1025,7 @@ static int make_mount(struct tree *t, struct mnt *m, size_t idx)
 		}
 		ret = attach(fd, e);
 		close(fd);
-	} else if (e->kind == MNT_KIND__MNT_BIND) {
+	} else if (e->kind == MNT_KIND__MNT_BIND || e->kind == MNT_KIND__MNT_EXTERNAL) {
 		ret = attach(clones[idx], e);
 	} else {
 		char *data = fs_data(e);
@@ -929,9 +1139,12 @@ static int check_made(void)
 		if (mnts[i].by_init)
 			continue;
 
+		/* a root or external mount is what the options give, of any type */
+		bool any = e->kind == MNT_KIND__MNT_ROOT || e->kind == MNT_KIND__MNT_EXTERNAL;
+
 		for (size_t k = 0; k < nr_cur && !found; k++)
 			found = !strcmp(cur[k].mountpoint, e->mountpoint) &&
-				!strcmp(cur[k].fstype, e->fstype) &&
+				(any || !strcmp(cur[k].fstype, e->fstype)) &&
 				(cur[k].flags & MS_RDONLY) == (e->flags & MS_RDONLY) &&
 				!cur[k].shared == !e->shared && !cur[k].master == !e->master;
 		if (!found) {
@@ -945,17 +1158,60 @@ static int check_made(void)
 	return ret;
 }
 
+/*
+ * A container's root: --root DIR's copy mounted on DIR and pivot_root()ed
+ * into, amber's root detached: the namespace holds that one mount.
+ */
+static int enter_root(struct tree *t, size_t idx)
+{
+	const char *dir = t->o->root;
+	MntEntry *e = mnts[idx].e;
+	int fd, ret;
+
+	if (move_mount(clones[idx], "", AT_FDCWD, dir, MOVE_MOUNT_F_EMPTY_PATH)) {
+		pr_err("cannot mount --root %s in the tree's mount namespace: %m", dir);
+		return -errno;
+	}
+	/* pivot_root() refuses a shared new root; the image's propagation comes after */
+	if (mount(NULL, dir, NULL, MS_PRIVATE, NULL) || chdir(dir) ||
+	    syscall(SYS_pivot_root, ".", ".") || umount2(".", MNT_DETACH) || chdir("/")) {
+		pr_err("cannot make --root %s the root of the tree's mount namespace: %m", dir);
+		return -errno;
+	}
+	fd = sys_openat(AT_FDCWD, "/", O_PATH | O_CLOEXEC, 0);
+	mnts[idx].fd = fd < 0 ? fd : fcntl(fd, F_DUPFD_CLOEXEC, t->fd_base);
+	if (fd >= 0)
+		close(fd);
+	if (mnts[idx].fd < 0) {
+		pr_err("mount %u: cannot open the new root %s", e->id, dir);
+		return -EIO;
+	}
+	ret = propagate(e, false, false);
+	if (!ret)
+		ret = remount(e);
+	if (!ret)
+		pr_debug("made mount %u at / (--root %s)", e->id, dir);
+	return ret;
+}
+
 static int build(struct tree *t)
 {
 	size_t made = 0;
-	int ret;
+	int ret = 0;
 
 	/* nothing done here reaches amber's namespace */
 	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL)) {
 		pr_err("cannot make the new mount namespace a slave of amber's: %m");
 		return -errno;
 	}
-	ret = keep_host(t);
+	for (size_t i = 0; i < nr_mnts; i++)
+		if (mnts[i].e->kind == MNT_KIND__MNT_ROOT) {
+			ret = enter_root(t, i);
+			made++;
+			break;
+		}
+	if (!made && !ret)
+		ret = keep_host(t);
 	for (size_t i = 0; i < nr_mnts; i++) {
 		mnts[i].by_init = init_makes(t, mnts[i].e);
 		made += mnts[i].by_init;
@@ -1006,14 +1262,19 @@ static int mnt_restore_tree(struct tree *t)
 	/* copies of amber's files for the binds, before anything covers them */
 	for (size_t i = 0; !ret && i < nr_mnts; i++) {
 		MntEntry *e = mnts[i].e;
+		const char *src = e->bind_src;
 		int fd;
 
-		if (e->kind != MNT_KIND__MNT_BIND)
+		if (e->kind == MNT_KIND__MNT_EXTERNAL)
+			src = ext_path_of(e->ext_key);
+		else if (e->kind == MNT_KIND__MNT_ROOT)
+			src = t->o->root;
+		else if (e->kind != MNT_KIND__MNT_BIND)
 			continue;
-		fd = open_tree(AT_FDCWD, e->bind_src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+		fd = open_tree(AT_FDCWD, src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 		if (fd < 0) {
 			pr_err("mount %u at %s: cannot copy its source %s: %m", e->id,
-			       e->mountpoint, e->bind_src);
+			       e->mountpoint, src);
 			return -errno;
 		}
 		clones[i] = fcntl(fd, F_DUPFD_CLOEXEC, t->fd_base);

@@ -110,6 +110,7 @@ int netns_restore_process(const struct tree *t, uint32_t pid);
  * The tree's mount namespace (mnt.c) and the files of its tmpfs mounts
  * (tmpfs.c).  restore: mnt.img read and checked before anything exists.
  */
+int mnt_external(const char *arg);
 int mnt_restore_read(struct tree *t);
 /*
  * In the restored init of a tree that is its own pid namespace, before

@@ -91,7 +91,7 @@ int rpc_opts_log(const RpcOpts *ro, pid_t peer, struct opts *o)
 /* Flags and values that ask amber for what it does not do, with the reason. */
 static int refuse_unsupported(const RpcOpts *ro, int type)
 {
-	static const char nomnt[] = "mount namespaces are not dumped or restored";
+	static const char nomnt[] = "the RPC does not map it onto --root and --external mnt[] yet";
 	const struct {
 		const char *name;
 		bool set;
