@@ -63,7 +63,8 @@ static const char *const props[] = {
 /* A cgroup hierarchy mounted in amber's mount namespace. */
 struct hier {
 	char controllers[128]; /* as /proc/PID/cgroup names it; "" for v2 */
-	char mnt[PATH_MAX];    /* where amber sees it */
+	char mnt[PATH_MAX];    /* where amber saw it (for messages) */
+	int fd;		       /* on that mount: it is reached so from any mount namespace */
 	char root[PATH_MAX];   /* the mount's root in the hierarchy ("/") */
 };
 
@@ -94,8 +95,12 @@ static bool names_all(const char *opts, const char *controllers)
 	return true;
 }
 
-/* Find each line of our own /proc/self/cgroup's hierarchy among the mounts. */
-static int find_hiers(void)
+/*
+ * Find each line of our own /proc/self/cgroup's hierarchy among the mounts,
+ * before amber enters a tree's mount namespace (mnt.c), which may not show
+ * them: each is kept as an fd at or above base.
+ */
+static int find_hiers(int base)
 {
 	char line[4096], own[4096];
 	FILE *mi, *cg;
@@ -134,6 +139,18 @@ static int find_hiers(void)
 				continue;
 			snprintf(h->mnt, sizeof(h->mnt), "%s", mnt);
 			snprintf(h->root, sizeof(h->root), "%s", root);
+			h->fd = open(mnt, O_PATH | O_DIRECTORY | O_CLOEXEC);
+			if (h->fd >= 0 && h->fd < base) {
+				int hi = fcntl(h->fd, F_DUPFD_CLOEXEC, base);
+
+				close(h->fd);
+				h->fd = hi;
+			}
+			if (h->fd < 0) {
+				ret = -errno;
+				pr_err("cannot open the cgroup hierarchy at %s: %m", mnt);
+				goto close_files;
+			}
 			nr_hiers++;
 			break;
 		}
@@ -154,16 +171,22 @@ static const struct hier *hier_of(const char *controllers)
 	return NULL;
 }
 
-/* Where amber reaches cgroup path of h: its mount plus the path below the mount's root. */
-static int cg_dir_path(const struct hier *h, const char *path, char *out, size_t len)
+/*
+ * Cgroup path of h as a path below h->fd ("." for the mount's root), with
+ * name (a file of it) after it when not NULL.
+ */
+static int cg_rel(const struct hier *h, const char *path, const char *name, char *out, size_t len)
 {
 	size_t rl = strcmp(h->root, "/") ? strlen(h->root) : 0;
+	const char *sub = path + rl;
+	int n;
 
-	if (strncmp(path, h->root, rl) || (path[rl] && path[rl] != '/'))
+	if (strncmp(path, h->root, rl) || (sub[0] && sub[0] != '/'))
 		return -ENOENT;
-	if ((size_t)snprintf(out, len, "%s%s", h->mnt, path + rl) >= len)
-		return -ENAMETOOLONG;
-	return 0;
+	while (*sub == '/')
+		sub++;
+	n = snprintf(out, len, "%s%s%s", *sub ? sub : ".", name ? "/" : "", name ? name : "");
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
 /* ---- dump ---- */
@@ -330,13 +353,13 @@ static bool dir_known(const CgMember *m)
 static int dump_dir(const CgMember *m)
 {
 	const struct hier *h = hier_of(m->controllers);
-	char dir[PATH_MAX], file[PATH_MAX + 64], val[4096];
+	char file[PATH_MAX + 64], val[4096];
 	CgroupEntry *e;
 	CgDir *d;
 
 	if (!strcmp(m->path, "/") || dir_known(m))
 		return 0;
-	if (!h || cg_dir_path(h, m->path, dir, sizeof(dir)))
+	if (!h || cg_rel(h, m->path, NULL, file, sizeof(file)))
 		return 0; /* a hierarchy amber does not see: its processes are moved nowhere */
 	e = calloc(1, sizeof(*e));
 	d = calloc(1, sizeof(*d));
@@ -354,8 +377,9 @@ static int dump_dir(const CgMember *m)
 		CgProp *p;
 		int fd, r;
 
-		snprintf(file, sizeof(file), "%s/%s", dir, props[i]);
-		fd = open(file, O_RDONLY | O_CLOEXEC);
+		if (cg_rel(h, m->path, props[i], file, sizeof(file)))
+			continue;
+		fd = openat(h->fd, file, O_RDONLY | O_CLOEXEC);
 		if (fd < 0)
 			continue;
 		r = (int)read(fd, val, sizeof(val) - 1);
@@ -402,7 +426,7 @@ static void free_all(void)
 static int cgroup_dump_tree_late(struct tree *t)
 {
 	struct img *img = NULL;
-	int ret = find_hiers();
+	int ret = find_hiers(0);
 
 	for (size_t i = 0; !ret && i < nr_sets; i++)
 		for (size_t j = 0; !ret && j < sets[i]->set->n_members; j++)
@@ -419,6 +443,12 @@ static int cgroup_dump_tree_late(struct tree *t)
 		ret = ret ? (img_abort(img), ret) : img_finish(img);
 	free_all();
 	return ret;
+}
+
+/* Before the mount namespace's dump_tree enters the tree's (ns/mnt.c). */
+static int cgroup_dump_tree(struct tree *t)
+{
+	return find_hiers(0);
 }
 
 static void cgroup_dump_undo(struct tree *t)
@@ -527,9 +557,9 @@ static int check_loaded(struct tree *t)
 	return 0;
 }
 
-static int write_file(const char *path, const char *val)
+static int write_file(int dirfd, const char *path, const char *val)
 {
-	int fd = open(path, O_WRONLY | O_CLOEXEC), ret = 0;
+	int fd = openat(dirfd, path, O_WRONLY | O_CLOEXEC), ret = 0;
 	size_t n = strlen(val);
 
 	if (fd < 0)
@@ -540,20 +570,19 @@ static int write_file(const char *path, const char *val)
 	return ret;
 }
 
-/* The dumped settings of the cgroup at dir (made by amber, or with "full"). */
-static int set_props(const CgDir *d, const char *dir)
+/* The dumped settings of cgroup d of h (made by amber, or with "full"). */
+static int set_props(const struct hier *h, const CgDir *d)
 {
 	char file[PATH_MAX + 64];
 
 	for (size_t i = 0; i < d->n_props; i++) {
-		int ret;
+		int ret = cg_rel(h, d->path, d->props[i]->name, file, sizeof(file));
 
-		snprintf(file, sizeof(file), "%s/%s", dir, d->props[i]->name);
-		if (access(file, F_OK))
+		if (ret || faccessat(h->fd, file, F_OK, 0))
 			continue; /* not this kernel's or this hierarchy's */
-		ret = write_file(file, d->props[i]->value);
+		ret = write_file(h->fd, file, d->props[i]->value);
 		if (ret) {
-			pr_err("cannot set %s to '%s': %s", file, d->props[i]->value,
+			pr_err("cannot set %s/%s to '%s': %s", h->mnt, file, d->props[i]->value,
 			       strerror(-ret));
 			return ret;
 		}
@@ -561,10 +590,10 @@ static int set_props(const CgDir *d, const char *dir)
 	return 0;
 }
 
-/* Make dir and its missing parents (soft, full), each with its dumped settings. */
+/* Make cgroup path of h and its missing parents (soft, full), each with its dumped settings. */
 static int make_dir(const struct hier *h, const char *path, bool *made)
 {
-	char dir[PATH_MAX], sub[PATH_MAX];
+	char rel[PATH_MAX], sub[PATH_MAX];
 	size_t len = strlen(path);
 
 	*made = false;
@@ -576,20 +605,21 @@ static int make_dir(const struct hier *h, const char *path, bool *made)
 		if (path[i] != '/' && path[i])
 			continue;
 		snprintf(sub, sizeof(sub), "%.*s", (int)i, path);
-		ret = cg_dir_path(h, sub, dir, sizeof(dir));
+		ret = cg_rel(h, sub, NULL, rel, sizeof(rel));
 		if (ret)
 			return ret;
-		if (!mkdir(dir, 0755)) {
+		if (!mkdirat(h->fd, rel, 0755)) {
 			*made = true;
 			m.controllers = (char *)h->controllers;
 			m.path = sub;
 			d = dir_of(&m);
-			pr_info("cgroup %s made (%s)", dir, d ? "with its dumped settings" : "");
-			ret = d ? set_props(d, dir) : 0;
+			pr_info("cgroup %s/%s made%s", h->mnt, rel,
+				d ? " with its dumped settings" : "");
+			ret = d ? set_props(h, d) : 0;
 			if (ret)
 				return ret;
 		} else if (errno != EEXIST) {
-			pr_err("cannot make cgroup %s: %m", dir);
+			pr_err("cannot make cgroup %s/%s: %m", h->mnt, rel);
 			return -errno;
 		}
 	}
@@ -617,14 +647,14 @@ static int cgroup_restore_tree(struct tree *t)
 	if (!ret)
 		ret = check_loaded(t);
 	if (!ret)
-		ret = find_hiers();
+		ret = find_hiers(t->fd_base);
 	/* every cgroup reachable (or makeable) before anything is made */
 	for (size_t i = 0; !ret && i < nr_loaded; i++) {
 		const CgSet *s = loaded[i]->set;
 
 		for (size_t j = 0; s && !ret && j < s->n_members; j++) {
 			const struct hier *h = hier_of(s->members[j]->controllers);
-			char dir[PATH_MAX];
+			char rel[PATH_MAX];
 
 			if (!h) {
 				pr_err("the image's processes were in cgroup %s of hierarchy '%s', "
@@ -632,7 +662,7 @@ static int cgroup_restore_tree(struct tree *t)
 				       "--manage-cgroups=ignore to leave them in amber's",
 				       s->members[j]->path, s->members[j]->controllers);
 				ret = -ENOENT;
-			} else if (cg_dir_path(h, s->members[j]->path, dir, sizeof(dir))) {
+			} else if (cg_rel(h, s->members[j]->path, NULL, rel, sizeof(rel))) {
 				pr_err("cgroup %s of hierarchy '%s' is outside what amber sees of "
 				       "it "
 				       "(mounted from %s)",
@@ -652,13 +682,11 @@ static int cgroup_restore_tree(struct tree *t)
 		for (size_t j = 0; s && !ret && j < s->n_members; j++) {
 			const struct hier *h = hier_of(s->members[j]->controllers);
 			const CgDir *d = dir_of(s->members[j]);
-			char dir[PATH_MAX];
 			bool made;
 
 			ret = make_dir(h, s->members[j]->path, &made);
-			if (!ret && !made && d && mode_is(t, "full") &&
-			    !cg_dir_path(h, d->path, dir, sizeof(dir)))
-				ret = set_props(d, dir);
+			if (!ret && !made && d && mode_is(t, "full"))
+				ret = set_props(h, d);
 		}
 	}
 	owner_leave(t);
@@ -692,7 +720,7 @@ static bool already_in(const char *now, const CgMember *m)
 static int move(struct tree *t, uint32_t pid, pid_t host)
 {
 	const CgSet *s = set_of(pid);
-	char dir[PATH_MAX], file[PATH_MAX + 32], val[16], now[8192] = "";
+	char file[PATH_MAX + 32], val[16], now[8192] = "";
 	int ret;
 
 	if (!s)
@@ -709,15 +737,14 @@ static int move(struct tree *t, uint32_t pid, pid_t host)
 	for (size_t j = 0; !ret && j < s->n_members; j++) {
 		const struct hier *h = hier_of(s->members[j]->controllers);
 
-		if (!h || cg_dir_path(h, s->members[j]->path, dir, sizeof(dir)) ||
+		if (!h || cg_rel(h, s->members[j]->path, "cgroup.procs", file, sizeof(file)) ||
 		    already_in(now, s->members[j]))
 			continue;
-		snprintf(file, sizeof(file), "%s/cgroup.procs", dir);
-		ret = write_file(file, val);
+		ret = write_file(h->fd, file, val);
 		if (ret)
-			pr_err("pid %u: cannot move it into cgroup %s: %s (restore with "
+			pr_err("pid %u: cannot move it into cgroup %s/%s: %s (restore with "
 			       "--manage-cgroups=ignore to leave it in amber's)",
-			       pid, dir, strerror(-ret));
+			       pid, h->mnt, file, strerror(-ret));
 	}
 	owner_leave(t);
 	return ret;
@@ -752,6 +779,7 @@ static int cgroup_restore_late(struct restore_ctx *ctx)
 
 const struct resource_ops cgroup_ops = {
 	.name = "cgroups",
+	.dump_tree = cgroup_dump_tree,
 	.dump = cgroup_dump,
 	.dump_tree_late = cgroup_dump_tree_late,
 	.dump_undo = cgroup_dump_undo,

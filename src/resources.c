@@ -23,6 +23,8 @@
  *    path the others read or open is the tree's, until mnt_exit (last)
  *    takes it out (dump_tree_late, dump_undo, restore_done, restore_undo);
  *    network namespaces (netns) before files: sockets are made inside them;
+ *    cgroups before mnt: their hierarchies are found, and kept as fds, while
+ *    amber still sees its own mounts;
  *  - restore_tree: tty after files (it sets the terminals files opened),
  *    ipc after files (message queues are made by files'
  *    fd type, ipc then unlinks the deleted ones).  restore_thread hooks run right
@@ -31,9 +33,8 @@
 #include "amber.h"
 
 const struct resource_ops *const resources[] = {
-	&ns_ops,	&mnt_ops,	&netns_ops,	 &cgroup_ops, &task_ops,
-	&files_ops,	&tty_ops,	&mem_ops,	 &aio_ops,    &threads_ops,
-	&fs_ops,	&rlimits_ops,	&signals_ops,	 &timers_ops, &ipc_ops,
-	&seccomp_ops,	&creds_ops,	&locks_ops,	 &sched_ops,  &membarrier_ops,
-	&regs_ops,	&mnt_exit_ops, NULL,
+	&ns_ops,      &cgroup_ops,     &mnt_ops,  &netns_ops,	 &task_ops,  &files_ops,
+	&tty_ops,     &mem_ops,	       &aio_ops,  &threads_ops,	 &fs_ops,    &rlimits_ops,
+	&signals_ops, &timers_ops,     &ipc_ops,  &seccomp_ops,	 &creds_ops, &locks_ops,
+	&sched_ops,   &membarrier_ops, &regs_ops, &mnt_exit_ops, NULL,
 };

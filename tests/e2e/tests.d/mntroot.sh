@@ -64,7 +64,7 @@ mntroot_body() {
 	[ $ok = 0 ] || return 1
 
 	amber_to "$W/restore.log" 60 restore -d --pidfile "$W/pidfile" -D "$W/img" -v \
-		--root "$T" --external 'mnt[hn]:'"$W/hn.after" --manage-cgroups=ignore ||
+		--root "$T" --external 'mnt[hn]:'"$W/hn.after" ||
 		{ fail "restore failed"; attach "$W/restore.log"; return 1; }
 	h=$(cat "$W/pidfile")
 	MR_PIDS="$MR_PIDS $h"
