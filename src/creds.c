@@ -4,6 +4,13 @@
  * securebits, restored last of the kernel state since afterwards the task
  * may lack the privilege for the rest; then what a credential change
  * resets (dumpable, parent-death signal) and no_new_privs.
+ *
+ * The image holds ids as amber saw them (/proc/PID/status translates them
+ * to the reader's user namespace) and capability sets relative to the
+ * process's user namespace.  A process of a user namespace (ns/userns.c)
+ * has its ids set from inside it, so they are translated to its view
+ * (restore_ids), and under setgroups "deny" it keeps the groups it
+ * inherited from amber, which must be the image's.
  */
 #include <errno.h>
 #include <limits.h>
@@ -16,6 +23,7 @@
 
 #include "amber.h"
 #include "log.h"
+#include "ns/ns.h"
 #include "proc.h"
 #include "sys.h"
 
@@ -104,8 +112,10 @@ static int check_privileges(struct restore_ctx *ctx, pid_t tid, Creds *cr)
 		       tid, cr->securebits, SECBITS_KNOWN);
 		return -EINVAL;
 	}
-	/* the bounding set can only shrink: what amber lacks, nobody can give */
-	if (!cap_bounded(cr->cap_bnd) || !cap_bounded(cr->cap_prm | cr->cap_inh)) {
+	/* the bounding set can only shrink: what amber lacks, nobody can give; a
+	 * new user namespace starts with every capability in it (relative to it) */
+	if (!ns_user(ctx->tree, (uint32_t)ctx->pid) &&
+	    (!cap_bounded(cr->cap_bnd) || !cap_bounded(cr->cap_prm | cr->cap_inh))) {
 		pr_err("tid %d: the capability bounding set %#llx (or the permitted/inheritable "
 		       "sets) hold capabilities outside amber's own bounding set; refusing "
 		       "(restore where amber's bounding set is as large)",
@@ -152,10 +162,57 @@ static int check_privileges(struct restore_ctx *ctx, pid_t tid, Creds *cr)
 	return 0;
 }
 
+/* The ids of a thread as its user namespace sees them (setresuid inside takes those). */
+struct ids {
+	uint32_t uid[4], gid[4];
+};
+
+static int restore_ids(struct restore_ctx *ctx, pid_t tid, const Creds *cr, struct ids *in)
+{
+	const NsEntry *user = ns_user(ctx->tree, (uint32_t)ctx->pid);
+	uint32_t uids[] = {cr->uid, cr->euid, cr->suid, cr->fsuid};
+	uint32_t gids[] = {cr->gid, cr->egid, cr->sgid, cr->fsgid};
+
+	for (size_t i = 0; i < 4; i++) {
+		in->uid[i] = uids[i], in->gid[i] = gids[i];
+		if (!user)
+			continue;
+		if (userns_inside(user, false, uids[i], &in->uid[i]) ||
+		    userns_inside(user, true, gids[i], &in->gid[i])) {
+			pr_err("tid %d: uid %u or gid %u is not mapped in its user namespace %u; "
+			       "refusing",
+			       tid, uids[i], gids[i], user->id);
+			return -EPERM;
+		}
+	}
+	return 0;
+}
+
+/* setgroups "deny": the groups amber's fork gave it stay; they must be the image's. */
+static int check_kept_groups(pid_t tid, const Creds *cr)
+{
+	gid_t own[NGROUPS_MAX];
+	int n = getgroups(NGROUPS_MAX, own);
+	bool same = n >= 0 && (size_t)n == cr->n_groups;
+
+	for (int i = 0; same && i < n; i++)
+		same = own[i] == cr->groups[i];
+	if (same)
+		return 0;
+	pr_err("tid %d: its user namespace denies setgroups, so it keeps amber's %d "
+	       "supplementary groups, which are not the image's %zu; refusing (restore with "
+	       "amber in the groups the process had)",
+	       tid, n, cr->n_groups);
+	return -EPERM;
+}
+
 static int creds_restore_read(struct restore_ctx *ctx)
 {
+	const NsEntry *user = ns_user(ctx->tree, (uint32_t)ctx->pid);
+
 	for (size_t i = 0; i < ctx->nr_threads; i++) {
 		Creds *cr = ctx->threads[i].core->creds;
+		struct ids in;
 		int ret;
 
 		if (!cr) {
@@ -164,6 +221,10 @@ static int creds_restore_read(struct restore_ctx *ctx)
 			return -EBADMSG;
 		}
 		ret = check_privileges(ctx, ctx->threads[i].tid, cr);
+		if (!ret)
+			ret = restore_ids(ctx, ctx->threads[i].tid, cr, &in);
+		if (!ret && user && user->setgroups_deny)
+			ret = check_kept_groups(ctx->threads[i].tid, cr);
 		if (ret)
 			return ret;
 	}
@@ -208,26 +269,37 @@ static int creds_restore_thread(struct restore_ctx *ctx, struct thread *t)
 		{(uint32_t)(cr->cap_eff >> 32), (uint32_t)(cr->cap_prm >> 32),
 		 (uint32_t)(cr->cap_inh >> 32)},
 	};
+	const NsEntry *user = ns_user(ctx->tree, (uint32_t)ctx->pid);
 	unsigned long s = t->inf->scratch;
-	struct cred_plan *p = calloc(1, sizeof(*p));
+	struct cred_plan *p;
+	struct ids in;
 	int ret;
 
+	ret = restore_ids(ctx, t->tid, cr, &in);
+	if (ret)
+		return ret;
+	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
 	for (int cap = 0; cap < 64; cap++) {
 		if (cr->cap_bnd & (1ULL << cap))
 			continue;
-		if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) != 1)
-			continue; /* unknown to this kernel, or already dropped */
+		/* unknown to this kernel, or already dropped (in amber's, whose the
+		 * process has; a user namespace's is full) */
+		ret = prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
+		if (ret < 0 || (!user && ret != 1))
+			continue;
 		add(p, "the capability bounding set", SYS_prctl, PR_CAPBSET_DROP, cap, 0);
 	}
 	add(p, "securebits", SYS_prctl, PR_SET_SECUREBITS, cr->securebits | 0x10 /* KEEP_CAPS */,
 	    0);
-	add(p, "supplementary groups", SYS_setgroups, cr->n_groups, s + 4096, 0);
-	add(p, "gids", SYS_setresgid, cr->gid, cr->egid, cr->sgid);
-	add(p, "fsgid", SYS_setfsgid, cr->fsgid, 0, 0);
-	add(p, "uids", SYS_setresuid, cr->uid, cr->euid, cr->suid);
-	add(p, "fsuid", SYS_setfsuid, cr->fsuid, 0, 0);
+	/* denied, the groups are amber's, checked to be the image's (creds_restore_read) */
+	if (!user || !user->setgroups_deny)
+		add(p, "supplementary groups", SYS_setgroups, cr->n_groups, s + 4096, 0);
+	add(p, "gids", SYS_setresgid, in.gid[0], in.gid[1], in.gid[2]);
+	add(p, "fsgid", SYS_setfsgid, in.gid[3], 0, 0);
+	add(p, "uids", SYS_setresuid, in.uid[0], in.uid[1], in.uid[2]);
+	add(p, "fsuid", SYS_setfsuid, in.uid[3], 0, 0);
 	add(p, "capabilities", SYS_capset, s, s + 64, 0);
 	/* KEEP_CAPS off again needs no capability (securebits would: CAP_SETPCAP) */
 	if (!(cr->securebits & 0x10))
@@ -245,6 +317,13 @@ static int creds_restore_thread(struct restore_ctx *ctx, struct thread *t)
 	ret = infect_write(t->inf, s, &hdr, sizeof(hdr));
 	if (!ret)
 		ret = infect_write(t->inf, s + 64, data, sizeof(data));
+	for (size_t i = 0; !ret && user && !user->setgroups_deny && i < cr->n_groups; i++)
+		if (userns_inside(user, true, cr->groups[i], &cr->groups[i])) {
+			pr_err("tid %d: supplementary group %u is not mapped in its user "
+			       "namespace %u; refusing",
+			       t->tid, cr->groups[i], user->id);
+			ret = -EPERM;
+		}
 	if (!ret)
 		ret = infect_write(t->inf, s + 4096, cr->groups, cr->n_groups * sizeof(uint32_t));
 	if (!ret)

@@ -74,11 +74,20 @@ static int check_namespaces(const struct tree *t, pid_t pid)
 					    "time",
 					    "pid_for_children",
 					    "time_for_children"};
+	char own_user[64], user[64], upath[64];
+	bool in_user;
 
+	/* with a user namespace, the kinds ns.c makes inside it are restored */
+	snprintf(upath, sizeof(upath), "/proc/%d/ns/user", pid);
+	in_user = sys_readlink("/proc/self/ns/user", own_user, sizeof(own_user)) >= 0 &&
+		  sys_readlink(upath, user, sizeof(user)) >= 0 && strcmp(own_user, user);
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
 		bool kept = !strcmp(kinds[i], "uts") || !strcmp(kinds[i], "ipc") ||
 			    !strcmp(kinds[i], "time") || !strcmp(kinds[i], "cgroup") ||
-			    !strcmp(kinds[i], "net") || !strcmp(kinds[i], "mnt");
+			    !strcmp(kinds[i], "net") || !strcmp(kinds[i], "mnt") ||
+			    !strcmp(kinds[i], "user");
+		bool in_kept = !strcmp(kinds[i], "uts") || !strcmp(kinds[i], "ipc") ||
+			       !strcmp(kinds[i], "cgroup") || !strcmp(kinds[i], "user");
 		char mine[64], theirs[64], path[64];
 		int ret;
 
@@ -117,6 +126,13 @@ static int check_namespaces(const struct tree *t, pid_t pid)
 		}
 		if (!strcmp(mine, theirs))
 			continue;
+		if (in_user && !in_kept) {
+			pr_err("pid %d is in user namespace %s and in another %s namespace than "
+			       "amber (%s, amber %s); in a user namespace amber restores UTS, IPC "
+			       "and cgroup namespaces only yet",
+			       pid, user, kinds[i], theirs, mine);
+			return -EOPNOTSUPP;
+		}
 		/* the root's own pid namespace (ns/pidns.c), and only that one */
 		if (t->own_pidns && !strncmp(kinds[i], "pid", 3)) {
 			if (!strcmp(theirs, t->pidns))

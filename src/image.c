@@ -540,13 +540,13 @@ static uint64_t max_record(const struct img_dir *d, enum img_kind kind, const ch
 		return 2 * PATH_MAX + 64;
 	case IMG_PSTREE:
 		*why = "one process";
-		return 96;
+		return 128;
 	case IMG_STATS:
 		*why = "the statistics";
 		return 256;
 	case IMG_NS:
-		*why = "a namespace's names and sysctls";
-		return 4096;
+		*why = "a namespace's names and sysctls, or a user namespace's two maps";
+		return 4096 + 2 * 340 * 24; /* a map line: 3 varints and their tags */
 	case IMG_CGROUP:
 		*why = "a cgroup per hierarchy, or a cgroup's settings";
 		return 32 * (PATH_MAX + 64);
@@ -742,7 +742,7 @@ static int kind_of_name(const char *name, enum img_kind *kind)
 	} numbered[] = {
 		{"core-", IMG_CORE},   {"mm-", IMG_MM},	  {"pagemap-", IMG_PAGEMAP},
 		{"pages-", IMG_PAGES}, {"fds-", IMG_FDS}, {"fs-", IMG_FS},
-		{"ghost-", IMG_GHOST}, {"shm-", IMG_SHM},   {"tmpfs-", IMG_TMPFS},
+		{"ghost-", IMG_GHOST}, {"shm-", IMG_SHM}, {"tmpfs-", IMG_TMPFS},
 	};
 
 	if (!strcmp(name, "files.img") || !strcmp(name, "pstree.img")) {
@@ -1057,8 +1057,10 @@ static int check_counts(struct img_dir *d)
 			f->max_records = fds + d->lim[LIM_IPC_OBJECTS];
 			why = "one per System V object (kernel.shmmni, semmni, msgmni) and per fd";
 		} else if (f->kind == IMG_NS) {
-			f->max_records = 4 * cores;
-			why = "a UTS, IPC, time and cgroup namespace per thread of core-*.img at most";
+			f->max_records = 5 * cores;
+			why = "a UTS, IPC, time, cgroup and user namespace per thread of "
+			      "core-*.img at "
+			      "most";
 		} else if (f->kind == IMG_CGROUP) {
 			f->max_records = cores * (2 + 2 * 32);
 			why = "per process of core-*.img: its set, itself, and 32 hierarchies' "

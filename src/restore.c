@@ -712,6 +712,11 @@ static void __attribute__((noreturn)) child_setup(struct tree *t, size_t idx, bo
 		_exit(1);
 	}
 	child_hooks(ctx, report_fd, false);
+	/* last: inside, it could not have chosen its children's pids */
+	if (ns_restore_user(t, e->pid)) {
+		child_report(report_fd, "cannot enter its user namespace");
+		_exit(1);
+	}
 	child_report(report_fd, NULL);
 	/* a pid namespace's init ignores SIGSTOP from inside it: amber sends it */
 	if (!idx && t->own_pidns)

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * UTS, IPC, time and cgroup namespaces of the tree (the other kinds are
- * refused at dump, dump.c): each namespace a process of the tree is in that
- * is not amber's is one ns_entry of ns.img (its id in pstree_entry uts_ns /
- * ipc_ns / time_ns / cgroup_ns).  What is particular to a kind is in its
+ * UTS, IPC, time, cgroup and user namespaces of the tree (the other kinds
+ * are refused at dump, dump.c): each namespace a process of the tree is in
+ * that is not amber's is one ns_entry of ns.img (its id in pstree_entry
+ * uts_ns / ipc_ns / time_ns / cgroup_ns / user_ns).  With a user namespace
+ * (userns.c) it is made first and the others inside it (make_inside); a
+ * process enters it last (ns_restore_user).  What is particular to a kind is in its
  * table entry below (timens.c, cgroupns.c).
  *
  * Dump (as root): a namespace is known by the inode of /proc/PID/ns/KIND.
@@ -34,7 +36,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/nsfs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -70,9 +75,12 @@ static const struct {
 			      timens_make, NULL},
 	[NS_KIND__NS_CGROUP] = {"cgroup", "cgroup", CLONE_NEWCGROUP, false, cgroupns_read,
 				cgroupns_check, NULL, cgroupns_member},
+	/* last: a process enters it after the others (userns.c) */
+	[NS_KIND__NS_USER] = {"user", "user", CLONE_NEWUSER, false, userns_read, userns_check,
+			      userns_make, userns_member},
 };
 #define FIRST_KIND NS_KIND__NS_UTS
-#define LAST_KIND  NS_KIND__NS_CGROUP
+#define LAST_KIND  NS_KIND__NS_USER
 
 /* The IPC sysctls a namespace has of its own (/proc/sys/kernel). */
 static const char *const ipc_sysctls[] = {
@@ -90,7 +98,8 @@ static size_t nr_nss;
 static int own_fd[] = {[NS_KIND__NS_UTS] = -1,
 		       [NS_KIND__NS_IPC] = -1,
 		       [NS_KIND__NS_TIME] = -1,
-		       [NS_KIND__NS_CGROUP] = -1};
+		       [NS_KIND__NS_CGROUP] = -1,
+		       [NS_KIND__NS_USER] = -1};
 static NsEntry **loaded; /* restore: ns.img as read */
 static size_t nr_loaded;
 
@@ -145,6 +154,8 @@ uint32_t ns_of(const struct tree *t, uint32_t pid, int kind)
 		return e->time_ns;
 	case NS_KIND__NS_CGROUP:
 		return e->cgroup_ns;
+	case NS_KIND__NS_USER:
+		return e->user_ns;
 	}
 	return 0;
 }
@@ -410,6 +421,73 @@ static int check_threads(pid_t pid)
 	return ret;
 }
 
+/*
+ * One user namespace for the whole tree, and the tree's other namespaces owned
+ * by it: the restore makes them inside it (a namespace unshare()d before the
+ * user namespace is owned by amber's, which the restore would not remake).
+ */
+static int check_userns(struct tree *t)
+{
+	struct stat want, owner;
+	struct ns *user = NULL;
+
+	for (size_t i = 0; i < nr_nss; i++) {
+		if (nss[i].e->kind != NS_KIND__NS_USER)
+			continue;
+		if (user) {
+			pr_err("the tree's processes are in several user namespaces (inodes %llu "
+			       "and %llu); amber restores one user namespace a tree: dump each "
+			       "part by itself",
+			       (unsigned long long)user->e->ino, (unsigned long long)nss[i].e->ino);
+			return -EOPNOTSUPP;
+		}
+		user = &nss[i];
+	}
+	if (!user)
+		return 0;
+	for (size_t p = 0; p < t->nr_procs; p++) {
+		const PstreeEntry *e = tree_entry(t, (uint32_t)t->dprocs[p]->pid);
+
+		if (e->user_ns == user->e->id)
+			continue;
+		pr_err("pid %d is in amber's user namespace, others of the tree in user namespace "
+		       "%llu: the tree is in several user namespaces; amber restores one user "
+		       "namespace a tree: dump each part by itself",
+		       t->dprocs[p]->pid, (unsigned long long)user->e->ino);
+		return -EOPNOTSUPP;
+	}
+	if (fstat(user->fd, &want)) {
+		pr_err("cannot stat user namespace %u: %m", user->e->id);
+		return -errno;
+	}
+	for (size_t i = 0; i < nr_nss; i++) {
+		int fd;
+
+		if (nss[i].e->kind == NS_KIND__NS_USER)
+			continue;
+		fd = ioctl(nss[i].fd, NS_GET_USERNS);
+		if (fd < 0 || fstat(fd, &owner)) {
+			pr_err("cannot get the owner of %s namespace %u (inode %llu): %m",
+			       kinds[nss[i].e->kind].what, nss[i].e->id,
+			       (unsigned long long)nss[i].e->ino);
+			if (fd >= 0)
+				close(fd);
+			return -errno;
+		}
+		close(fd);
+		if (owner.st_ino == want.st_ino && owner.st_dev == want.st_dev)
+			continue;
+		pr_err("%s namespace %u (inode %llu) of the tree is owned by user namespace %llu, "
+		       "not by the tree's (%llu): the restore makes the tree's namespaces inside "
+		       "its user namespace; make them after the user namespace (unshare --user "
+		       "with the others)",
+		       kinds[nss[i].e->kind].what, nss[i].e->id, (unsigned long long)nss[i].e->ino,
+		       (unsigned long long)owner.st_ino, (unsigned long long)want.st_ino);
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
 static int ns_dump_tree(struct tree *t)
 {
 	int ret = 0;
@@ -429,11 +507,16 @@ static int ns_dump_tree(struct tree *t)
 			ret = ns_id(NS_KIND__NS_TIME, pid, &e->time_ns);
 		if (!ret)
 			ret = ns_id(NS_KIND__NS_CGROUP, pid, &e->cgroup_ns);
+		if (!ret)
+			ret = ns_id(NS_KIND__NS_USER, pid, &e->user_ns);
+		e->has_user_ns = e->user_ns != 0;
 		e->has_uts_ns = e->uts_ns != 0;
 		e->has_ipc_ns = e->ipc_ns != 0;
 		e->has_time_ns = e->time_ns != 0;
 		e->has_cgroup_ns = e->cgroup_ns != 0;
 	}
+	if (!ret)
+		ret = check_userns(t);
 	if (!ret && nr_nss)
 		ret = write_ns_img(t);
 	return ret;
@@ -481,6 +564,8 @@ static int check_entry(const NsEntry *e, size_t idx)
 		return corrupt("only an IPC namespace has sysctls", e->id);
 	if (e->kind != NS_KIND__NS_CGROUP && e->n_cgroup_roots)
 		return corrupt("only a cgroup namespace has cgroup roots", e->id);
+	if (e->kind != NS_KIND__NS_USER && (e->n_uid_map || e->n_gid_map || e->has_setgroups_deny))
+		return corrupt("only a user namespace has maps and setgroups", e->id);
 	return kinds[e->kind].check(e);
 }
 
@@ -513,8 +598,26 @@ static int check_ipc(const NsEntry *e)
 /* Every process names namespaces of ns.img of their kind, and each of them has one. */
 static int check_pstree(const struct tree *t)
 {
+	uint32_t user = t->nr_pstree ? t->pstree[0]->user_ns : 0;
+
 	for (size_t i = 0; i < t->nr_pstree; i++) {
 		const PstreeEntry *p = t->pstree[i];
+
+		/* setns() into a user namespace needs a cwd/root of one's own */
+		if (user && p->clone_fs) {
+			pr_err("pstree.img: pid %u shares its cwd and root with its parent "
+			       "(CLONE_FS) in user namespace %u; a process sharing them cannot "
+			       "enter a user namespace: refusing",
+			       p->pid, user);
+			return -EOPNOTSUPP;
+		}
+		/* a process cannot leave a user namespace for its parent's */
+		if (p->user_ns != user) {
+			pr_err("pstree.img: pid %u is in user namespace %u, the root in %u; amber "
+			       "restores one user namespace a tree; the image is corrupt",
+			       p->pid, p->user_ns, user);
+			return -EBADMSG;
+		}
 
 		for (int k = FIRST_KIND; k <= LAST_KIND; k++) {
 			uint32_t id = ns_of(t, p->pid, k);
@@ -536,6 +639,15 @@ static int check_pstree(const struct tree *t)
 			return -EBADMSG;
 		}
 	}
+	for (size_t n = 0; user && n < nr_nss; n++) {
+		if (nss[n].e->kind == NS_KIND__NS_USER && nss[n].e->id != user)
+			return corrupt("a second user namespace (amber restores one a tree)",
+				       nss[n].e->id);
+		if (nss[n].e->kind == NS_KIND__NS_TIME)
+			return corrupt("a time namespace with a user namespace (not made inside "
+				       "one yet)",
+				       nss[n].e->id);
+	}
 	for (size_t n = 0; n < nr_nss; n++) {
 		bool used = false;
 
@@ -554,6 +666,10 @@ static int check_owner(const struct tree *t)
 
 	if (t->owner.unbounded)
 		return 0;
+	/* a user namespace with any maps is the first thing root's right covers */
+	for (size_t i = 0; i < nr_nss; i++)
+		if (nss[i].e->kind == NS_KIND__NS_USER)
+			e = nss[i].e;
 	pr_err("the image has %s namespace %u%s%s (made new at restore, which needs "
 	       "CAP_SYS_ADMIN); uid %u's image may not make namespaces: refusing",
 	       kinds[e->kind].what, e->id, e->hostname ? ", hostname " : "",
@@ -629,11 +745,105 @@ static int set_state(const NsEntry *e)
 	return ret;
 }
 
+static struct ns *tree_userns(void)
+{
+	for (size_t i = 0; i < nr_nss; i++)
+		if (nss[i].e->kind == NS_KIND__NS_USER)
+			return &nss[i];
+	return NULL;
+}
+
+/*
+ * A namespace owned by the tree's user namespace: made by a helper that
+ * entered it (amber, maybe threaded, may not, and could not come back);
+ * amber opens it in /proc/HELPER/ns while the helper waits.
+ */
+static int make_inside(struct tree *t, struct ns *n, int userfd)
+{
+	int kind = n->e->kind, go[2], ready[2], fd = -1, ret;
+	char path[64], c = 0;
+	pid_t pid;
+
+	if (pipe2(go, O_CLOEXEC))
+		return -errno;
+	if (pipe2(ready, O_CLOEXEC)) {
+		ret = -errno;
+		goto close_go;
+	}
+	pid = fork();
+	if (pid < 0) {
+		ret = -errno;
+		pr_err("cannot fork the maker of %s namespace %u: %m", kinds[kind].what, n->e->id);
+		goto close_ready;
+	}
+	if (!pid) {
+		/* its read of go ends when amber closes its end */
+		close(go[1]);
+		close(ready[0]);
+		if (setns(userfd, CLONE_NEWUSER))
+			pr_err("%s namespace %u: cannot enter the tree's user namespace: %m",
+			       kinds[kind].what, n->e->id);
+		/* as the namespace's root, whom its IPC sysctls let write them
+		 * (kept capabilities: the uid 0 it leaves is not this one's root) */
+		else if ((setresgid(0, 0, 0) || setresuid(0, 0, 0)) && errno != EINVAL)
+			pr_err("%s namespace %u: cannot become the user namespace's root: %m",
+			       kinds[kind].what, n->e->id);
+		else if (unshare(kinds[kind].flag))
+			pr_err("cannot make %s namespace %u: %m", kinds[kind].what, n->e->id);
+		else
+			c = set_state(n->e) ? 0 : 1;
+		if (write(ready[1], &c, 1) != 1 || !c)
+			_exit(1);
+		_exit(read(go[0], &c, 1) < 0);
+	}
+	close(go[0]);
+	go[0] = -1;
+	close(ready[1]);
+	ready[1] = -1;
+	ret = read(ready[0], &c, 1) == 1 && c ? 0 : -EPERM;
+	snprintf(path, sizeof(path), "/proc/%d/ns/%s", pid, kinds[kind].name);
+	fd = ret ? -1 : sys_open(path, O_RDONLY | O_CLOEXEC, 0);
+	if (!ret && fd < 0) {
+		pr_err("cannot open the new %s namespace %u (%s): %s", kinds[kind].what, n->e->id,
+		       path, strerror(-fd));
+		ret = fd;
+	}
+	if (fd >= 0) {
+		n->fd = fcntl(fd, F_DUPFD_CLOEXEC, t->fd_base);
+		if (n->fd < 0) {
+			ret = -errno;
+			pr_err("cannot keep an fd on %s namespace %u: %m", kinds[kind].what,
+			       n->e->id);
+		}
+		close(fd);
+	}
+	close(go[1]);
+	go[1] = -1;
+	waitpid(pid, NULL, 0);
+	if (!ret)
+		pr_info("made %s namespace %u inside the tree's user namespace%s%s",
+			kinds[kind].what, n->e->id, n->e->hostname ? ", hostname " : "",
+			n->e->hostname ? n->e->hostname : "");
+close_ready:
+	if (ready[1] >= 0)
+		close(ready[1]);
+	close(ready[0]);
+close_go:
+	if (go[0] >= 0)
+		close(go[0]);
+	if (go[1] >= 0)
+		close(go[1]);
+	return ret;
+}
+
 static int make_ns(struct tree *t, struct ns *n)
 {
 	int kind = n->e->kind, fd, ret;
+	struct ns *user = tree_userns();
 	char path[64];
 
+	if (user && kind != NS_KIND__NS_USER)
+		return make_inside(t, n, user->fd);
 	if (kinds[kind].make) {
 		ret = kinds[kind].make(n->e, t->fd_base, &n->fd);
 		if (!ret)
@@ -677,8 +887,13 @@ static int ns_restore_tree(struct tree *t)
 		return 0;
 	for (int k = FIRST_KIND; !ret && k <= LAST_KIND; k++)
 		ret = own_ns(k, t->fd_base);
+	/* the user namespace first: the others are made inside it */
 	for (size_t i = 0; !ret && i < nr_nss; i++)
-		ret = make_ns(t, &nss[i]);
+		if (nss[i].e->kind == NS_KIND__NS_USER)
+			ret = make_ns(t, &nss[i]);
+	for (size_t i = 0; !ret && i < nr_nss; i++)
+		if (nss[i].e->kind != NS_KIND__NS_USER)
+			ret = make_ns(t, &nss[i]);
 	return ret;
 }
 
@@ -693,9 +908,17 @@ static bool in_ns(int kind, int fd)
 	       want.st_dev == cur.st_dev;
 }
 
+const NsEntry *ns_user(const struct tree *t, uint32_t pid)
+{
+	struct ns *n = find(NS_KIND__NS_USER, ns_of(t, pid, NS_KIND__NS_USER));
+
+	return n ? n->e : NULL;
+}
+
 int ns_restore_process(const struct tree *t, uint32_t pid)
 {
-	for (int k = FIRST_KIND; nr_nss && k <= LAST_KIND; k++) {
+	/* the user namespace last, by ns_restore_user */
+	for (int k = FIRST_KIND; nr_nss && k < NS_KIND__NS_USER; k++) {
 		uint32_t id = ns_of(t, pid, k);
 		int fd = id ? find(k, id)->fd : own_fd[k];
 
@@ -707,6 +930,25 @@ int ns_restore_process(const struct tree *t, uint32_t pid)
 			pr_err("pid %u: cannot enter %s namespace %u: %m", pid, kinds[k].what, id);
 			return -errno;
 		}
+	}
+	return 0;
+}
+
+/*
+ * After the others and after it made its children: amber's root may enter
+ * any namespace from outside, also amber's own, and choose its children's
+ * pids (clone3 set_tid needs CAP_CHECKPOINT_RESTORE in amber's namespace),
+ * which a process inside could not.
+ */
+int ns_restore_user(const struct tree *t, uint32_t pid)
+{
+	struct ns *n = find(NS_KIND__NS_USER, ns_of(t, pid, NS_KIND__NS_USER));
+
+	if (!n || in_ns(NS_KIND__NS_USER, n->fd))
+		return 0;
+	if (setns(n->fd, CLONE_NEWUSER)) {
+		pr_err("pid %u: cannot enter user namespace %u: %m", pid, n->e->id);
+		return -errno;
 	}
 	return 0;
 }

@@ -14,8 +14,9 @@ int pidns_restore(struct opts *o, int (*restore)(struct opts *o, uint32_t *root)
 
 /*
  * UTS, IPC, time and cgroup namespaces of the tree (ns.c).  kind is
- * NS_KIND__NS_UTS, NS_KIND__NS_IPC, NS_KIND__NS_TIME or NS_KIND__NS_CGROUP; id 0 is amber's own
- * namespace (at dump: the tree's processes that are in it), others are ns.img's entries.
+ * NS_KIND__NS_UTS, NS_KIND__NS_IPC, NS_KIND__NS_TIME, NS_KIND__NS_CGROUP or NS_KIND__NS_USER; id 0
+ * is amber's own namespace (at dump: the tree's processes that are in it), others are ns.img's
+ * entries.
  */
 const char *ns_kind_name(int kind);
 /* The namespace of pid (a process of pstree.img) of a kind. */
@@ -31,6 +32,8 @@ void ns_leave(int kind, uint32_t id);
 int ns_restore_read(struct tree *t);
 /* In a restored process just created: into its namespaces; 0 or -errno, logged. */
 int ns_restore_process(const struct tree *t, uint32_t pid);
+/* Once it made its children: into its user namespace; 0 or -errno, logged. */
+int ns_restore_user(const struct tree *t, uint32_t pid);
 
 /*
  * A tree that is its own pid namespace (pidns.c): its root is the init of a
@@ -69,6 +72,21 @@ pid_t pidns_host_tid(pid_t pid, uint32_t tid);
 int timens_read(NsEntry *e, pid_t pid);
 int timens_check(const NsEntry *e);
 int timens_make(const NsEntry *e, int base, int *fd);
+
+/*
+ * The tree's user namespace (userns.c).  dump: e's maps and setgroups, from
+ * pid; each process checked to be in a child of amber's; restore: e checked
+ * (0 or -EBADMSG, logged) and made, *fd on it at or above base.
+ * userns_inside: id of amber's namespace (gid: a group) as the namespace
+ * sees it; 0, or -ERANGE when it is not mapped.
+ */
+int userns_read(NsEntry *e, pid_t pid);
+int userns_member(NsEntry *e, pid_t pid);
+int userns_check(const NsEntry *e);
+int userns_make(const NsEntry *e, int base, int *fd);
+int userns_inside(const NsEntry *e, bool gid, uint32_t id, uint32_t *inside);
+/* restore: the user namespace pid comes in (NULL: amber's). */
+const NsEntry *ns_user(const struct tree *t, uint32_t pid);
 
 /*
  * Cgroup namespaces (cgroupns.c).  dump: e's roots, from pid, and each of
