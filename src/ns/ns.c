@@ -510,6 +510,15 @@ static int ns_dump_tree(struct tree *t)
 		if (!ret)
 			ret = ns_id(NS_KIND__NS_USER, pid, &e->user_ns);
 		e->has_user_ns = e->user_ns != 0;
+		/* (check_sharing ran before: clone_fs is known) */
+		if (!ret && e->user_ns && e->clone_fs) {
+			pr_err("pid %d shares its cwd and root with its parent (CLONE_FS) in a "
+			       "user "
+			       "namespace; a process sharing them cannot enter a user namespace at "
+			       "restore",
+			       pid);
+			ret = -EOPNOTSUPP;
+		}
 		e->has_uts_ns = e->uts_ns != 0;
 		e->has_ipc_ns = e->ipc_ns != 0;
 		e->has_time_ns = e->time_ns != 0;

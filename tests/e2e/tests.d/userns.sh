@@ -122,3 +122,17 @@ t_userns_image_refused() {
 	[ $ok = 0 ] || return 1
 	unedited_restores
 }
+
+# a process sharing cwd and root with its parent (CLONE_FS) in a user namespace could not
+# enter it at restore: refused at dump, naming it; the program runs on
+TESTS+=(userns_clonefs_refused)
+t_userns_clonefs_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	start_prog unshare --user --map-root-user "$PROGS/clonefs" "$T" || return 1
+	amber_to "$W/dump.log" 30 dump -t "$PID" -D "$W/img" &&
+		{ fail "a CLONE_FS process in a user namespace was dumped"; return 1; }
+	grep -q "(CLONE_FS) in a user namespace" "$W/dump.log" ||
+		{ fail "refused, but not for CLONE_FS"; attach "$W/dump.log"; return 1; }
+	[ ! -e "$W/img/inventory.img" ] || { fail "an image was marked complete"; return 1; }
+	runs_on "the refused dump" 15
+}
