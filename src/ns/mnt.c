@@ -548,6 +548,36 @@ static int tree_ns(struct tree *t, pid_t *first)
 	return 0;
 }
 
+static const MntEntry *root_entry(void);
+
+/*
+ * A dump's root (the RPC's, CRIU's root of the dumped tree): amber reads the
+ * tree's root from its mounts; a root given must be that one.
+ */
+static int check_dump_root(const struct tree *t)
+{
+	const char *dir = t->o->root;
+	const MntEntry *r = root_entry();
+	char *real;
+	int ret = 0;
+
+	if (!dir)
+		return 0;
+	if (!r || r->kind != MNT_KIND__MNT_ROOT) {
+		pr_err("root %s: the tree %s, not %s", dir,
+		       r ? "has amber's root" : "is in amber's mount namespace", dir);
+		return -EINVAL;
+	}
+	real = realpath(dir, NULL);
+	if (!real || !r->bind_src || strcmp(real, r->bind_src)) {
+		pr_err("root %s: the tree's root mount is %s", dir,
+		       r->bind_src ? r->bind_src : "a path amber does not see");
+		ret = -EINVAL;
+	}
+	free(real);
+	return ret;
+}
+
 static int mnt_dump_tree(struct tree *t)
 {
 	struct minfo *own = NULL, *theirs = NULL;
@@ -557,6 +587,8 @@ static int mnt_dump_tree(struct tree *t)
 	bool own_root = false;
 	int ret = tree_ns(t, &pid);
 
+	if (!ret && !pid && t->o->root)
+		ret = check_dump_root(t);
 	if (!ret && !pid && nr_exts) {
 		pr_err("--external mnt[%s]:%s: the tree is in amber's mount namespace, where "
 		       "nothing is external",
@@ -577,6 +609,8 @@ static int mnt_dump_tree(struct tree *t)
 				!parent_listed(&theirs[i], theirs, nr_theirs));
 	if (!ret)
 		ret = exts_used("mount at");
+	if (!ret)
+		ret = check_dump_root(t);
 	if (!ret)
 		ret = check_instances(pid);
 	for (size_t p = 0; !ret && p < t->nr_procs; p++) {

@@ -8,11 +8,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "amber.h"
 #include "log.h"
+#include "ns/ns.h"
 #include "rpc/rpc.h"
 
 /* The paths of the fds, for the options that take paths (one operation per process). */
@@ -91,14 +93,14 @@ int rpc_opts_log(const RpcOpts *ro, pid_t peer, struct opts *o)
 /* Flags and values that ask amber for what it does not do, with the reason. */
 static int refuse_unsupported(const RpcOpts *ro, int type)
 {
-	static const char nomnt[] = "the RPC does not map it onto --root and --external mnt[] yet";
+	static const char nomnt[] =
+		"mounts are external only as ext_mnt or external mnt[] name them";
 	const struct {
 		const char *name;
 		bool set;
 		const char *why;
 	} checks[] = {
 		{"ps", ro->ps != NULL, "there is no page server: images go to images_dir_fd"},
-		{"root", ro->root && strcmp(ro->root, "/"), nomnt},
 		{"parent_img", ro->parent_img != NULL, "incremental dumps are not implemented"},
 		{"track_mem", ro->has_track_mem && ro->track_mem,
 		 "memory tracking (incremental dumps) is not implemented"},
@@ -115,7 +117,6 @@ static int refuse_unsupported(const RpcOpts *ro, int type)
 		{"force_irmap", ro->has_force_irmap && ro->force_irmap,
 		 "inotify watches are resolved through /proc"},
 		{"exec_cmd", ro->n_exec_cmd > 0, "amber runs no command after a restore"},
-		{"ext_mnt", ro->n_ext_mnt > 0, nomnt},
 		{"cg_root", ro->n_cg_root > 0, "cgroups come back at the paths they had"},
 		{"rst_sibling", ro->has_rst_sibling && ro->rst_sibling,
 		 "the restored root is a child of amber's, not of the client"},
@@ -181,11 +182,66 @@ static int refuse_unsupported(const RpcOpts *ro, int type)
 	for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]); i++)
 		if (checks[i].set)
 			return refuse(checks[i].name, checks[i].why);
-	if (ro->n_external) {
-		pr_err("option external is not supported: '%s': amber keeps no external "
-		       "resources (namespaces, mounts, files) to be joined or given back",
-		       ro->external[0]);
-		return -EOPNOTSUPP;
+	return 0;
+}
+
+/*
+ * CRIU's root: on RESTORE the rootfs of a tree that pivot_root()ed (amber's
+ * --root); on DUMP the root of the dumped tree, which amber reads from the
+ * tree's mounts and checks against it (ns/mnt.c).  "/" is amber's own: none.
+ */
+static void map_root(const RpcOpts *ro, struct opts *o)
+{
+	o->root = ro->root && ro->root[0] && strcmp(ro->root, "/") ? ro->root : NULL;
+}
+
+/*
+ * ext_mnt (key, val): on DUMP mount point -> key, on RESTORE key -> path,
+ * as --external mnt[key]:val; external: --external's own strings.
+ */
+static int map_externals(const RpcOpts *ro, bool dump, struct opts *o)
+{
+	char *s;
+	int ret;
+
+	for (size_t i = 0; i < ro->n_ext_mnt; i++) {
+		const RpcKeyVal *kv = ro->ext_mnt[i];
+
+		if (!kv->key[0] || strchr(kv->key, ']') || !kv->val[0]) {
+			pr_err("option ext_mnt: '%s' -> '%s' is not a mount point (dump) or key "
+			       "(restore) and its key (dump) or path (restore)",
+			       kv->key, kv->val);
+			return -EINVAL;
+		}
+		if (asprintf(&s, "mnt[%s]:%s", kv->key, kv->val) < 0)
+			return -ENOMEM;
+		ret = mnt_external(s); /* keeps copies */
+		free(s);
+		if (ret)
+			return ret;
+	}
+	for (size_t i = 0; i < ro->n_external; i++) {
+		const char *x = ro->external[i];
+
+		if (!strncmp(x, "mnt[", 4)) {
+			ret = mnt_external(x);
+		} else if (!strncmp(x, "veth[", 5) && !dump) {
+			o->veth_external = true;
+			ret = netns_external(x);
+		} else if (!strncmp(x, "veth[", 5)) {
+			pr_err("option external is not supported on DUMP: '%s': veth[] is for "
+			       "restore, a dump takes only mnt[MOUNTPOINT]:KEY",
+			       x);
+			ret = -EOPNOTSUPP;
+		} else {
+			pr_err("option external is not supported: '%s': amber knows mnt[] and "
+			       "veth[] (restore) only, no other external resources "
+			       "(namespaces, files) to be joined or given back",
+			       x);
+			ret = -EOPNOTSUPP;
+		}
+		if (ret)
+			return ret;
 	}
 	return 0;
 }
@@ -250,8 +306,11 @@ int rpc_opts_map(const RpcOpts *ro, int type, pid_t peer, struct opts *o)
 		ret = map_cgroups(ro, o);
 	if (!ret)
 		ret = map_netlock(ro, o);
+	if (!ret)
+		ret = map_externals(ro, dump, o);
 	if (ret)
 		return ret;
+	map_root(ro, o);
 	/* CRIU: without a pid, the client dumps itself (amber then says it is its parent) */
 	if (dump)
 		o->pid = ro->has_pid ? ro->pid : peer;

@@ -14,8 +14,9 @@
  * bytes), truncated (a request cut short), oversized (a 1 MiB + 1 packet),
  * dump=DIR,PID[,OPT...], restore=DIR[,OPT...], dump_close=DIR,PID[,OPT...]
  * (sends a dump and closes the socket at once, unanswered).  OPTs: notify,
- * leave_running, ext_unix_sk, work=DIR, log=NAME, root=PATH, external=KEY,
- * cgmode=N, log_level=N.  NOTIFY messages are answered with success (-F
+ * leave_running, ext_unix_sk, work=DIR, log=NAME, root=PATH, external=STRING,
+ * ext_mnt=KEY:VAL (external and ext_mnt repeat, up to 4 each), cgmode=N,
+ * log_level=N.  NOTIFY messages are answered with success (-F
  * STAGE: failure at that stage) and appended to NOTIFY_LOG as "STAGE PID".
  */
 #include <errno.h>
@@ -146,7 +147,8 @@ static int open_dir(const char *path)
 /* "DIR[,PID],OPT..." into opts; 0 or -1. */
 static int parse_opts(char *arg, bool with_pid, RpcOpts *o)
 {
-	static char *external[1];
+	static char *external[4];
+	static RpcKeyVal kvs[4], *ext_mnt[4];
 	char *tok, *save;
 	int fd;
 
@@ -180,10 +182,19 @@ static int parse_opts(char *arg, bool with_pid, RpcOpts *o)
 			o->log_level = atoi(tok + 10);
 		} else if (!strncmp(tok, "root=", 5)) {
 			o->root = tok + 5;
-		} else if (!strncmp(tok, "external=", 9)) {
-			external[0] = tok + 9;
+		} else if (!strncmp(tok, "external=", 9) && o->n_external < 4) {
+			external[o->n_external++] = tok + 9;
 			o->external = external;
-			o->n_external = 1;
+		} else if (!strncmp(tok, "ext_mnt=", 8) && strchr(tok + 8, ':') &&
+			   o->n_ext_mnt < 4) {
+			RpcKeyVal *kv = &kvs[o->n_ext_mnt];
+
+			rpc_key_val__init(kv);
+			kv->key = tok + 8;
+			kv->val = strchr(tok + 8, ':');
+			*kv->val++ = 0;
+			ext_mnt[o->n_ext_mnt++] = kv;
+			o->ext_mnt = ext_mnt;
 		} else if (!strncmp(tok, "cgmode=", 7)) {
 			o->has_manage_cgroups_mode = true;
 			o->manage_cgroups_mode = atoi(tok + 7);

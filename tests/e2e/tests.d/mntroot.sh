@@ -34,8 +34,9 @@ mr_refused() { # NAME PATTERN EDITS -- ARGS...
 	note "$name: refused ($(grep -m1 error "$W/$name.log"))"
 }
 
-mntroot_body() {
-	local init h root ok=0
+# the rootfs in $T, the program run pivot_root()ed into it: MR_INIT its pid 1
+mr_start() {
+	local init
 	mkdir -p "$T/etc" "$T/proc" "$T/tmp" || { fail "cannot make the rootfs"; return 1; }
 	cp "$PROGS/mntroot-static" "$T/mntroot" && : >"$T/etc/hostname" &&
 		echo "rootfs $$ $RANDOM" >"$T/rootfs.marker" && echo before >"$W/hn.before" &&
@@ -48,6 +49,31 @@ mntroot_body() {
 		{ fail "pid $init (unshare's child) is not pid 1 of its namespace"; return 1; }
 	[ "$(readlink "/proc/$init/root")" = / ] && [ -e "/proc/$init/root/rootfs.marker" ] ||
 		{ fail "pid $init did not pivot_root into $T"; return 1; }
+	MR_INIT=$init
+}
+
+# the restored init H: pid 1 of its own namespaces, amber's mounts unchanged, the
+# program passing its checks with the restore's /etc/hostname (hn.after)
+mr_check_restored() {
+	local h=$1
+	[ "$(status_field "$h" NSpid | awk '{print $2}')" = 1 ] ||
+		{ fail "the restored init $h is not pid 1 of its namespace"; return 1; }
+	[ "$(readlink "/proc/$h/ns/mnt")" != "$(readlink /proc/self/ns/mnt)" ] ||
+		{ fail "the restored init is in amber's mount namespace"; return 1; }
+	mr_host | diff -u "$W/host.mounts" - >"$W/mounts.diff" ||
+		{ fail "amber's mount table changed with the restore:"; attach "$W/mounts.diff"; return 1; }
+	touch "$T/go"
+	wait_for 30 test -e "$T/result" && [ "$(cat "$T/result")" = 0 ] ||
+		{ fail "the restored program failed its checks"; attach "$T/err"; return 1; }
+	[ "$(cat "$T/seen")" = after ] ||
+		{ fail "/etc/hostname inside reads '$(cat "$T/seen")', not the --external file"; return 1; }
+	wait_for 10 is_gone "$h" || { fail "the restored init $h did not end"; return 1; }
+}
+
+mntroot_body() {
+	local init h root ok=0
+	mr_start || return 1
+	init=$MR_INIT
 	amber_to "$W/dump.log" 60 dump -t "$init" -D "$W/img" -v --external 'mnt[/etc/hostname]:hn' ||
 		{ fail "dump failed"; attach "$W/dump.log"; return 1; }
 	wait_for 10 is_gone "$init" || { fail "pid $init still there after the dump"; return 1; }
@@ -68,25 +94,13 @@ mntroot_body() {
 		{ fail "restore failed"; attach "$W/restore.log"; return 1; }
 	h=$(cat "$W/pidfile")
 	MR_PIDS="$MR_PIDS $h"
-	[ "$(status_field "$h" NSpid | awk '{print $2}')" = 1 ] ||
-		{ fail "the restored init $h is not pid 1 of its namespace"; return 1; }
-	[ "$(readlink "/proc/$h/ns/mnt")" != "$(readlink /proc/self/ns/mnt)" ] ||
-		{ fail "the restored init is in amber's mount namespace"; return 1; }
-	mr_host | diff -u "$W/host.mounts" - >"$W/mounts.diff" ||
-		{ fail "amber's mount table changed with the restore:"; attach "$W/mounts.diff"; return 1; }
-	touch "$T/go"
-	wait_for 30 test -e "$T/result" && [ "$(cat "$T/result")" = 0 ] ||
-		{ fail "the restored program failed its checks"; attach "$T/err"; return 1; }
-	[ "$(cat "$T/seen")" = after ] ||
-		{ fail "/etc/hostname inside reads '$(cat "$T/seen")', not the --external file"; return 1; }
-	wait_for 10 is_gone "$h" || { fail "the restored init $h did not end"; return 1; }
+	mr_check_restored "$h"
 }
 
-t_mntroot() {
-	[ $SELFTEST = 1 ] && return 77
-	command -v unshare >/dev/null && command -v jq >/dev/null || return 77
+# mr_run BODY: BODY run, the trees it left killed
+mr_run() {
 	local rc p
-	mntroot_body
+	"$1"
 	rc=$?
 	# their command lines (/mntroot /) do not name the work dir: cleanup_test misses them
 	for p in $MR_PIDS; do
@@ -94,4 +108,10 @@ t_mntroot() {
 	done
 	MR_PIDS=
 	return $rc
+}
+
+t_mntroot() {
+	[ $SELFTEST = 1 ] && return 77
+	command -v unshare >/dev/null && command -v jq >/dev/null || return 77
+	mr_run mntroot_body
 }

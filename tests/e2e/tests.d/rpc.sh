@@ -1,7 +1,7 @@
 # amber swrk (src/rpc/): CRIU's RPC as runc drives it, played by build/tools/rpc_client
 # (a socketpair, amber swrk FD on one end, one request per packet, NOTIFYs answered).
 TESTS+=(rpc_version_malformed rpc_dump_restore rpc_notify_refused rpc_refused_options
-	rpc_close_mid_request rpc_criu_alias rpc_runc)
+	rpc_mntroot rpc_close_mid_request rpc_criu_alias rpc_runc)
 
 RPC_CLIENT=$ROOT/build/tools/rpc_client
 
@@ -115,19 +115,54 @@ t_rpc_refused_options() {
 	local o
 	start_prog "$PROGS/signals" "$T" || return
 	rpc_img
-	rpc_to "$W/out" "$AMBER" "dump=$W/img,$PID,ext_unix_sk" "dump=$W/img,$PID,root=$W" \
+	rpc_to "$W/out" "$AMBER" "dump=$W/img,$PID,ext_unix_sk" \
 		"dump=$W/img,$PID,external=net[4026531840]:extnet" "dump=$W/img,$PID,cgmode=5" \
-		"pre_dump=$W/img,$PID" "restore=$W/img,root=$W" ||
+		"dump=$W/img,$PID,external=veth[eth0]:h0" "pre_dump=$W/img,$PID" \
+		"restore=$W/img,external=mnt[k]:$W,external=dev[1/2]:x" ||
 		{ fail "rpc_client failed"; attach "$W/rpc.err"; return 1; }
-	for o in ext_unix_sk root "external is not supported: 'net\[4026531840\]:extnet'" \
-		"manage_cgroups_mode is not supported: strict"; do
+	for o in ext_unix_sk "external is not supported: 'net\[4026531840\]:extnet'" \
+		"manage_cgroups_mode is not supported: strict" \
+		"external is not supported on DUMP: 'veth\[eth0\]:h0'"; do
 		has_line "$W/out" "^dump fail errno=95 msg=option $o" "the refusal of $o" || return 1
 	done
 	has_line "$W/out" '^pre_dump fail errno=95 msg=PRE_DUMP is not supported' "PRE_DUMP" || return 1
-	has_line "$W/out" '^restore fail errno=95 msg=option root is not supported' "RESTORE with root" || return 1
+	has_line "$W/out" "^restore fail errno=95 msg=option external is not supported: 'dev\[1/2\]:x'" \
+		"RESTORE with external dev[]" || return 1
 	has_line "$W/out" '^worker exit 0$' "the worker's exit" || return 1
 	[ -z "$(ls -A "$W/img")" ] || { fail "a refused dump wrote into the image directory: $(ls "$W/img")"; return 1; }
 	runs_on "refused RPC dumps" 15
+}
+
+# A tree that pivot_root()ed (mntroot.sh's) dumped through the RPC with root (its
+# rootfs) and ext_mnt (/etc/hostname -> hn), restored with root and ext_mnt
+# (hn -> another file): the program passes its checks.  A root that is not the
+# tree's, or amber's own for it, is refused with the tree running on; a RESTORE
+# with an external amber does not know is refused naming it before anything.
+rpc_mntroot_body() {
+	local init h
+	mr_start || return 1
+	init=$MR_INIT
+	rpc_img
+	mkdir -m 0700 "$W/bad"
+	rpc_to "$W/out" "$AMBER" "dump=$W/bad,$init,root=$W,ext_mnt=/etc/hostname:hn" \
+		"dump=$W/img,$init,root=$T,ext_mnt=/etc/hostname:hn,work=$W/work,log=dump.log" \
+		"restore=$W/img,root=$T,ext_mnt=hn:$W/hn.after,external=net[1]:x" \
+		"restore=$W/img,root=$T,ext_mnt=hn:$W/hn.after,work=$W/work,log=restore.log" ||
+		{ fail "rpc_client failed"; attach "$W/rpc.err"; return 1; }
+	has_line "$W/out" "^dump fail errno=22 msg=root $W: the tree's root mount is $T" \
+		"DUMP with a root not the tree's" || return 1
+	has_line "$W/out" '^dump ok type=1$' "DUMP" || { attach "$W/work/dump.log"; return 1; }
+	has_line "$W/out" "^restore fail errno=95 msg=option external is not supported: 'net\[1\]:x'" \
+		"RESTORE with external net[]" || return 1
+	has_line "$W/out" "^restore ok pid=[0-9]+ type=2\$" "RESTORE" || { attach "$W/work/restore.log"; return 1; }
+	h=$(sed -n 's/^restore ok pid=\([0-9]*\) type=2$/\1/p' "$W/out")
+	MR_PIDS="$MR_PIDS $h"
+	mr_check_restored "$h"
+}
+t_rpc_mntroot() {
+	[ $SELFTEST = 1 ] && return 77
+	command -v unshare >/dev/null && command -v jq >/dev/null || return 77
+	mr_run rpc_mntroot_body
 }
 
 # The client closes its end while a DUMP waits for its pre-dump NOTIFY answer: the
@@ -171,8 +206,8 @@ t_rpc_criu_alias() {
 
 # runc checkpoint --criu (a link named criu to amber) reaches amber through the RPC:
 # runc's VERSION check passes, and the DUMP of a container is refused with the option
-# named in runc's dump.log (a container's mount namespace: runc's root), the container
-# running on.  (Containers need mount, pid and net namespaces: not yet amber's.)
+# named in runc's dump.log (empty_ns: a namespace runc would fill itself), the
+# container running on.  (Containers need mount, pid and net namespaces: not yet amber's.)
 rpc_runc_checkpoint() {
 	local id=$1 rc n
 	runc --root "$W/state" run -d "$id" </dev/null >"$W/runc.out" 2>&1 ||
@@ -186,7 +221,7 @@ rpc_runc_checkpoint() {
 	[ $rc != 0 ] || { fail "runc checkpoint succeeded (amber cannot dump a container yet)"; return 1; }
 	grep -q "criu failed: type DUMP errno 95" "$W/checkpoint.out" ||
 		{ fail "runc did not get amber's refusal of the DUMP"; return 1; }
-	grep -q "option root is not supported: mount namespaces" "$W/work/dump.log" ||
+	grep -q "option empty_ns is not supported" "$W/work/dump.log" ||
 		{ fail "runc's dump.log does not name the refused option"; attach "$W/work/dump.log"; return 1; }
 	runc --root "$W/state" state "$id" | grep -q '"status": "running"' ||
 		{ fail "the container is not running after the refused checkpoint"; return 1; }
