@@ -207,7 +207,7 @@ t_rpc_criu_alias() {
 # runc checkpoint --criu (a link named criu to amber) reaches amber through the RPC:
 # runc's VERSION check passes, and the DUMP of a container is refused with the option
 # named in runc's dump.log (empty_ns: a namespace runc would fill itself), the
-# container running on.  (Containers need mount, pid and net namespaces: not yet amber's.)
+# container running on.  (runc's containers need options amber does not take yet: empty_ns.)
 rpc_runc_checkpoint() {
 	local id=$1 rc n
 	runc --root "$W/state" run -d "$id" </dev/null >"$W/runc.out" 2>&1 ||
