@@ -202,7 +202,12 @@ static const char *comm_of(pid_t pid, struct proc_stat *st)
 	return proc_parse_stat(pid, st) ? "gone meanwhile" : st->comm;
 }
 
-int freezer_check_members(const struct freezer *fz, pid_t root)
+/*
+ * One look at the cgroup and the tree: the tree's live processes outside the
+ * cgroup go to out, the cgroup's processes outside the tree to strangers.
+ */
+static int mismatches(const struct freezer *fz, pid_t root, struct pidset *out,
+		      struct pidset *strangers)
 {
 	struct pidset cg = {0}, tree = {0};
 	struct proc_stat st;
@@ -210,28 +215,66 @@ int freezer_check_members(const struct freezer *fz, pid_t root)
 
 	if (!ret)
 		ret = tree_procs(root, &tree);
-	for (size_t i = 0; !ret && i < tree.n; i++) {
+	for (size_t i = 0; !ret && i < tree.n; i++)
 		/* a zombie has left its cgroup: there is nothing of it to freeze */
-		if (pidset_has(&cg, tree.v[i]) || proc_parse_stat(tree.v[i], &st) ||
-		    st.state == 'Z' || st.state == 'X')
-			continue;
+		if (!pidset_has(&cg, tree.v[i]) && !proc_parse_stat(tree.v[i], &st) &&
+		    st.state != 'Z' && st.state != 'X')
+			ret = pidset_add(out, tree.v[i]);
+	for (size_t i = 0; !ret && i < cg.n; i++)
+		if (!pidset_has(&tree, cg.v[i]))
+			ret = pidset_add(strangers, cg.v[i]);
+	free(cg.v);
+	free(tree.v);
+	return ret;
+}
+
+/* Keep in s only what is also in k. */
+static void pidset_keep(struct pidset *s, const struct pidset *k)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < s->n; i++)
+		if (pidset_has(k, s->v[i]))
+			s->v[n++] = s->v[i];
+	s->n = n;
+}
+
+int freezer_check_members(const struct freezer *fz, pid_t root)
+{
+	struct pidset out = {0}, strangers = {0};
+	struct proc_stat st;
+	int ret = mismatches(fz, root, &out, &strangers);
+
+	/*
+	 * Not frozen yet, the two lists are read at two moments: a child forked
+	 * (or a process exited) in between is a mismatch of that one look only.
+	 * What stays out of place over several looks is.
+	 */
+	for (int look = 1; !ret && !fz->frozen && look < 5 && (out.n || strangers.n); look++) {
+		struct pidset o2 = {0}, s2 = {0};
+
+		nanosleep(&(struct timespec){0, 2 * 1000 * 1000}, NULL);
+		ret = mismatches(fz, root, &o2, &s2);
+		pidset_keep(&out, &o2);
+		pidset_keep(&strangers, &s2);
+		free(o2.v);
+		free(s2.v);
+	}
+	if (!ret && out.n) {
 		pr_err("pid %d (%s) of the tree of pid %d is not in cgroup %s (nor below it): "
 		       "freezing the cgroup would miss it; move it there or dump without "
 		       "--freeze-cgroup",
-		       tree.v[i], st.comm, root, fz->path);
+		       out.v[0], comm_of(out.v[0], &st), root, fz->path);
 		ret = -EINVAL;
-	}
-	for (size_t i = 0; !ret && i < cg.n; i++) {
-		if (pidset_has(&tree, cg.v[i]))
-			continue;
+	} else if (!ret && strangers.n) {
 		pr_err("pid %d (%s) is in cgroup %s but not in the tree of pid %d: freezing the "
 		       "cgroup would freeze it too; dump the cgroup's whole tree, or without "
 		       "--freeze-cgroup",
-		       cg.v[i], comm_of(cg.v[i], &st), fz->path, root);
+		       strangers.v[0], comm_of(strangers.v[0], &st), fz->path, root);
 		ret = -EINVAL;
 	}
-	free(cg.v);
-	free(tree.v);
+	free(out.v);
+	free(strangers.v);
 	return ret;
 }
 
