@@ -33,11 +33,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <linux/nsfs.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/utsname.h>
@@ -762,86 +764,128 @@ static struct ns *tree_userns(void)
 	return NULL;
 }
 
-/*
- * A namespace owned by the tree's user namespace: made by a helper that
- * entered it (amber, maybe threaded, may not, and could not come back);
- * amber opens it in /proc/HELPER/ns while the helper waits.
- */
-static int make_inside(struct tree *t, struct ns *n, int userfd)
+int ns_make_by_child(const char *what, uint32_t id, const char *nsfile, int (*make)(void *arg),
+		     int (*ready)(pid_t pid, void *arg), void *arg, int base, int *fd)
 {
-	int kind = n->e->kind, go[2], ready[2], fd = -1, ret;
+	int go[2], made[2], nfd, st, ret;
 	char path[64], c = 0;
 	pid_t pid;
 
+	*fd = -1;
 	if (pipe2(go, O_CLOEXEC))
 		return -errno;
-	if (pipe2(ready, O_CLOEXEC)) {
+	if (pipe2(made, O_CLOEXEC)) {
 		ret = -errno;
 		goto close_go;
 	}
 	pid = fork();
 	if (pid < 0) {
 		ret = -errno;
-		pr_err("cannot fork the maker of %s namespace %u: %m", kinds[kind].what, n->e->id);
-		goto close_ready;
+		pr_err("%s namespace %u: cannot fork its maker: %m", what, id);
+		goto close_made;
 	}
 	if (!pid) {
-		/* its read of go ends when amber closes its end */
+		/* amber gone, the maker goes too; its read of go ends when amber closes it */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		close(go[1]);
-		close(ready[0]);
-		if (setns(userfd, CLONE_NEWUSER))
-			pr_err("%s namespace %u: cannot enter the tree's user namespace: %m",
-			       kinds[kind].what, n->e->id);
-		/* as the namespace's root, whom its IPC sysctls let write them
-		 * (kept capabilities: the uid 0 it leaves is not this one's root) */
-		else if ((setresgid(0, 0, 0) || setresuid(0, 0, 0)) && errno != EINVAL)
-			pr_err("%s namespace %u: cannot become the user namespace's root: %m",
-			       kinds[kind].what, n->e->id);
-		else if (unshare(kinds[kind].flag))
-			pr_err("cannot make %s namespace %u: %m", kinds[kind].what, n->e->id);
-		else
-			c = set_state(n->e) ? 0 : 1;
-		if (write(ready[1], &c, 1) != 1 || !c)
+		close(made[0]);
+		c = make(arg) ? 0 : 1;
+		if (write(made[1], &c, 1) != 1 || !c)
 			_exit(1);
 		_exit(read(go[0], &c, 1) < 0);
 	}
 	close(go[0]);
 	go[0] = -1;
-	close(ready[1]);
-	ready[1] = -1;
-	ret = read(ready[0], &c, 1) == 1 && c ? 0 : -EPERM;
-	snprintf(path, sizeof(path), "/proc/%d/ns/%s", pid, kinds[kind].name);
-	fd = ret ? -1 : sys_open(path, O_RDONLY | O_CLOEXEC, 0);
-	if (!ret && fd < 0) {
-		pr_err("cannot open the new %s namespace %u (%s): %s", kinds[kind].what, n->e->id,
-		       path, strerror(-fd));
-		ret = fd;
+	close(made[1]);
+	made[1] = -1;
+	ret = read(made[0], &c, 1) == 1 && c ? 0 : -EPERM; /* the maker logged why */
+	if (!ret && ready)
+		ret = ready(pid, arg);
+	snprintf(path, sizeof(path), "/proc/%d/ns/%s", pid, nsfile);
+	nfd = ret ? -1 : sys_open(path, O_RDONLY | O_CLOEXEC, 0);
+	if (!ret && nfd < 0) {
+		pr_err("cannot open the new %s namespace %u (%s): %s", what, id, path,
+		       strerror(-nfd));
+		ret = nfd;
 	}
-	if (fd >= 0) {
-		n->fd = fcntl(fd, F_DUPFD_CLOEXEC, t->fd_base);
-		if (n->fd < 0) {
+	if (nfd >= 0) {
+		/* above the restored fds, inherited by every process */
+		*fd = fcntl(nfd, F_DUPFD_CLOEXEC, base);
+		if (*fd < 0) {
 			ret = -errno;
-			pr_err("cannot keep an fd on %s namespace %u: %m", kinds[kind].what,
-			       n->e->id);
+			pr_err("cannot keep an fd on %s namespace %u: %m", what, id);
 		}
-		close(fd);
+		close(nfd);
 	}
 	close(go[1]);
 	go[1] = -1;
-	waitpid(pid, NULL, 0);
-	if (!ret)
-		pr_info("made %s namespace %u inside the tree's user namespace%s%s",
-			kinds[kind].what, n->e->id, n->e->hostname ? ", hostname " : "",
-			n->e->hostname ? n->e->hostname : "");
-close_ready:
-	if (ready[1] >= 0)
-		close(ready[1]);
-	close(ready[0]);
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (!ret && (!WIFEXITED(st) || WEXITSTATUS(st))) {
+		pr_err("%s namespace %u: its maker (pid %d) failed", what, id, pid);
+		ret = -EIO;
+	}
+	if (ret && *fd >= 0) {
+		close(*fd);
+		*fd = -1;
+	}
+close_made:
+	if (made[1] >= 0)
+		close(made[1]);
+	close(made[0]);
 close_go:
 	if (go[0] >= 0)
 		close(go[0]);
 	if (go[1] >= 0)
 		close(go[1]);
+	return ret;
+}
+
+/* In the maker of a namespace owned by the tree's user namespace (make_inside). */
+struct inside {
+	struct ns *n;
+	int userfd;
+};
+
+static int make_in_userns(void *arg)
+{
+	struct inside *in = arg;
+	int kind = in->n->e->kind;
+
+	if (setns(in->userfd, CLONE_NEWUSER)) {
+		pr_err("%s namespace %u: cannot enter the tree's user namespace: %m",
+		       kinds[kind].what, in->n->e->id);
+		return -errno;
+	}
+	/* as the namespace's root, whom its IPC sysctls let write them
+	 * (kept capabilities: the uid 0 it leaves is not this one's root) */
+	if ((setresgid(0, 0, 0) || setresuid(0, 0, 0)) && errno != EINVAL) {
+		pr_err("%s namespace %u: cannot become the user namespace's root: %m",
+		       kinds[kind].what, in->n->e->id);
+		return -errno;
+	}
+	if (unshare(kinds[kind].flag)) {
+		pr_err("cannot make %s namespace %u: %m", kinds[kind].what, in->n->e->id);
+		return -errno;
+	}
+	return set_state(in->n->e);
+}
+
+/*
+ * A namespace owned by the tree's user namespace: made by a helper that
+ * entered it (amber, maybe threaded, may not, and could not come back).
+ */
+static int make_inside(struct tree *t, struct ns *n, int userfd)
+{
+	struct inside in = {n, userfd};
+	int kind = n->e->kind;
+	int ret = ns_make_by_child(kinds[kind].what, n->e->id, kinds[kind].name, make_in_userns,
+				   NULL, &in, t->fd_base, &n->fd);
+
+	if (!ret)
+		pr_info("made %s namespace %u inside the tree's user namespace%s%s",
+			kinds[kind].what, n->e->id, n->e->hostname ? ", hostname " : "",
+			n->e->hostname ? n->e->hostname : "");
 	return ret;
 }
 

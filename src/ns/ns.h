@@ -74,6 +74,16 @@ int timens_check(const NsEntry *e);
 int timens_make(const NsEntry *e, int base, int *fd);
 
 /*
+ * A namespace made by a child of amber, which a threaded amber could not
+ * make itself: make(arg) runs in the child (0: made; it logs why not), then
+ * the child waits; meanwhile amber runs ready(pid, arg) if given (userns:
+ * the maps), opens /proc/PID/ns/NSFILE and keeps it at or above base in *fd,
+ * and lets the child go.  what and id name the namespace in messages.
+ */
+int ns_make_by_child(const char *what, uint32_t id, const char *nsfile, int (*make)(void *arg),
+		     int (*ready)(pid_t pid, void *arg), void *arg, int base, int *fd);
+
+/*
  * The tree's user namespace (userns.c).  dump: e's maps and setgroups, from
  * pid; each process checked to be in a child of amber's; restore: e checked
  * (0 or -EBADMSG, logged) and made, *fd on it at or above base.

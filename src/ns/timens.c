@@ -25,12 +25,9 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -202,87 +199,23 @@ static int write_offsets(const NsEntry *e, const struct offsets *clk)
 	return ret;
 }
 
+/* The maker: offsets written for the children it would have (time_for_children). */
+static int unshare_time(void *arg)
+{
+	const NsEntry *e = arg;
+	struct offsets clk;
+
+	if (host_clocks("the maker of a time namespace", &clk))
+		return -EIO;
+	if (unshare(CLONE_NEWTIME)) {
+		pr_err("cannot make time namespace %u: %m", e->id);
+		return -errno;
+	}
+	return write_offsets(e, &clk);
+}
+
 int timens_make(const NsEntry *e, int base, int *fd)
 {
-	int ready[2], hold[2], ret = 0, st, nfd;
-	struct offsets clk;
-	char path[64], c = 0;
-	pid_t pid;
-
-	if (pipe2(ready, O_CLOEXEC))
-		return -errno;
-	if (pipe2(hold, O_CLOEXEC)) {
-		ret = -errno;
-		goto close_ready;
-	}
-	pid = fork();
-	if (pid < 0) {
-		ret = -errno;
-		pr_err("time namespace %u: cannot fork its maker: %m", e->id);
-		goto close_hold;
-	}
-	if (!pid) {
-		/* the maker: unshare, offsets, then it waits until amber has an fd */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		close(ready[0]);
-		close(hold[1]);
-		if (host_clocks("the maker of a time namespace", &clk))
-			_exit(1);
-		if (unshare(CLONE_NEWTIME)) {
-			pr_err("cannot make time namespace %u: %m", e->id);
-			_exit(1);
-		}
-		if (write_offsets(e, &clk))
-			_exit(1);
-		if (write(ready[1], "y", 1) != 1)
-			_exit(1);
-		if (read(hold[0], &c, 1) < 0)
-			_exit(1);
-		_exit(0);
-	}
-	close(ready[1]);
-	ready[1] = -1;
-	close(hold[0]);
-	hold[0] = -1;
-	if (read(ready[0], &c, 1) != 1) {
-		ret = -EIO; /* the maker logged why */
-		goto reap;
-	}
-	snprintf(path, sizeof(path), "/proc/%d/ns/time_for_children", pid);
-	nfd = sys_open(path, O_RDONLY | O_CLOEXEC, 0);
-	if (nfd < 0) {
-		ret = nfd;
-		pr_err("time namespace %u: cannot open %s: %s", e->id, path, strerror(-nfd));
-		goto reap;
-	}
-	/* above the restored fds, inherited by every process */
-	*fd = fcntl(nfd, F_DUPFD_CLOEXEC, base);
-	if (*fd < 0) {
-		ret = -errno;
-		pr_err("cannot keep an fd on time namespace %u: %m", e->id);
-	}
-	close(nfd);
-reap:
-	close(hold[1]);
-	hold[1] = -1;
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	if (!ret && (!WIFEXITED(st) || WEXITSTATUS(st))) {
-		pr_err("time namespace %u: its maker (pid %d) failed", e->id, pid);
-		ret = -EIO;
-	}
-	if (ret && *fd >= 0) {
-		close(*fd);
-		*fd = -1;
-	}
-close_hold:
-	if (hold[0] >= 0)
-		close(hold[0]);
-	if (hold[1] >= 0)
-		close(hold[1]);
-close_ready:
-	close(ready[0]);
-	if (ready[1] >= 0)
-		close(ready[1]);
-	return ret;
+	return ns_make_by_child("time", e->id, "time_for_children", unshare_time, NULL, (void *)e,
+				base, fd);
 }

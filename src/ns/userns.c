@@ -20,13 +20,11 @@
 #include <fcntl.h>
 #include <linux/nsfs.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "amber.h"
@@ -216,76 +214,33 @@ static int write_map(const NsEntry *e, pid_t pid, const char *name, NsIdmap *con
 	return ret;
 }
 
-int userns_make(const NsEntry *e, int base, int *fd)
+static int unshare_user(void *arg)
 {
-	int go[2], ready[2], ret, nfd = -1;
-	char path[64], c = 0;
-	pid_t pid;
+	const NsEntry *e = arg;
 
-	if (pipe2(go, O_CLOEXEC))
+	if (unshare(CLONE_NEWUSER)) {
+		pr_err("cannot make user namespace %u: %m", e->id);
 		return -errno;
-	if (pipe2(ready, O_CLOEXEC)) {
-		ret = -errno;
-		goto close_go;
 	}
-	pid = fork();
-	if (pid < 0) {
-		ret = -errno;
-		pr_err("user namespace %u: cannot fork its maker: %m", e->id);
-		goto close_ready;
-	}
-	if (!pid) {
-		/* the maker: in the new namespace until amber has its fd (go closed) */
-		close(go[1]);
-		close(ready[0]);
-		c = unshare(CLONE_NEWUSER) ? 1 : 0;
-		if (c)
-			pr_err("cannot make user namespace %u: %m", e->id);
-		if (write(ready[1], &c, 1) != 1 || c)
-			_exit(1);
-		_exit(read(go[0], &c, 1) < 0);
-	}
-	close(ready[1]);
-	ready[1] = -1;
-	close(go[0]);
-	go[0] = -1;
-	ret = read(ready[0], &c, 1) == 1 && !c ? 0 : -EPERM;
-	/* setgroups before gid_map: a deny must be written first */
-	if (!ret)
-		ret = write_map(e, pid, "setgroups", NULL, 0);
+	return 0;
+}
+
+/* setgroups before gid_map: a deny must be written first */
+static int write_maps(pid_t pid, void *arg)
+{
+	const NsEntry *e = arg;
+	int ret = write_map(e, pid, "setgroups", NULL, 0);
+
 	if (!ret)
 		ret = write_map(e, pid, "uid_map", e->uid_map, e->n_uid_map);
 	if (!ret)
 		ret = write_map(e, pid, "gid_map", e->gid_map, e->n_gid_map);
-	if (!ret) {
-		snprintf(path, sizeof(path), "/proc/%d/ns/user", pid);
-		nfd = sys_open(path, O_RDONLY | O_CLOEXEC, 0);
-		if (nfd < 0) {
-			ret = nfd;
-			pr_err("cannot open the new user namespace %u (%s): %s", e->id, path,
-			       strerror(-nfd));
-		}
-	}
-	if (nfd >= 0) {
-		/* above the restored fds, inherited by every process */
-		*fd = fcntl(nfd, F_DUPFD_CLOEXEC, base);
-		if (*fd < 0) {
-			ret = -errno;
-			pr_err("cannot keep an fd on user namespace %u: %m", e->id);
-		}
-		close(nfd);
-	}
-	close(go[1]);
-	go[1] = -1;
-	waitpid(pid, NULL, 0);
-close_ready:
-	if (ready[1] >= 0)
-		close(ready[1]);
-	close(ready[0]);
-close_go:
-	if (go[0] >= 0)
-		close(go[0]);
-	if (go[1] >= 0)
-		close(go[1]);
 	return ret;
+}
+
+int userns_make(const NsEntry *e, int base, int *fd)
+{
+	/* the maker: in the new namespace until amber wrote its maps and has its fd */
+	return ns_make_by_child("user", e->id, "user", unshare_user, write_maps, (void *)e, base,
+				fd);
 }
