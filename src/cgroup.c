@@ -28,6 +28,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <linux/bpf.h>
 
 #include "amber.h"
 #include "image.h"
@@ -40,24 +41,88 @@
 
 #define MAX_HIER 32
 
-/* The settings kept, per controller, in the order they are written back. */
-static const char *const props[] = {
-	"cpuset.cpus",
-	"cpuset.mems",
-	"cpu.cfs_period_us",
-	"cpu.cfs_quota_us",
-	"cpu.shares",
-	"cpu.max",
-	"cpu.weight",
-	"memory.limit_in_bytes",
-	"memory.soft_limit_in_bytes",
-	"memory.swappiness",
-	"memory.max",
-	"memory.high",
-	"memory.low",
-	"memory.min",
-	"memory.swap.max",
-	"pids.max",
+/*
+ * The settings kept, per controller, in the order they are written back:
+ * one value, a file written a line at a time, or a v1 device list (every
+ * device denied, then each line allowed: a cgroup made again must not
+ * inherit its parent's wider list).
+ */
+enum prop_how { PROP_ONE, PROP_LINES, PROP_DEVICES };
+
+static const struct {
+	const char *name;
+	enum prop_how how;
+} props[] = {
+	{"cpuset.cpus", PROP_ONE},
+	{"cpuset.mems", PROP_ONE},
+	{"cpu.cfs_period_us", PROP_ONE},
+	{"cpu.cfs_quota_us", PROP_ONE},
+	{"cpu.shares", PROP_ONE},
+	{"cpu.max", PROP_ONE},
+	{"cpu.weight", PROP_ONE},
+	{"memory.limit_in_bytes", PROP_ONE},
+	{"memory.memsw.limit_in_bytes", PROP_ONE}, /* after the limit: not below it */
+	{"memory.soft_limit_in_bytes", PROP_ONE},
+	{"memory.swappiness", PROP_ONE},
+	{"memory.max", PROP_ONE},
+	{"memory.high", PROP_ONE},
+	{"memory.low", PROP_ONE},
+	{"memory.min", PROP_ONE},
+	{"memory.swap.max", PROP_ONE},
+	{"pids.max", PROP_ONE},
+	{"hugetlb.2MB.limit_in_bytes", PROP_ONE},
+	{"hugetlb.1GB.limit_in_bytes", PROP_ONE},
+	{"hugetlb.2MB.max", PROP_ONE},
+	{"hugetlb.1GB.max", PROP_ONE},
+	{"net_cls.classid", PROP_ONE},
+	{"net_prio.ifpriomap", PROP_LINES},
+	{"blkio.weight", PROP_ONE},
+	{"blkio.weight_device", PROP_LINES},
+	{"blkio.throttle.read_bps_device", PROP_LINES},
+	{"blkio.throttle.write_bps_device", PROP_LINES},
+	{"blkio.throttle.read_iops_device", PROP_LINES},
+	{"blkio.throttle.write_iops_device", PROP_LINES},
+	{"io.weight", PROP_LINES},
+	{"io.max", PROP_LINES},
+	{"rdma.max", PROP_LINES},
+	{"misc.max", PROP_LINES},
+	{"devices.list", PROP_DEVICES},
+};
+
+#define NR_PROPS (sizeof(props) / sizeof(props[0]))
+#define PROP_MAX 65536 /* a value's length */
+
+/*
+ * The cgroup BPF attach types a v2 cgroup may hold programs of: such a
+ * cgroup (a container's device filter, its firewall) is not made again.
+ */
+static const struct {
+	enum bpf_attach_type type;
+	const char *name;
+} bpf_types[] = {
+	{BPF_CGROUP_INET_INGRESS, "ingress"},
+	{BPF_CGROUP_INET_EGRESS, "egress"},
+	{BPF_CGROUP_INET_SOCK_CREATE, "sock_create"},
+	{BPF_CGROUP_SOCK_OPS, "sock_ops"},
+	{BPF_CGROUP_DEVICE, "device"},
+	{BPF_CGROUP_INET4_BIND, "bind4"},
+	{BPF_CGROUP_INET6_BIND, "bind6"},
+	{BPF_CGROUP_INET4_CONNECT, "connect4"},
+	{BPF_CGROUP_INET6_CONNECT, "connect6"},
+	{BPF_CGROUP_INET4_POST_BIND, "post_bind4"},
+	{BPF_CGROUP_INET6_POST_BIND, "post_bind6"},
+	{BPF_CGROUP_UDP4_SENDMSG, "sendmsg4"},
+	{BPF_CGROUP_UDP6_SENDMSG, "sendmsg6"},
+	{BPF_CGROUP_SYSCTL, "sysctl"},
+	{BPF_CGROUP_UDP4_RECVMSG, "recvmsg4"},
+	{BPF_CGROUP_UDP6_RECVMSG, "recvmsg6"},
+	{BPF_CGROUP_GETSOCKOPT, "getsockopt"},
+	{BPF_CGROUP_SETSOCKOPT, "setsockopt"},
+	{BPF_CGROUP_INET4_GETPEERNAME, "getpeername4"},
+	{BPF_CGROUP_INET6_GETPEERNAME, "getpeername6"},
+	{BPF_CGROUP_INET4_GETSOCKNAME, "getsockname4"},
+	{BPF_CGROUP_INET6_GETSOCKNAME, "getsockname6"},
+	{BPF_CGROUP_INET_SOCK_RELEASE, "sock_release"},
 };
 
 /* A cgroup hierarchy mounted in amber's mount namespace. */
@@ -349,11 +414,86 @@ static bool dir_known(const CgMember *m)
 	return false;
 }
 
+/* fd's contents into buf (len bytes, the last for the NUL): their length, or -errno. */
+static int read_all(int fd, char *buf, size_t len)
+{
+	size_t n = 0;
+	ssize_t r;
+
+	while ((r = read(fd, buf + n, len - 1 - n)) > 0)
+		if ((n += (size_t)r) == len - 1)
+			return -EFBIG;
+	if (r < 0)
+		return -errno;
+	buf[n] = 0;
+	return (int)n;
+}
+
+/* net_prio.ifpriomap without its "IFNAME 0" lines. */
+static void drop_zero_prios(char *val)
+{
+	char *out = val, *l = val;
+
+	while (*l) {
+		size_t n = strcspn(l, "\n");
+
+		if (n < 2 || strncmp(l + n - 2, " 0", 2)) {
+			memmove(out, l, n);
+			out += n;
+			*out++ = '\n';
+		}
+		l += n + (l[n] == '\n');
+	}
+	*out = 0;
+}
+
+/*
+ * The attach types of the BPF programs attached to v2 cgroup rel of h
+ * itself (not inherited), into d->bpf.  Querying needs CAP_NET_ADMIN: a
+ * non-root owner's dump sees none, and its restore makes cgroups with the
+ * owner's rights only.
+ */
+static int bpf_attached(const struct hier *h, const char *rel, CgDir *d)
+{
+	int fd = openat(h->fd, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0) {
+		pr_err("cannot open cgroup %s/%s: %m", h->mnt, rel);
+		return -errno;
+	}
+	for (size_t i = 0; i < sizeof(bpf_types) / sizeof(bpf_types[0]); i++) {
+		union bpf_attr a;
+		long r;
+
+		memset(&a, 0, sizeof(a));
+		a.query.target_fd = (__u32)fd;
+		a.query.attach_type = bpf_types[i].type;
+		r = sys_bpf(BPF_PROG_QUERY, &a, sizeof(a));
+		if (r == -EPERM || r == -ENOSYS)
+			break; /* not root, or no BPF: nothing to see */
+		if (r == -EINVAL)
+			continue; /* a type this kernel does not have */
+		if (r < 0) {
+			pr_err("cgroup %s/%s: cannot query its BPF programs: %s", h->mnt, rel,
+			       strerror((int)-r));
+			close(fd);
+			return (int)r;
+		}
+		if (a.query.prog_cnt && !(d->bpf[d->n_bpf++] = strdup(bpf_types[i].name))) {
+			close(fd);
+			return -ENOMEM;
+		}
+	}
+	close(fd);
+	return 0;
+}
+
 /* The settings of a cgroup of the tree (not a hierarchy's root). */
 static int dump_dir(const CgMember *m)
 {
 	const struct hier *h = hier_of(m->controllers);
-	char file[PATH_MAX + 64], val[4096];
+	char file[PATH_MAX + 64], *val;
+	int ret = -ENOMEM;
 	CgroupEntry *e;
 	CgDir *d;
 
@@ -363,46 +503,70 @@ static int dump_dir(const CgMember *m)
 		return 0; /* a hierarchy amber does not see: its processes are moved nowhere */
 	e = calloc(1, sizeof(*e));
 	d = calloc(1, sizeof(*d));
-	if (!e || !d)
+	val = malloc(PROP_MAX);
+	if (!e || !d || !val)
 		goto nomem;
 	cgroup_entry__init(e);
 	cg_dir__init(d);
 	e->dir = d;
 	d->controllers = strdup(m->controllers);
 	d->path = strdup(m->path);
-	d->props = calloc(sizeof(props) / sizeof(props[0]), sizeof(*d->props));
-	if (!d->controllers || !d->path || !d->props)
+	d->props = calloc(NR_PROPS, sizeof(*d->props));
+	d->bpf = calloc(sizeof(bpf_types) / sizeof(bpf_types[0]), sizeof(*d->bpf));
+	if (!d->controllers || !d->path || !d->props || !d->bpf)
 		goto free_entry;
-	for (size_t i = 0; i < sizeof(props) / sizeof(props[0]); i++) {
+	for (size_t i = 0; i < NR_PROPS; i++) {
 		CgProp *p;
 		int fd, r;
 
-		if (cg_rel(h, m->path, props[i], file, sizeof(file)))
+		if (cg_rel(h, m->path, props[i].name, file, sizeof(file)))
 			continue;
 		fd = openat(h->fd, file, O_RDONLY | O_CLOEXEC);
 		if (fd < 0)
 			continue;
-		r = (int)read(fd, val, sizeof(val) - 1);
+		r = read_all(fd, val, PROP_MAX);
 		close(fd);
+		if (r == -EFBIG) {
+			pr_err("cgroup %s/%s: more than %d bytes; amber cannot keep it", h->mnt,
+			       file, PROP_MAX - 1);
+			ret = r;
+			goto free_entry;
+		}
 		if (r <= 0)
 			continue;
-		val[r] = 0;
-		val[strcspn(val, "\n")] = 0;
+		if (props[i].how == PROP_ONE)
+			val[strcspn(val, "\n")] = 0;
+		else if (!strcmp(props[i].name, "net_prio.ifpriomap"))
+			drop_zero_prios(val); /* the default: an interface may be gone */
+		while (*val && val[strlen(val) - 1] == '\n')
+			val[strlen(val) - 1] = 0;
+		if (!*val && props[i].how == PROP_LINES)
+			continue;
 		p = calloc(1, sizeof(*p));
 		if (!p)
 			goto free_entry;
 		cg_prop__init(p);
-		p->name = strdup(props[i]);
+		p->name = strdup(props[i].name);
 		p->value = strdup(val);
 		d->props[d->n_props++] = p;
 		if (!p->name || !p->value)
 			goto free_entry;
 	}
+	if (!m->controllers[0]) {
+		ret = cg_rel(h, m->path, NULL, file, sizeof(file));
+		if (!ret)
+			ret = bpf_attached(h, file, d);
+		if (ret)
+			goto free_entry;
+	}
+	free(val);
 	return push(&dirs, &nr_dirs, e);
 free_entry:
+	free(val);
 	cgroup_entry__free_unpacked(e, NULL);
-	return -ENOMEM;
+	return ret;
 nomem:
+	free(val);
 	free(e);
 	free(d);
 	return -ENOMEM;
@@ -498,10 +662,19 @@ static bool clean_path(const char *p)
 	return strcmp(p, "/") ? p[strlen(p) - 1] != '/' : true;
 }
 
-static bool known_prop(const char *name)
+/* The props[] entry of a setting, NULL for one amber does not keep. */
+static int prop_index(const char *name)
 {
-	for (size_t i = 0; i < sizeof(props) / sizeof(props[0]); i++)
-		if (!strcmp(props[i], name))
+	for (size_t i = 0; i < NR_PROPS; i++)
+		if (!strcmp(props[i].name, name))
+			return (int)i;
+	return -1;
+}
+
+static bool known_bpf(const char *name)
+{
+	for (size_t i = 0; i < sizeof(bpf_types) / sizeof(bpf_types[0]); i++)
+		if (!strcmp(bpf_types[i].name, name))
 			return true;
 	return false;
 }
@@ -547,11 +720,16 @@ static int check_loaded(struct tree *t)
 				return corrupt("a cgroup's path", e->dir->path);
 			for (size_t j = 0; j < e->dir->n_props; j++) {
 				const CgProp *p = e->dir->props[j];
+				int k = prop_index(p->name);
 
-				if (!known_prop(p->name) || strlen(p->value) >= 4096 ||
-				    strchr(p->value, '\n'))
+				if (k < 0 || strlen(p->value) >= PROP_MAX ||
+				    (props[k].how == PROP_ONE && strchr(p->value, '\n')))
 					return corrupt("a cgroup setting", p->name);
 			}
+			for (size_t j = 0; j < e->dir->n_bpf; j++)
+				if (!known_bpf(e->dir->bpf[j]) || strlen(e->dir->controllers))
+					return corrupt("a cgroup's BPF program type",
+						       e->dir->bpf[j]);
 		}
 	}
 	return 0;
@@ -570,22 +748,52 @@ static int write_file(int dirfd, const char *path, const char *val)
 	return ret;
 }
 
+/* Each line of val into file of cgroup dir (below h->fd), one write each. */
+static int write_lines(const struct hier *h, const char *dir, const char *file, const char *val)
+{
+	char path[PATH_MAX + 64], line[PROP_MAX];
+	int ret = cg_rel(h, dir, file, path, sizeof(path));
+
+	for (const char *l = val; !ret && *l; l += strcspn(l, "\n"), l += *l == '\n') {
+		snprintf(line, sizeof(line), "%.*s", (int)strcspn(l, "\n"), l);
+		ret = *line ? write_file(h->fd, path, line) : 0;
+		if (ret)
+			pr_err("cannot write '%s' to %s/%s: %s", line, h->mnt, path,
+			       strerror(-ret));
+	}
+	return ret;
+}
+
 /* The dumped settings of cgroup d of h (made by amber, or with "full"). */
 static int set_props(const struct hier *h, const CgDir *d)
 {
 	char file[PATH_MAX + 64];
 
 	for (size_t i = 0; i < d->n_props; i++) {
-		int ret = cg_rel(h, d->path, d->props[i]->name, file, sizeof(file));
+		const CgProp *p = d->props[i];
+		int ret = cg_rel(h, d->path, p->name, file, sizeof(file));
 
 		if (ret || faccessat(h->fd, file, F_OK, 0))
 			continue; /* not this kernel's or this hierarchy's */
-		ret = write_file(h->fd, file, d->props[i]->value);
-		if (ret) {
-			pr_err("cannot set %s/%s to '%s': %s", h->mnt, file, d->props[i]->value,
-			       strerror(-ret));
-			return ret;
+		switch (props[prop_index(p->name)].how) {
+		case PROP_ONE:
+			ret = write_file(h->fd, file, p->value);
+			if (ret)
+				pr_err("cannot set %s/%s to '%s': %s", h->mnt, file, p->value,
+				       strerror(-ret));
+			break;
+		case PROP_LINES:
+			ret = write_lines(h, d->path, p->name, p->value);
+			break;
+		case PROP_DEVICES:
+			/* nothing but what the dumped cgroup allowed */
+			ret = write_lines(h, d->path, "devices.deny", "a");
+			if (!ret)
+				ret = write_lines(h, d->path, "devices.allow", p->value);
+			break;
 		}
+		if (ret)
+			return ret;
 	}
 	return 0;
 }
@@ -624,6 +832,29 @@ static int make_dir(const struct hier *h, const char *path, bool *made)
 		}
 	}
 	return 0;
+}
+
+/*
+ * A v2 cgroup that had BPF programs attached (a runtime's device filter or
+ * firewall) must exist: made again it would have none, and its processes
+ * would have devices and network the dump did not give them.
+ */
+static int bpf_cgroup_there(const CgDir *d)
+{
+	const struct hier *h = hier_of(d->controllers);
+	char rel[PATH_MAX], types[256] = "";
+
+	if (h && !cg_rel(h, d->path, NULL, rel, sizeof(rel)) &&
+	    !faccessat(h->fd, rel, F_OK, AT_SYMLINK_NOFOLLOW))
+		return 0;
+	for (size_t i = 0; i < d->n_bpf; i++)
+		snprintf(types + strlen(types), sizeof(types) - strlen(types), "%s%s", i ? "," : "",
+			 d->bpf[i]);
+	pr_err("cgroup %s had BPF programs attached (%s), which amber cannot make again: "
+	       "make the cgroup with its programs before the restore (as the container "
+	       "runtime does), or restore with --manage-cgroups=ignore",
+	       d->path, types);
+	return -EPERM;
 }
 
 static bool mode_is(const struct tree *t, const char *mode)
@@ -671,6 +902,9 @@ static int cgroup_restore_tree(struct tree *t)
 			}
 		}
 	}
+	for (size_t i = 0; !ret && i < nr_loaded; i++)
+		if (loaded[i]->dir && loaded[i]->dir->n_bpf)
+			ret = bpf_cgroup_there(loaded[i]->dir);
 	if (ret)
 		return ret;
 	ret = owner_enter(t);

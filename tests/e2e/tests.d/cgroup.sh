@@ -1,6 +1,6 @@
 # cgroups (src/cgroup.c): each process back in its own cgroups; a missing one is made with
 # its dumped settings (--manage-cgroups soft, the default), full and ignore modes.
-TESTS+=(cgroup_soft cgroup_ignore cgroup_image_refused)
+TESTS+=(cgroup_soft cgroup_ignore cgroup_image_refused cgroup_devices cgroup_bpf_refused)
 
 # the v2 hierarchy and the one with the pids controller (v1, or v2 where it is enabled)
 cg_hiers() {
@@ -113,4 +113,69 @@ t_cgroup_image_refused() {
 	cleanup_test
 	cg_rm
 	return $rc
+}
+
+# v1 devices: a container's device list survives the cgroup being made again; before, the new
+# cgroup inherited its parent's ("a *:* rwm") and the restored process could open any device
+cgd_dir() { echo "$CGD/$(cg_name dev)"; }
+cgd_setup() {
+	echo "$PID" >"$(cgd_dir)/cgroup.procs" || { fail "cannot move the program into $(cgd_dir)"; return 1; }
+	touch "$T/moved"
+	wait_for 10 test -e "$T/seen" || { fail "the program did not check its devices"; return 1; }
+	cat "$(cgd_dir)/devices.list" >"$W/devices.before"
+}
+cgd_gone() {
+	wait_for 10 rmdir "$(cgd_dir)" || { fail "cannot remove $(cgd_dir)"; return 1; }
+}
+cgd_back() {
+	grep -q ":devices:/$(cg_name dev)\$" "/proc/$PID/cgroup" ||
+		{ fail "the process is not back in its devices cgroup"; return 1; }
+	diff -u "$W/devices.before" "$(cgd_dir)/devices.list" >>"$W/log" ||
+		{ fail "the cgroup made again allows other devices"; return 1; }
+	note "$(cg_name dev) made again allowing only: $(tr '\n' ';' <"$(cgd_dir)/devices.list")"
+}
+t_cgroup_devices() {
+	CGD=$(findmnt -rn -t cgroup -o TARGET,OPTIONS | awk '$2 ~ /(^|,)devices(,|$)/ {print $1; exit}')
+	[ -n "$CGD" ] || return 77
+	mkdir -p "$(cgd_dir)" && echo a >"$(cgd_dir)/devices.deny" &&
+		echo "c 1:3 rwm" >"$(cgd_dir)/devices.allow" && echo "c 1:5 r" >"$(cgd_dir)/devices.allow" ||
+		{ fail "cannot set up $(cgd_dir)"; return 1; }
+	cycle -P cgd_setup -B cgd_gone -A cgd_back -- "$PROGS/cgdevices" "$T"
+	local rc=$?
+	cleanup_test
+	[ -d "$(cgd_dir)" ] && wait_for 10 rmdir "$(cgd_dir)"
+	return $rc
+}
+
+# v2: a cgroup with a BPF device program attached (a runtime's device filter) is not made again
+# without it: refused, naming the cgroup, before any process exists; restored once it is there
+t_cgroup_bpf_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	local cg2 dir
+	cg2=$(findmnt -rn -t cgroup2 -o TARGET | head -1)
+	[ -n "$cg2" ] || return 77
+	dir="$cg2/$(cg_name bpf)"
+	mkdir -p "$dir" || { fail "cannot make $dir"; return 1; }
+	"$PROGS/cgbpf" "$dir" 2>>"$W/log"
+	case $? in 0) ;; 77) rmdir "$dir"; return 77 ;; *) fail "cannot attach a device program to $dir"; rmdir "$dir"; return 1 ;; esac
+	cgb_fail() { fail "$1"; [ -n "$2" ] && attach "$2"; cleanup_test; [ -d "$dir" ] && wait_for 10 rmdir "$dir"; return 1; }
+	start_prog "$PROGS/counter" "$T" || { rmdir "$dir"; return 1; }
+	echo "$PID" >"$dir/cgroup.procs" || cgb_fail "cannot move the program into $dir" || return 1
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" || cgb_fail "amber dump failed" "$W/dump.log" || return 1
+	wait_for 10 is_gone "$PID" && wait_for 10 rmdir "$dir" || cgb_fail "cannot remove $dir after the dump" || return 1
+	amber_to "$W/refused.log" 30 restore -d -D "$W/img"
+	[ $? != 0 ] || cgb_fail "restored without the cgroup's device program" || return 1
+	grep -q "cgroup /$(cg_name bpf) had BPF programs attached (device)" "$W/refused.log" ||
+		cgb_fail "refused, but not naming the cgroup and its device program" "$W/refused.log" || return 1
+	! grep -q "restoring task" "$W/refused.log" && ! kill -0 "$PID" 2>/dev/null ||
+		cgb_fail "refused once processes existed" || return 1
+	[ ! -d "$dir" ] || cgb_fail "the refused restore made $dir" || return 1
+	note "$(grep -m1 -o "error.*" "$W/refused.log")"
+	# the runtime's part: the cgroup with its program; then the restore goes on
+	mkdir "$dir" && "$PROGS/cgbpf" "$dir" || cgb_fail "cannot make $dir again" || return 1
+	unedited_restores || { cleanup_test; wait_for 10 rmdir "$dir"; return 1; }
+	grep -q "::/$(cg_name bpf)\$" "/proc/$PID/cgroup" || cgb_fail "the restored counter is not in $dir" || return 1
+	cleanup_test
+	wait_for 10 rmdir "$dir"
+	return 0
 }
