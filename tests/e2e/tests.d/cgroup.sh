@@ -105,6 +105,7 @@ t_cgroup_image_refused() {
 	cg_refused cg_setid "a set's id" "0.set.id=0" || ok=1
 	cg_refused cg_prop "a cgroup setting" "4.dir.props.0.name=release_agent" \
 		"4.dir.props.0.value=/tmp/x" || ok=1
+	cg_refused cg_bpf "a cgroup's BPF program type" "4.dir.bpf=bogus" || ok=1
 	cg_refused cg_task "a process not in pstree.img" "2.task.pid=1" || ok=1
 	cg_refused cg_hier "does not mount" "0.set.members.0.controllers=nosuchctl" || ok=1
 	[ $ok = 0 ] || { cg_rm; return 1; }
