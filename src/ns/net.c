@@ -7,7 +7,7 @@
  * Dump (as root): amber's calling thread setns()es into the namespace (only
  * that thread changes namespace; /proc/net and /proc/sys/net follow it, it
  * being the leader) and reads its configuration through rtnetlink (libnl):
- * links (lo, and veth whose peer is in another namespace), addresses and
+ * links (lo, and veth: its peer in the tree's namespaces, or outside), addresses and
  * routes the kernel did not make itself; the sysctls under /proc/sys/net
  * whose value differs from a new namespace's (read once in one made for
  * that); the nftables ruleset (libnftables, "list ruleset").  A socket is
@@ -15,10 +15,12 @@
  * sock_diag, /proc/net and TCP repair see it there.
  *
  * Restore: every namespace is made before any socket (netns_ops comes before
- * files_ops): unshare() in amber's thread, sysctls, links (a veth needs
- * --external veth[NAME]:HOST, the host side made in amber's namespace and
- * kept down until the processes run, so that no peer's packet meets a
- * socket not made yet), addresses, routes, the ruleset (nft -f through
+ * files_ops): unshare() in amber's thread, a TCP lock (restore_lock()),
+ * sysctls; once all exist, in each: links (a pair of the tree's made
+ * together; one whose peer was outside needs --external veth[NAME]:HOST, the
+ * host side made in amber's namespace and kept down until the processes
+ * run, so that no peer's packet meets a socket not made yet), addresses,
+ * routes, the ruleset (nft -f through
  * libnftables, after a check that it is only tables: no include or define,
  * which could read files), an fd kept on it above the restored fds, back
  * into amber's own.  Sockets of a namespace are made from inside it
@@ -32,6 +34,7 @@
 #include <fcntl.h>
 #include <linux/if_arp.h>
 #include <linux/if_addr.h>
+#include <linux/net_namespace.h>
 #include <linux/rtnetlink.h>
 #include <linux/sockios.h>
 #include <nftables/libnftables.h>
@@ -61,7 +64,8 @@
 
 struct netns {
 	NetnsEntry *e;
-	int fd; /* dump: on /proc/PID/ns/net of a process in it; restore: the one made */
+	int fd;	     /* dump: on /proc/PID/ns/net of a process in it; restore: the one made */
+	bool locked; /* restore: its packets dropped until every process exists */
 };
 
 static struct netns *nets;
@@ -386,6 +390,109 @@ static int read_sysctls(NetnsEntry *e)
 
 /* ---- links, addresses, routes (dump) ---- */
 
+/*
+ * A veth's peer: in the same namespace (no netnsid), or in the one its
+ * netnsid names, which is the tree's when an nsid query from this namespace
+ * gives that id for one of the tree's (peers_resolve(), once all are known).
+ */
+struct peer_note {
+	NetLink *k;
+	uint32_t ns;
+	int32_t nsid;
+};
+
+static struct peer_note *peers;
+static size_t nr_peers;
+
+static int note_peer(NetnsEntry *e, NetLink *k, struct rtnl_link *l)
+{
+	int32_t nsid;
+	struct peer_note *np;
+
+	k->has_peer_ifindex = 1;
+	k->peer_ifindex = (uint32_t)rtnl_link_get_link(l);
+	if (rtnl_link_get_link_netnsid(l, &nsid) < 0) {
+		k->has_peer_ns = 1;
+		k->peer_ns = e->id;
+		return 0;
+	}
+	np = realloc(peers, (nr_peers + 1) * sizeof(*np));
+	if (!np)
+		return -ENOMEM;
+	peers = np;
+	peers[nr_peers++] = (struct peer_note){k, e->id, nsid};
+	return 0;
+}
+
+/* In a namespace: the nsid it gives the namespace of fd (-1: none yet), or -errno. */
+static int nsid_of(struct nl_sock *sk, int fd, int32_t *nsid)
+{
+	struct rtgenmsg g = {.rtgen_family = AF_UNSPEC};
+	struct nlattr *tb[NETNSA_MAX + 1];
+	struct nl_msg *m = nlmsg_alloc_simple(RTM_GETNSID, NLM_F_REQUEST);
+	struct sockaddr_nl from;
+	unsigned char *buf = NULL;
+	struct nlmsghdr *h;
+	int n, ret = -EIO;
+
+	if (!m)
+		return -ENOMEM;
+	if (nlmsg_append(m, &g, sizeof(g), NLMSG_ALIGNTO) < 0 ||
+	    nla_put_u32(m, NETNSA_FD, (uint32_t)fd) < 0 || nl_send_auto(sk, m) < 0) {
+		nlmsg_free(m);
+		return -EIO;
+	}
+	nlmsg_free(m);
+	n = nl_recv(sk, &from, &buf, NULL);
+	h = (struct nlmsghdr *)buf;
+	if (n > 0 && nlmsg_ok(h, n) && h->nlmsg_type == RTM_NEWNSID &&
+	    nlmsg_parse(h, sizeof(g), tb, NETNSA_MAX, NULL) >= 0 && tb[NETNSA_NSID]) {
+		*nsid = nla_get_s32(tb[NETNSA_NSID]);
+		ret = 0;
+	}
+	free(buf);
+	return ret;
+}
+
+/* Each veth whose peer is in another of the tree's namespaces gets its peer_ns. */
+static int peers_resolve(void)
+{
+	int ret = 0;
+
+	for (size_t i = 0; !ret && i < nr_peers; i++) {
+		struct peer_note *p = &peers[i];
+		struct nl_sock *sk;
+
+		ret = netns_enter(p->ns);
+		if (ret)
+			break;
+		ret = nl_open(&sk, p->ns);
+		for (size_t j = 0; !ret && j < nr_nets && !p->k->has_peer_ns; j++) {
+			int32_t nsid;
+
+			if (nets[j].e->id == p->ns)
+				continue;
+			ret = nsid_of(sk, nets[j].fd, &nsid);
+			if (ret)
+				pr_err("network namespace %u: cannot ask the nsid of namespace %u",
+				       p->ns, nets[j].e->id);
+			else if (nsid >= 0 && nsid == p->nsid) {
+				p->k->has_peer_ns = 1;
+				p->k->peer_ns = nets[j].e->id;
+			}
+		}
+		if (sk)
+			nl_socket_free(sk);
+		netns_leave(p->ns);
+		if (!p->k->has_peer_ns)
+			p->k->has_peer_ifindex = 0; /* outside: --external veth[] at restore */
+	}
+	free(peers);
+	peers = NULL;
+	nr_peers = 0;
+	return ret;
+}
+
 static int read_links(struct nl_sock *sk, NetnsEntry *e, pid_t pid)
 {
 	struct nl_cache *cache;
@@ -413,14 +520,6 @@ static int read_links(struct nl_sock *sk, NetnsEntry *e, pid_t pid)
 			ret = -EOPNOTSUPP;
 			break;
 		}
-		/* a veth whose peer is here too: no netnsid names another namespace */
-		if (!lo && rtnl_link_get_link_netnsid(l, &(int32_t){0}) < 0) {
-			pr_err("pid %d: network namespace %u: veth %s has its peer in the same "
-			       "namespace, which amber does not make again",
-			       pid, e->id, name);
-			ret = -EOPNOTSUPP;
-			break;
-		}
 		k = malloc(sizeof(*k));
 		if (!k) {
 			ret = -ENOMEM;
@@ -439,6 +538,8 @@ static int read_links(struct nl_sock *sk, NetnsEntry *e, pid_t pid)
 			k->has_mac = 1;
 			ret = put_bytes(&k->mac, rtnl_link_get_addr(l));
 		}
+		if (!ret && !lo)
+			ret = note_peer(e, k, l);
 	}
 	nl_cache_free(cache);
 	return ret;
@@ -718,6 +819,10 @@ static int netns_dump_tree(struct tree *t)
 {
 	int ret = own_ns(0);
 
+	free(peers); /* a failed dump's notes (an RPC worker dumps again) */
+	peers = NULL;
+	nr_peers = 0;
+
 	for (size_t p = 0; !ret && p < t->nr_procs; p++) {
 		pid_t pid = t->dprocs[p]->pid;
 		PstreeEntry *e = tree_entry(t, (uint32_t)pid);
@@ -725,6 +830,8 @@ static int netns_dump_tree(struct tree *t)
 		ret = net_id(pid, &e->net_ns);
 		e->has_net_ns = e->net_ns != 0;
 	}
+	if (!ret)
+		ret = peers_resolve();
 	if (!ret && nr_nets)
 		ret = write_netns_img(t);
 	return ret;
@@ -848,6 +955,10 @@ static int check_links(const NetnsEntry *e)
 		} else if (!strcmp(l->kind, "veth")) {
 			if (l->has_mac && l->mac.len != 6)
 				return corrupt(e->id, "veth %s: a MAC address not of 6 bytes",
+					       l->name);
+			if (l->has_peer_ns != l->has_peer_ifindex ||
+			    (l->has_peer_ns && (!l->peer_ifindex || l->peer_ifindex > INT32_MAX)))
+				return corrupt(e->id, "veth %s: a peer without its ifindex",
 					       l->name);
 		} else {
 			return corrupt(e->id, "a link of a kind amber does not make (%s)", l->kind);
@@ -1090,7 +1201,22 @@ static int check_pstree(const struct tree *t)
 	return 0;
 }
 
-/* Each veth comes back with its host side named by --external, which must be free. */
+/* A veth's peer of the tree, which names it back; NULL if there is none. */
+static const NetLink *peer_of(const NetnsEntry *e, const NetLink *k)
+{
+	const struct netns *pn = find(k->peer_ns);
+	const NetLink *p = pn ? link_of(pn->e, k->peer_ifindex) : NULL;
+
+	if (!p || strcmp(p->kind, "veth") || !p->has_peer_ns || p->peer_ns != e->id ||
+	    p->peer_ifindex != k->ifindex || p == k)
+		return NULL;
+	return p;
+}
+
+/*
+ * Each veth comes back with its peer when that is the tree's, else with its
+ * host side named by --external, which must be free.
+ */
 static int check_veths(const struct tree *t)
 {
 	for (size_t n = 0; n < nr_nets; n++) {
@@ -1102,6 +1228,14 @@ static int check_veths(const struct tree *t)
 
 			if (strcmp(e->links[i]->kind, "veth"))
 				continue;
+			if (e->links[i]->has_peer_ns) {
+				if (!peer_of(e, e->links[i]))
+					return corrupt(e->id,
+						       "veth %s: its peer is not a veth of the "
+						       "image that names it back",
+						       name);
+				continue;
+			}
 			x = ext_of(name);
 			if (!x) {
 				pr_err("network namespace %u has veth %s, whose peer was outside "
@@ -1245,21 +1379,11 @@ static struct nl_addr *build(uint32_t family, const ProtobufCBinaryData *b, uint
 	return a;
 }
 
-/* lo is there already; a veth's host side goes to amber's namespace, down. */
-static int make_link(struct nl_sock *sk, const NetnsEntry *e, const NetLink *k)
+/* One end of a veth as the image has it. */
+static void veth_side(struct rtnl_link *l, const NetLink *k)
 {
-	struct rtnl_link *l, *peer;
-	struct veth_ext *x;
 	struct nl_addr *mac;
-	int err;
 
-	if (!strcmp(k->kind, "loopback"))
-		return 0;
-	x = ext_of(k->name);
-	l = rtnl_link_veth_alloc();
-	if (!l)
-		return -ENOMEM;
-	peer = rtnl_link_veth_get_peer(l);
 	rtnl_link_set_name(l, k->name);
 	rtnl_link_set_ifindex(l, (int)k->ifindex);
 	rtnl_link_set_mtu(l, k->mtu);
@@ -1270,15 +1394,46 @@ static int make_link(struct nl_sock *sk, const NetnsEntry *e, const NetLink *k)
 			nl_addr_put(mac);
 		}
 	}
-	rtnl_link_set_name(peer, x->host);
-	rtnl_link_set_mtu(peer, k->mtu);
-	rtnl_link_set_ns_fd(peer, own_fd);
+}
+
+/*
+ * lo is there already; a veth's host side goes to amber's namespace, down; a
+ * pair of the tree's goes to its two namespaces (all made by now).
+ */
+static int make_link(struct nl_sock *sk, const NetnsEntry *e, const NetLink *k)
+{
+	struct rtnl_link *l, *peer;
+	struct veth_ext *x;
+	int err;
+
+	if (!strcmp(k->kind, "loopback"))
+		return 0;
+	/* a pair of the tree's is made once, from the first namespace or lower ifindex */
+	if (k->has_peer_ns &&
+	    (k->peer_ns < e->id || (k->peer_ns == e->id && k->peer_ifindex < k->ifindex)))
+		return 0;
+	x = k->has_peer_ns ? NULL : ext_of(k->name);
+	l = rtnl_link_veth_alloc();
+	if (!l)
+		return -ENOMEM;
+	peer = rtnl_link_veth_get_peer(l);
+	veth_side(l, k);
+	if (x) {
+		rtnl_link_set_name(peer, x->host);
+		rtnl_link_set_mtu(peer, k->mtu);
+		rtnl_link_set_ns_fd(peer, own_fd);
+	} else {
+		veth_side(peer, peer_of(e, k));
+		if (k->peer_ns != e->id)
+			rtnl_link_set_ns_fd(peer, find(k->peer_ns)->fd);
+	}
 	err = rtnl_link_add(sk, l, NLM_F_CREATE | NLM_F_EXCL);
 	rtnl_link_put(peer);
 	rtnl_link_veth_release(l);
 	if (err < 0)
 		return nl_fail(e, "make veth", k->name, err);
-	x->host_idx = -1; /* made: found by name once amber is back in its namespace */
+	if (x)
+		x->host_idx = -1; /* made: found by name once amber is back in its namespace */
 	return 0;
 }
 
@@ -1406,11 +1561,8 @@ static int load_nft(const NetnsEntry *e)
 static int configure(const NetnsEntry *e)
 {
 	struct nl_sock *sk;
-	int ret = set_sysctls(e, false);
+	int ret = nl_open(&sk, e->id);
 
-	if (ret)
-		return ret;
-	ret = nl_open(&sk, e->id);
 	for (size_t i = 0; !ret && i < e->n_links; i++)
 		ret = make_link(sk, e, e->links[i]);
 	if (!ret)
@@ -1424,6 +1576,67 @@ static int configure(const NetnsEntry *e)
 	if (sk)
 		nl_socket_free(sk);
 	return ret ? ret : load_nft(e);
+}
+
+/*
+ * Until every process exists with its sockets, a namespace made here drops
+ * every TCP segment: its sockets are made one namespace at a time, and a
+ * segment from a connection already out of repair mode that found its
+ * peer's namespace without the peer yet would be answered with a reset.
+ * TCP sends again what was dropped.  Not with --network-lock skip.
+ */
+#define RESTORE_LOCK "amber_restore_lock"
+
+static int nft_cmd(const NetnsEntry *e, const char *cmd, const char *what)
+{
+	struct nft_ctx *nft = nft_ctx_new(NFT_CTX_DEFAULT);
+	int ret = 0;
+
+	if (!nft)
+		return -ENOMEM;
+	nft_ctx_buffer_output(nft);
+	nft_ctx_buffer_error(nft);
+	if (nft_run_cmd_from_buffer(nft, cmd)) {
+		pr_err("network namespace %u: cannot %s: %s (nf_tables is needed; "
+		       "--network-lock skip restores without it)",
+		       e->id, what, nft_ctx_get_error_buffer(nft));
+		ret = -EIO;
+	}
+	nft_ctx_free(nft);
+	return ret;
+}
+
+static int restore_lock(const struct tree *t, const NetnsEntry *e)
+{
+	if (t->o->network_lock_skip)
+		return 0;
+	return nft_cmd(
+		e,
+		"table inet " RESTORE_LOCK " {\n"
+		" chain in { type filter hook input priority -400; meta l4proto tcp drop; }\n"
+		" chain out { type filter hook output priority -400; meta l4proto tcp drop; }\n"
+		"}\n",
+		"lock it while the restore makes its sockets");
+}
+
+/* Once per restore: every process and socket exists, none runs yet. */
+static int netns_restore_late(struct restore_ctx *ctx)
+{
+	int ret = 0;
+
+	if (ctx->tree->o->network_lock_skip)
+		return 0;
+	for (size_t i = 0; !ret && i < nr_nets; i++) {
+		if (!nets[i].locked)
+			continue;
+		ret = netns_enter(nets[i].e->id);
+		if (!ret)
+			ret = nft_cmd(nets[i].e, "delete table inet " RESTORE_LOCK,
+				      "remove the restore's lock");
+		netns_leave(nets[i].e->id);
+		nets[i].locked = false;
+	}
+	return ret;
 }
 
 static int make_netns(struct tree *t, struct netns *n)
@@ -1448,6 +1661,21 @@ static int make_netns(struct tree *t, struct netns *n)
 			pr_err("cannot keep an fd on network namespace %u: %m", n->e->id);
 		close(fd);
 	}
+	if (!ret)
+		ret = restore_lock(t, n->e);
+	n->locked = !ret && !t->o->network_lock_skip;
+	/* before any link: a link takes its namespace's conf/default when made */
+	if (!ret)
+		ret = set_sysctls(n->e, false);
+	netns_leave(n->e->id);
+	return ret;
+}
+
+/* Once every namespace exists (a veth pair may join two): links, addresses, routes, rules. */
+static int fill_netns(struct netns *n)
+{
+	int ret = netns_enter(n->e->id);
+
 	if (!ret)
 		ret = configure(n->e);
 	netns_leave(n->e->id);
@@ -1499,6 +1727,8 @@ static int netns_restore_tree(struct tree *t)
 	ret = own_ns(t->fd_base);
 	for (size_t i = 0; !ret && i < nr_nets; i++)
 		ret = make_netns(t, &nets[i]);
+	for (size_t i = 0; !ret && i < nr_nets; i++)
+		ret = fill_netns(&nets[i]);
 	return ret;
 }
 
@@ -1554,6 +1784,7 @@ const struct resource_ops netns_ops = {
 	.name = "network namespaces",
 	.dump_tree = netns_dump_tree,
 	.restore_tree = netns_restore_tree,
+	.restore_late = netns_restore_late,
 	.restore_done = netns_restore_done,
 	.restore_undo = netns_restore_undo,
 };

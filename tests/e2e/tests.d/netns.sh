@@ -4,7 +4,7 @@
 # table with a rule, TCP and UDP sockets with data queued, comes back in a
 # new namespace made the same; the host's network configuration stays as it
 # was.  Ports 47400-47401.
-TESTS+=(netns_cycle netns_veth netns_link_refused netns_image_refused)
+TESTS+=(netns_cycle netns_veth netns_link_refused netns_image_refused netns_vethpair)
 
 # what the namespace is made of, then the program (HOSTPID: the host's namespace, for a veth)
 NETNS_SETUP='ip link set lo up && ip addr add 10.77.0.1/24 dev lo &&
@@ -137,4 +137,57 @@ t_netns_image_refused() {
 	[ $ok = 0 ] || return 1
 	unedited_restores || return 1
 	netns_host_same
+}
+
+# a veth pair between two namespaces of the tree (the program's and its child's) and one with
+# both ends in one namespace: made again together, each end with its name, ifindex and MAC; a
+# TCP connection through the pair carries its queued data and new data (port 47480)
+vp_links() { # PID: each veth of its namespace: name@peer, ifindex, MAC, addresses
+	nsenter --net="/proc/$1/ns/net" ip -o link show type veth | sed -E 's/^([0-9]+: [^:@]+).* link\/ether ([0-9a-f:]+) .*/\1 \2/'
+	nsenter --net="/proc/$1/ns/net" ip -o -4 addr show | awk '$2 != "lo" {print $2, $4}'
+}
+vp_idx() { nsenter --net="/proc/$1/ns/net" ip -o link show "$2" | cut -d: -f1; }
+vp_setup() {
+	CHILD=$(cat "$T/child.pid")
+	ip link add vp0 netns "/proc/$PID/ns/net" type veth peer name vp1 netns "/proc/$CHILD/ns/net" &&
+		netns_in ip addr add 10.79.0.1/24 dev vp0 && netns_in ip link set vp0 up &&
+		nsenter --net="/proc/$CHILD/ns/net" sh -c 'ip link set lo up && ip addr add 10.79.0.2/24 dev vp1 && ip link set vp1 up' &&
+		netns_in ip link add vs0 type veth peer name vs1 && netns_in ip addr add 10.80.0.1/24 dev vs0 &&
+		netns_in ip link set vs0 up && netns_in ip link set vs1 up ||
+		{ fail "cannot set up the veth pairs"; return 1; }
+	touch "$T/netup"
+	wait_for 10 test -e "$T/seen" -a -e "$T/seen.child" || { fail "the program did not connect"; return 1; }
+	vp_links "$PID" >"$W/links.parent"
+	vp_links "$CHILD" >"$W/links.child"
+	grep -q vp0 "$W/links.parent" && grep -q vp1 "$W/links.child" || { fail "no pair: $(cat "$W/links.parent")"; return 1; }
+}
+vp_check() {
+	vp_links "$PID" | diff -u "$W/links.parent" - >>"$W/log" &&
+		vp_links "$CHILD" | diff -u "$W/links.child" - >>"$W/log" ||
+		{ fail "the namespaces' veths are not as they were (see the log)"; return 1; }
+	# each end's peer is the other end: its peer ifindex is the other's ifindex
+	netns_in ip -o link show vp0 | grep -q "vp0@if$(vp_idx "$CHILD" vp1):.* link-netnsid" ||
+		{ fail "vp0's peer is not vp1 of the child's namespace: $(netns_in ip -o link show vp0)"; return 1; }
+	netns_in ip -o link show vs0 | grep -q "vs0@vs1:" || { fail "vs0 and vs1 are not a pair"; return 1; }
+	! netns_in nft list tables 2>/dev/null | grep -q amber ||
+		{ fail "the restore's lock is still in the namespace: $(netns_in nft list tables)"; return 1; }
+	note "veths back: $(tr '\n' ';' <"$W/links.parent") / $(tr '\n' ';' <"$W/links.child")"
+}
+# before the restore: a pair whose ends do not name each other is refused before anything is made
+vp_refused() {
+	[ $SELFTEST = 1 ] && return 0
+	local ok=0
+	# records: namespace 1's links lo, vp0, vs1, vs0
+	refused vp_peer_idx "veth vp0: its peer is not a veth of the image that names it back" \
+		netns.img "0.links.1.peer_ifindex=3" || ok=1
+	refused vp_peer_ns "veth vp0: its peer is not a veth of the image that names it back" \
+		netns.img "0.links.1.peer_ns=7" || ok=1
+	refused vp_peer_half "veth vs1: a peer without its ifindex" \
+		netns.img "0.links.2.peer_ifindex=0" || ok=1
+	return $ok
+}
+t_netns_vethpair() {
+	command -v unshare >/dev/null || return 77
+	cycle -d --tcp-established -r --tcp-established -P vp_setup -B vp_refused -A vp_check -- \
+		unshare --net "$PROGS/vethpair" "$T"
 }
