@@ -396,35 +396,53 @@ static bool claimed(const char *link, const struct stat *st)
 	return false;
 }
 
-/* A kind from fd_types[]: it gets amber's own dup of the description. */
+/*
+ * A kind from fd_types[]: it gets amber's own dup of the description.  A
+ * socket is matched and seen (sock_diag, /proc/net, repair) from inside its
+ * network namespace: sock_diag finds a unix socket only there.
+ */
 static int dump_other(struct dump_ctx *ctx, int fd, const char *link, const struct stat *st,
 		      RegFile *f)
 {
-	for (const struct fd_type *const *t = fd_types; *t; t++) {
-		uint32_t net = 0;
-		int dup, ret;
+	bool sock = S_ISSOCK(st->st_mode);
+	int dup = -1, ret = 0;
+	uint32_t net = 0;
 
-		if (!(*t)->match(link, st))
-			continue;
+	if (sock) {
 		dup = sys_pidfd_getfd(ctx->pidfd, fd);
 		if (dup < 0) {
 			pr_err("pid %d: cannot get a copy of fd %d (%s): %s", ctx->pid, fd, link,
 			       strerror(-dup));
 			return dup;
 		}
+		ret = netns_sock_enter(ctx, fd, dup, f, &net);
+		if (ret)
+			goto close_dup;
+	}
+	for (const struct fd_type *const *t = fd_types; *t; t++) {
+		if (!(*t)->match(link, st))
+			continue;
+		if (dup < 0)
+			dup = sys_pidfd_getfd(ctx->pidfd, fd);
+		if (dup < 0) {
+			pr_err("pid %d: cannot get a copy of fd %d (%s): %s", ctx->pid, fd, link,
+			       strerror(-dup));
+			return dup;
+		}
 		f->kind = (*t)->kind;
-		/* a socket is seen (sock_diag, /proc/net, repair) from inside its namespace */
-		ret = S_ISSOCK(st->st_mode) ? netns_sock_enter(ctx, fd, dup, f, &net) : 0;
-		if (!ret)
-			ret = (*t)->dump(ctx, fd, dup, f);
-		if (S_ISSOCK(st->st_mode) && (!ret || net))
-			ret = netns_sock_dumped(ctx, fd, f, net) ?: ret;
-		close(dup);
-		return ret;
+		ret = (*t)->dump(ctx, fd, dup, f);
+		goto leave_netns;
 	}
 	pr_err("pid %d: fd %d is %s, a kind of file amber cannot dump yet (see README, Limits)",
 	       ctx->pid, fd, link);
-	return -EOPNOTSUPP;
+	ret = -EOPNOTSUPP;
+leave_netns:
+	if (sock)
+		ret = netns_sock_dumped(ctx, fd, f, net) ?: ret;
+close_dup:
+	if (dup >= 0)
+		close(dup);
+	return ret;
 }
 
 static bool pipe_seen(struct dump_ctx *ctx, uint64_t ino)

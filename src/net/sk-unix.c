@@ -50,6 +50,7 @@
 
 #include "amber.h"
 #include "log.h"
+#include "ns/ns.h"
 #include "owner.h"
 #include "sk.h"
 #include "sys.h"
@@ -1012,13 +1013,23 @@ static bool name_claimed(const struct usk *u)
 	return false;
 }
 
-static int new_sock(uint32_t type)
+/*
+ * A unix socket made in network namespace net (netns.img's id, 0: amber's),
+ * where the one it stands for was: an abstract name is bound and looked up
+ * in the socket's own namespace.
+ */
+static int new_sock(uint32_t type, uint32_t net)
 {
-	int fd = socket(AF_UNIX, (int)type | SOCK_CLOEXEC, 0);
+	int fd, ret = netns_enter(net);
 
+	if (ret)
+		return ret;
+	fd = socket(AF_UNIX, (int)type | SOCK_CLOEXEC, 0);
+	ret = fd < 0 ? -errno : fd;
+	netns_leave(net);
 	if (fd < 0)
-		pr_err("cannot create a unix %s socket: %m", type_name(type));
-	return fd < 0 ? -errno : fd;
+		pr_err("cannot create a unix %s socket: %s", type_name(type), strerror(-ret));
+	return ret;
 }
 
 /*
@@ -1030,7 +1041,7 @@ static int named_pair(struct usk *acc, struct usk *cli)
 {
 	int lfd, ret;
 
-	lfd = new_sock(acc->e->type);
+	lfd = new_sock(acc->e->type, acc->f->net_ns);
 	if (lfd < 0)
 		return lfd;
 	ret = bind_name(lfd, acc->e);
@@ -1041,7 +1052,7 @@ static int named_pair(struct usk *acc, struct usk *cli)
 		pr_err("cannot listen on %s: %m", show_name(acc->e->name.data, acc->e->name.len));
 		goto close_listener;
 	}
-	cli->fd = new_sock(cli->e->type);
+	cli->fd = new_sock(cli->e->type, cli->f->net_ns);
 	if (cli->fd < 0) {
 		ret = cli->fd;
 		goto close_listener;
@@ -1091,16 +1102,23 @@ close_listener:
 
 static int make_pair(struct usk *a, struct usk *b)
 {
-	int sv[2];
+	int sv[2], ret;
 
 	if (b && a->e->type != SOCK_DGRAM && (a->e->has_name || b->e->has_name)) {
 		bool a_acc = a->e->has_name && (!b->e->has_name || name_claimed(a));
 
 		return a_acc ? named_pair(a, b) : named_pair(b, a);
 	}
-	if (socketpair(AF_UNIX, (int)a->e->type | SOCK_CLOEXEC, 0, sv)) {
-		pr_err("cannot create a unix %s socketpair: %m", type_name(a->e->type));
-		return -errno;
+	/* both ends in a's namespace, as socketpair() made them */
+	ret = netns_enter(a->f->net_ns);
+	if (ret)
+		return ret;
+	ret = socketpair(AF_UNIX, (int)a->e->type | SOCK_CLOEXEC, 0, sv) ? -errno : 0;
+	netns_leave(a->f->net_ns);
+	if (ret) {
+		pr_err("cannot create a unix %s socketpair: %s", type_name(a->e->type),
+		       strerror(-ret));
+		return ret;
 	}
 	a->fd = sv[0];
 	if (b) {
@@ -1112,8 +1130,7 @@ static int make_pair(struct usk *a, struct usk *b)
 	}
 	/* Named datagram pairs: bind the names onto the pair. */
 	if (a->e->has_name) {
-		int ret = bind_name(a->fd, a->e);
-
+		ret = bind_name(a->fd, a->e);
 		if (ret)
 			return ret;
 	}
@@ -1266,7 +1283,7 @@ static int send_from(struct usk *u, const SkQueued *q)
 	if (s) {
 		fd = s->fd;
 	} else {
-		fd = new_sock(SOCK_DGRAM);
+		fd = new_sock(SOCK_DGRAM, u->f->net_ns);
 		if (fd < 0)
 			return fd;
 		set_buf(fd, SO_SNDBUFFORCE, SO_SNDBUF, TMP_SNDBUF, false);
@@ -1332,7 +1349,7 @@ static int refill(struct usk *u)
 		socklen_t len = make_addr(&sa, &u->e->name);
 		int big = TMP_SNDBUF, cwd;
 
-		sender = new_sock(SOCK_DGRAM);
+		sender = new_sock(SOCK_DGRAM, u->f->net_ns);
 		if (sender < 0)
 			return sender;
 		tmp = true;
@@ -1537,7 +1554,7 @@ static int unix_prepare(struct tree *t, RegFile **files, size_t n, int *fds)
 
 		if (u->fd >= 0)
 			continue;
-		u->fd = new_sock(u->e->type);
+		u->fd = new_sock(u->e->type, u->f->net_ns);
 		if (u->fd < 0) {
 			ret = u->fd;
 			break;

@@ -875,18 +875,7 @@ int netns_sock_enter(struct dump_ctx *ctx, int fd, int dup, RegFile *f, uint32_t
 
 int netns_sock_dumped(struct dump_ctx *ctx, int fd, const RegFile *f, uint32_t id)
 {
-	const UnixSkEntry *u = f->unix_sk;
-
 	netns_leave(id);
-	/* unix sockets come back in amber's namespace, where an abstract name is another */
-	if (id && u &&
-	    ((u->has_name && u->name.len && !u->name.data[0]) ||
-	     (u->has_peer_name && u->peer_name.len && !u->peer_name.data[0]))) {
-		pr_err("pid %d: fd %d is a unix socket with an abstract name in network namespace "
-		       "%u, not amber's; amber does not restore those yet",
-		       ctx->pid, fd, id);
-		return -EOPNOTSUPP;
-	}
 	return 0;
 }
 

@@ -14,7 +14,7 @@ t_unix_longq() { DUMP_TIMEOUT=900 cycle -- "$PROGS/unix" "$T" longq; }
 TESTS+=(unix_pending unix_pending_refused unix_pending_image_refused)
 
 # ss's Recv-Q of a listener is its queue length: the same after the restore
-pend_queues() { ss -xlnH | awk -v t="$T/" 'index($5, t) == 1 {print $5, $3}' | sort; }
+pend_queues() { ${PEND_NS:+nsenter --net="/proc/$PID/ns/net"} ss -xlnH | awk -v t="$T/" 'index($5, t) == 1 {print $5, $3}' | sort; }
 pend_before() { pend_queues >"$W/queues.before"; grep -q "a.sock 4$" "$W/queues.before" ||
 	{ fail "listener a.sock does not have 4 pending connections: $(cat "$W/queues.before")"; return 1; }; }
 pend_after() { pend_queues >"$W/queues.after"; cmp -s "$W/queues.before" "$W/queues.after" ||
@@ -70,3 +70,30 @@ t_unix_pending_image_refused() {
 	opt_refused pend_on "are not what a dump writes" "$c.unix_sk.pending_on=12345" || ok=1
 	[ $ok = 0 ] && unedited_restores
 }
+
+# Unix sockets of a network namespace of the tree: made in it, so that their abstract names are
+# that namespace's (the listener B of "pending", the senders of "rights"): /proc/net/unix lists
+# them inside, not on the host, and a new connection to B from inside reaches the restored one
+TESTS+=(unix_netns_pending unix_netns_rights)
+unetns_abs() { # NAME: the namespace lists it, amber's does not
+	nsenter --net="/proc/$PID/ns/net" cat /proc/net/unix | grep -q " @$1\$" ||
+		{ fail "@$1 is not in the namespace's /proc/net/unix"; return 1; }
+	! grep -q " @$1\$" /proc/net/unix || { fail "@$1 is bound in amber's namespace"; return 1; }
+	note "@$1 bound inside the namespace only"
+}
+unetns_pend_after() {
+	pend_after && unetns_abs "amber-pending-$PID" || return 1
+	# the host cannot reach it, a process in the namespace can (this is a new connection:
+	# the program's checks ran on the old ones; B's backlog is 1 and empty by now)
+	! python3 -c "import socket,sys; s=socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET); s.connect('\\0amber-pending-$PID')" 2>/dev/null ||
+		{ fail "amber's namespace reaches @amber-pending-$PID"; return 1; }
+}
+t_unix_netns_pending() {
+	command -v unshare >/dev/null || return 77
+	PEND_NS=1 cycle -P pend_before -A unetns_pend_after -- unshare --net "$PROGS/unix" "$T" pending
+}
+t_unix_netns_rights() {
+	command -v unshare >/dev/null || return 77
+	cycle -A 'unetns_abs_rights' -- unshare --net "$PROGS/unix" "$T" rights
+}
+unetns_abs_rights() { unetns_abs "amb-unix-$PID"; }
