@@ -87,7 +87,8 @@ static int check_namespaces(const struct tree *t, pid_t pid)
 			    !strcmp(kinds[i], "net") || !strcmp(kinds[i], "mnt") ||
 			    !strcmp(kinds[i], "user");
 		bool in_kept = !strcmp(kinds[i], "uts") || !strcmp(kinds[i], "ipc") ||
-			       !strcmp(kinds[i], "cgroup") || !strcmp(kinds[i], "user");
+			       !strcmp(kinds[i], "cgroup") || !strcmp(kinds[i], "user") ||
+			       !strcmp(kinds[i], "net");
 		char mine[64], theirs[64], path[64];
 		int ret;
 
@@ -128,8 +129,8 @@ static int check_namespaces(const struct tree *t, pid_t pid)
 			continue;
 		if (in_user && !in_kept) {
 			pr_err("pid %d is in user namespace %s and in another %s namespace than "
-			       "amber (%s, amber %s); in a user namespace amber restores UTS, IPC "
-			       "and cgroup namespaces only yet",
+			       "amber (%s, amber %s); in a user namespace amber restores UTS, IPC, "
+			       "cgroup and network namespaces only yet",
 			       pid, user, kinds[i], theirs, mine);
 			return -EOPNOTSUPP;
 		}

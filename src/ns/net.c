@@ -35,6 +35,7 @@
 #include <linux/if_arp.h>
 #include <linux/if_addr.h>
 #include <linux/net_namespace.h>
+#include <linux/nsfs.h>
 #include <linux/rtnetlink.h>
 #include <linux/sockios.h>
 #include <nftables/libnftables.h>
@@ -734,6 +735,32 @@ static int read_netns(NetnsEntry *e, pid_t pid)
 	return ret;
 }
 
+/*
+ * Who owns n: the tree's user namespace (made inside it at restore), or
+ * amber's; another one the restore could not make it in.
+ */
+static int netns_owner(pid_t pid, struct netns *n)
+{
+	struct stat owner, tree, own;
+	int fd = ioctl(n->fd, NS_GET_USERNS), ufd = ns_user_fd(), ret = 0;
+
+	if (fd < 0 || fstat(fd, &owner) || sys_stat("/proc/self/ns/user", &own) ||
+	    (ufd >= 0 && fstat(ufd, &tree))) {
+		pr_err("pid %d: cannot tell who owns its network namespace %u: %m", pid, n->e->id);
+		ret = -errno;
+	} else if (ufd >= 0 && owner.st_ino == tree.st_ino && owner.st_dev == tree.st_dev) {
+		n->e->has_in_userns = n->e->in_userns = 1;
+	} else if (owner.st_ino != own.st_ino || owner.st_dev != own.st_dev) {
+		pr_err("pid %d: its network namespace %u is owned by user namespace %llu, neither "
+		       "amber's nor the tree's; the restore could not make it there",
+		       pid, n->e->id, (unsigned long long)owner.st_ino);
+		ret = -EOPNOTSUPP;
+	}
+	if (fd >= 0)
+		close(fd);
+	return ret;
+}
+
 static int add_netns(pid_t pid, uint64_t ino, uint32_t *id)
 {
 	struct netns *nn = realloc(nets, (nr_nets + 1) * sizeof(*nn));
@@ -762,7 +789,9 @@ static int add_netns(pid_t pid, uint64_t ino, uint32_t *id)
 	}
 	nr_nets++;
 	*id = e->id;
-	ret = read_fresh();
+	ret = netns_owner(pid, &nets[nr_nets - 1]);
+	if (!ret)
+		ret = read_fresh();
 	if (!ret)
 		ret = netns_enter(e->id);
 	if (ret)
@@ -1276,6 +1305,11 @@ int netns_restore_read(struct tree *t)
 	for (size_t i = 0; i < nr_loaded; i++)
 		nets[nr_nets++] = (struct netns){loaded[i], -1};
 	ret = check_pstree(t);
+	for (size_t i = 0; !ret && i < nr_nets; i++)
+		if (nets[i].e->in_userns && !ns_has_user())
+			ret = corrupt(
+				nets[i].e->id, "%s",
+				"owned by the tree's user namespace, which ns.img does not have");
 	if (!ret && nr_nets && !t->owner.unbounded) {
 		pr_err("the image has network namespace %u (made new at restore, which needs "
 		       "CAP_SYS_ADMIN); uid %u's image may not make namespaces: refusing",
@@ -1628,10 +1662,37 @@ static int netns_restore_late(struct restore_ctx *ctx)
 	return ret;
 }
 
+/* In the maker of a network namespace owned by the tree's user namespace. */
+static int unshare_in_userns(void *arg)
+{
+	const NetnsEntry *e = arg;
+
+	if (setns(ns_user_fd(), CLONE_NEWUSER)) {
+		pr_err("network namespace %u: cannot enter the tree's user namespace: %m", e->id);
+		return -errno;
+	}
+	if (unshare(CLONE_NEWNET)) {
+		pr_err("cannot make network namespace %u in the tree's user namespace: %m", e->id);
+		return -errno;
+	}
+	return 0;
+}
+
 static int make_netns(struct tree *t, struct netns *n)
 {
 	int fd, ret;
 
+	if (n->e->in_userns) {
+		/* made by a child (amber could not come back from the user namespace) */
+		ret = ns_make_by_child("network", n->e->id, "net", unshare_in_userns, NULL, n->e,
+				       t->fd_base, &n->fd);
+		if (!ret)
+			ret = netns_enter(n->e->id);
+		if (ret)
+			return ret;
+		fd = -1;
+		goto made;
+	}
 	if (unshare(CLONE_NEWNET)) {
 		pr_err("cannot make network namespace %u: %m", n->e->id);
 		return -errno;
@@ -1650,6 +1711,7 @@ static int make_netns(struct tree *t, struct netns *n)
 			pr_err("cannot keep an fd on network namespace %u: %m", n->e->id);
 		close(fd);
 	}
+made:
 	if (!ret)
 		ret = restore_lock(t, n->e);
 	n->locked = !ret && !t->o->network_lock_skip;

@@ -764,6 +764,18 @@ static struct ns *tree_userns(void)
 	return NULL;
 }
 
+int ns_user_fd(void)
+{
+	const struct ns *user = tree_userns();
+
+	return user ? user->fd : -1;
+}
+
+bool ns_has_user(void)
+{
+	return tree_userns() != NULL;
+}
+
 int ns_make_by_child(const char *what, uint32_t id, const char *nsfile, int (*make)(void *arg),
 		     int (*ready)(pid_t pid, void *arg), void *arg, int base, int *fd)
 {

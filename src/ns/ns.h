@@ -73,6 +73,11 @@ int timens_read(NsEntry *e, pid_t pid);
 int timens_check(const NsEntry *e);
 int timens_make(const NsEntry *e, int base, int *fd);
 
+/* An fd on the tree's user namespace (dump, and restore once made), or -1. */
+int ns_user_fd(void);
+/* Does the tree (dump) or image (restore, once read) have a user namespace? */
+bool ns_has_user(void);
+
 /*
  * A namespace made by a child of amber, which a threaded amber could not
  * make itself: make(arg) runs in the child (0: made; it logs why not), then

@@ -4,7 +4,7 @@
 # table with a rule, TCP and UDP sockets with data queued, comes back in a
 # new namespace made the same; the host's network configuration stays as it
 # was.  Ports 47400-47401.
-TESTS+=(netns_cycle netns_veth netns_link_refused netns_image_refused netns_vethpair)
+TESTS+=(netns_cycle netns_veth netns_link_refused netns_image_refused netns_vethpair netns_userns)
 
 # what the namespace is made of, then the program (HOSTPID: the host's namespace, for a veth)
 NETNS_SETUP='ip link set lo up && ip addr add 10.77.0.1/24 dev lo &&
@@ -131,6 +131,8 @@ t_netns_image_refused() {
 		"0.sysctls.0.name=../kernel/core_pattern" || ok=1
 	refused netns_link "a link of a kind amber does not make (vxlan)" netns.img \
 		"0.links.0.kind=vxlan" || ok=1
+	refused netns_userns "owned by the tree's user namespace, which ns.img does not have" \
+		netns.img "0.in_userns=1" || ok=1
 	refused netns_pstree "pid [0-9]* is in network namespace 7, which netns.img does not have" \
 		pstree.img "0.net_ns=7" || ok=1
 	netns_host_same || ok=1
@@ -190,4 +192,29 @@ t_netns_vethpair() {
 	command -v unshare >/dev/null || return 77
 	cycle -d --tcp-established -r --tcp-established -P vp_setup -B vp_refused -A vp_check -- \
 		unshare --net "$PROGS/vethpair" "$T"
+}
+
+# a network namespace owned by the tree's user namespace (unshare --user --net): made inside the
+# new user namespace, so its root administers it as before; made as the host's, it would not
+netns_owner() { # PID: the inode of the user namespace owning its network namespace
+	python3 -c 'import fcntl, os, sys
+fd = os.open("/proc/%s/ns/net" % sys.argv[1], os.O_RDONLY)
+print(os.fstat(fcntl.ioctl(fd, 0xb701)).st_ino)' "$1"
+}
+netns_userns_check() {
+	netns_check || return 1
+	[ "$(netns_owner "$PID")" = "$(stat -L -c %i "/proc/$PID/ns/user")" ] ||
+		{ fail "the network namespace is owned by user namespace $(netns_owner "$PID"), not the process's $(stat -L -c %i "/proc/$PID/ns/user")"; return 1; }
+	[ "$(readlink "/proc/$PID/ns/user")" != "$(readlink /proc/self/ns/user)" ] ||
+		{ fail "the process is in amber's user namespace"; return 1; }
+	# its root administers it: a link made from inside the user namespace
+	nsenter -t "$PID" -U -n --preserve-credentials ip link add ambd0 type dummy 2>>"$W/log" ||
+		nsenter -t "$PID" -U -n ip link set lo mtu 65535 ||
+		{ fail "the user namespace's root cannot administer its network namespace"; return 1; }
+	note "network namespace owned by the process's user namespace $(netns_owner "$PID")"
+}
+t_netns_userns() {
+	command -v unshare >/dev/null && command -v nft >/dev/null || return 77
+	cycle -d --tcp-established -r --tcp-established -P netns_host_before -A netns_userns_check -- \
+		unshare --user --map-root-user --net sh -c "$NETNS_SETUP"' && exec "$0" "$@"' "$PROGS/netns" "$T"
 }
