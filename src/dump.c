@@ -88,7 +88,7 @@ static int check_namespaces(const struct tree *t, pid_t pid)
 			    !strcmp(kinds[i], "user");
 		bool in_kept = !strcmp(kinds[i], "uts") || !strcmp(kinds[i], "ipc") ||
 			       !strcmp(kinds[i], "cgroup") || !strcmp(kinds[i], "user") ||
-			       !strcmp(kinds[i], "net");
+			       !strcmp(kinds[i], "net") || !strcmp(kinds[i], "time");
 		char mine[64], theirs[64], path[64];
 		int ret;
 
@@ -130,7 +130,7 @@ static int check_namespaces(const struct tree *t, pid_t pid)
 		if (in_user && !in_kept) {
 			pr_err("pid %d is in user namespace %s and in another %s namespace than "
 			       "amber (%s, amber %s); in a user namespace amber restores UTS, IPC, "
-			       "cgroup and network namespaces only yet",
+			       "cgroup, network and time namespaces only yet",
 			       pid, user, kinds[i], theirs, mine);
 			return -EOPNOTSUPP;
 		}

@@ -199,14 +199,23 @@ static int write_offsets(const NsEntry *e, const struct offsets *clk)
 	return ret;
 }
 
-/* The maker: offsets written for the children it would have (time_for_children). */
+/*
+ * The maker: offsets written for the children it would have
+ * (time_for_children); inside the tree's user namespace when it has one, so
+ * that the namespace is owned by it as at dump (ns.c checked that).
+ */
 static int unshare_time(void *arg)
 {
 	const NsEntry *e = arg;
 	struct offsets clk;
+	int ufd = ns_user_fd();
 
 	if (host_clocks("the maker of a time namespace", &clk))
 		return -EIO;
+	if (ufd >= 0 && setns(ufd, CLONE_NEWUSER)) {
+		pr_err("time namespace %u: cannot enter the tree's user namespace: %m", e->id);
+		return -errno;
+	}
 	if (unshare(CLONE_NEWTIME)) {
 		pr_err("cannot make time namespace %u: %m", e->id);
 		return -errno;

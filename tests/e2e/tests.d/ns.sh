@@ -369,3 +369,28 @@ t_ns_cgroup_refused() {
 	[ ! -e "$W/img/inventory.img" ] || { fail "an image was marked complete"; return 1; }
 	runs_on "the refused dump" 15
 }
+
+# The same in a user namespace (unshare --user): the time namespace the root made there is owned
+# by it, and comes back made inside the new one
+TESTS+=(ns_time_userns)
+ns_owner() { # KIND PID: the inode of the user namespace owning pid's namespace of KIND
+	python3 -c 'import fcntl, os, sys
+fd = os.open("/proc/%s/ns/%s" % (sys.argv[2], sys.argv[1]), os.O_RDONLY)
+print(os.fstat(fcntl.ioctl(fd, 0xb701)).st_ino)' "$1" "$2"
+}
+ns_time_owned() {
+	[ "$(ns_owner time "$PID")" = "$(stat -L -c %i "/proc/$PID/ns/user")" ] ||
+		{ fail "the time namespace is owned by user namespace $(ns_owner time "$PID"), not the process's $(stat -L -c %i "/proc/$PID/ns/user")"; return 1; }
+}
+ns_time_userns_before() { ns_time_before && ns_time_owned; }
+ns_time_userns_after() {
+	ns_time_after && ns_time_owned || return 1
+	[ "$(readlink "/proc/$PID/ns/user")" != "$(readlink /proc/self/ns/user)" ] ||
+		{ fail "the process is in amber's user namespace"; return 1; }
+	note "time namespace owned by the process's user namespace $(ns_owner time "$PID")"
+}
+t_ns_time_userns() {
+	[ -e /proc/self/ns/time ] && command -v unshare >/dev/null || return 77
+	cycle -P ns_time_userns_before -B ns_time_pause -A ns_time_userns_after -- \
+		unshare --user --map-root-user "$PROGS/timens" "$T"
+}
