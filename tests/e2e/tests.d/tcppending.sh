@@ -45,3 +45,29 @@ t_tcppending_ext_refused() {
 		kill -9 "$(cat "$T/peer.pid")"
 	return $rc
 }
+
+# The image's waiting connections are checked before anything is made: a listener and
+# its clients must name each other, once each, the clients be ESTABLISHED and connected
+# to it, and no more wait than its backlog takes.
+TESTS+=(tcppending_image_refused)
+t_tcppending_image_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	local ok=0 ls c1 ino1 list
+	start_prog "$PROGS/tcppending" "$T" ok 4 47306 || return 1
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v ||
+		{ fail "amber dump failed"; attach "$W/dump.log"; return 1; }
+	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
+	ls=$(tcp_entry '.value.inet_sk.state == 10')
+	c1=$(tcp_entry '.value.inet_sk.pending_on')
+	ino1=$("$AMBER" show "$W/img" | jq -r ".files[$c1].ino")
+	list=$("$AMBER" show "$W/img" | jq -r ".files[$ls].inet_sk.pending | map(tostring) | join(\",\")")
+	[ "$ls" != null ] && [ "$c1" != null ] || { fail "no listener or waiting client in the image"; return 1; }
+	refused pend_twice "a waiting connection listed twice" files.img "$ls.inet_sk.pending=$list,$ino1" || ok=1
+	refused pend_unknown "does not wait on it\\|does not list it" files.img "$ls.inet_sk.pending=12345" || ok=1
+	refused pend_other "does not list it\\|does not wait on it" files.img "$c1.inet_sk.pending_on=12345" || ok=1
+	refused pend_elsewhere "whose client does not wait on it" files.img "$c1.inet_sk.dst_port=22" || ok=1
+	refused pend_state "that is not ESTABLISHED" files.img "$c1.inet_sk.state=8" || ok=1
+	refused pend_backlog "more connections waiting than its backlog" files.img "$ls.inet_sk.backlog=1" || ok=1
+	refused pend_udp "not a TCP socket" files.img "$c1.inet_sk.type=2" || ok=1
+	return $ok
+}
