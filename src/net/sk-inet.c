@@ -1877,8 +1877,8 @@ static int check_tcp_state(const InetSkEntry *e)
 
 	if (is_waiting(e) && e->state != TCP_ESTABLISHED)
 		why = "a connection waiting in an accept queue that is not ESTABLISHED";
-	else if (!is_conn(e) && !is_waiting(e) && e->state != TCP_LISTEN &&
-		 e->state != TCP_CLOSE && e->state != TCP_SYN_SENT)
+	else if (!is_conn(e) && !is_waiting(e) && e->state != TCP_LISTEN && e->state != TCP_CLOSE &&
+		 e->state != TCP_SYN_SENT)
 		why = "a state amber does not restore";
 	else if (e->n_pending && e->state != TCP_LISTEN)
 		why = "connections waiting in its accept queue but not listening";
