@@ -573,10 +573,14 @@ static bool is_wildcard(int family, const uint8_t *a)
 	return !memcmp(a, zero, family == AF_INET ? 4 : 16);
 }
 
-/* Is d a connection accepted on (or waiting on) listener l's address and port? */
+/*
+ * Is d a connection accepted on (or waiting on) listener l's address and
+ * port?  It has its listener's family (v4-mapped addresses on a dual-stack
+ * one), which tells a v6-only listener from an IPv4 one on the same port.
+ */
 static bool on_listener(const struct diag_sk *l, const struct diag_sk *d)
 {
-	return d->sport == l->sport &&
+	return d->sport == l->sport && d->family == l->family &&
 	       (is_wildcard(l->family, l->src) || same_host(l->family, l->src, d->family, d->src));
 }
 
