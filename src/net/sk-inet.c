@@ -1205,6 +1205,55 @@ sockopt_fail:
 	return -errno;
 }
 
+/*
+ * Once every file is described: the listeners and the clients of their
+ * waiting connections name each other (each side's dump decided alone, the
+ * tree frozen); an image the restore would refuse is refused here.
+ */
+static int inet_dump_done(struct tree *t)
+{
+	for (size_t i = 0; i < t->files.n; i++) {
+		const RegFile *f = t->files.f[i], *g = NULL;
+		const InetSkEntry *e = f->inet_sk;
+		bool listed = false;
+
+		if (!e || !e->has_pending_on)
+			continue;
+		for (size_t k = 0; k < t->files.n && !g; k++)
+			if (t->files.f[k]->inet_sk && t->files.f[k]->ino == e->pending_on)
+				g = t->files.f[k];
+		for (size_t k = 0; g && k < g->inet_sk->n_pending; k++)
+			listed |= g->inet_sk->pending[k] == f->ino;
+		if (!listed) {
+			pr_err("TCP connection %s -> %s (socket:[%llu]) waits on the listener "
+			       "socket:[%llu] of the tree, whose dump did not take it along; dump "
+			       "again",
+			       inet_show_addr(e, false), inet_show_addr(e, true),
+			       (unsigned long long)f->ino, (unsigned long long)e->pending_on);
+			return -EAGAIN;
+		}
+	}
+	for (size_t i = 0; i < t->files.n; i++) {
+		const InetSkEntry *e = t->files.f[i]->inet_sk;
+
+		for (size_t k = 0; e && k < e->n_pending; k++) {
+			bool found = false;
+
+			for (size_t j = 0; j < t->files.n && !found; j++)
+				found = t->files.f[j]->inet_sk &&
+					t->files.f[j]->ino == e->pending[k] &&
+					t->files.f[j]->inet_sk->has_pending_on;
+			if (!found) {
+				pr_err("TCP listener %s: the client socket:[%llu] of a connection "
+				       "waiting on it was not dumped as one; dump again",
+				       inet_show_addr(e, false), (unsigned long long)e->pending[k]);
+				return -EAGAIN;
+			}
+		}
+	}
+	return 0;
+}
+
 /* ---- restore ---- */
 
 struct isk {
@@ -2085,5 +2134,6 @@ const struct fd_type inet_sk_type = {
 	.prepare = inet_prepare,
 	.check = inet_check,
 	.bounds_itself = true,
+	.dump_done = inet_dump_done,
 	.dump_undo = repair_release,
 };
