@@ -1783,7 +1783,7 @@ static int open_syn_sent(struct isk *s)
 	return 0;
 }
 
-/* The image's entry of the inet socket of inode ino in network namespace net, or NULL. */
+/* The entry of this prepare (one network namespace) of the socket of inode ino, or NULL. */
 static struct isk *isk_by_ino(uint64_t ino)
 {
 	for (size_t i = 0; i < nr_isks; i++)
