@@ -91,7 +91,8 @@ static const struct opt_def {
 	{"tcp-close", O_TCP_CLOSE, no_argument, FOR_DR, NULL,
 	 "connections come back reset (dump: taken without TCP repair)"},
 	{"skip-in-flight", O_SKIP_IN_FLIGHT, no_argument, FOR_DUMP, NULL,
-	 "drop connections waiting in a listener's accept queue (else refused)"},
+	 "drop connections waiting in a listener's accept queue that cannot come back (else "
+	 "refused)"},
 	{"file-locks", 'l', no_argument, FOR_DR, NULL,
 	 "dump and restore file locks (flock, POSIX, OFD, leases)"},
 	{"ghost-limit", O_GHOST_LIMIT, required_argument, FOR_DUMP, "SIZE",

@@ -21,6 +21,7 @@
  * repair mode turned off, so that connections between two restored sockets
  * find their peer.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/inet_diag.h>
@@ -31,6 +32,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,18 +129,26 @@ static bool inet_match(const char *link, const struct stat *st)
 }
 
 /*
- * What inet_diag tells of TCP socket ino in one of states (a mask): a
- * listener's backlog and pending connections, a connection's queue lengths,
- * and its sk_shutdown bits.
+ * One TCP socket as inet_diag lists it: its addresses (an IPv4 one in the
+ * first 4 bytes), inode (0: no file, as a connection waiting in an accept
+ * queue), state, queue lengths (a listener's: pending connections and
+ * backlog), sk_shutdown bits, and how long ago it last received data.
  */
-struct tcp_diag {
+struct diag_sk {
+	int family;
+	uint8_t src[16], dst[16];
+	uint16_t sport, dport;
+	uint64_t ino;
+	uint8_t state, shutdown;
 	uint32_t rqueue, wqueue;
-	uint8_t shutdown;
-	uint8_t dst[16]; /* the peer's address (a connect in progress has no getpeername) */
-	uint16_t dport;
+	uint32_t idle_ms; /* tcpi_last_data_recv */
 };
 
-static int tcp_diag(int family, uint64_t ino, uint32_t states, struct tcp_diag *d)
+/* Called for each socket listed; returns true to stop the walk. */
+typedef bool (*diag_fn)(const struct diag_sk *d, void *arg);
+
+/* Every TCP socket of family in one of states (a mask), in amber's network namespace. */
+static int diag_walk(int family, uint32_t states, diag_fn fn, void *arg)
 {
 	struct {
 		struct nlmsghdr nlh;
@@ -149,12 +159,13 @@ static int tcp_diag(int family, uint64_t ino, uint32_t states, struct tcp_diag *
 			.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP},
 		.r = {.sdiag_family = (uint8_t)family,
 		      .sdiag_protocol = IPPROTO_TCP,
+		      .idiag_ext = 1 << (INET_DIAG_INFO - 1),
 		      .idiag_states = states},
 	};
 	struct sockaddr_nl nl = {.nl_family = AF_NETLINK};
 	static char buf[32768];
-	int s, ret = -ENOENT;
-	bool done = false;
+	int s, ret = 0;
+	bool done = false, stop = false;
 
 	s = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
 	if (s < 0)
@@ -175,27 +186,78 @@ static int tcp_diag(int family, uint64_t ino, uint32_t states, struct tcp_diag *
 			struct inet_diag_msg *m = NLMSG_DATA(h);
 			struct rtattr *a = (struct rtattr *)(m + 1);
 			int alen = (int)h->nlmsg_len - (int)NLMSG_LENGTH(sizeof(*m));
+			struct diag_sk d = {.family = m->idiag_family};
 
 			if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR) {
 				done = true;
 				break;
 			}
-			if (m->idiag_inode != ino)
-				continue;
-			memcpy(d->dst, m->id.idiag_dst, sizeof(d->dst));
-			d->dport = ntohs(m->id.idiag_dport);
-			d->rqueue = m->idiag_rqueue;
-			d->wqueue = m->idiag_wqueue;
-			d->shutdown = 0;
-			for (; RTA_OK(a, alen); a = RTA_NEXT(a, alen))
+			if (stop)
+				continue; /* read to the end of the dump, not looked at */
+			memcpy(d.src, m->id.idiag_src, sizeof(d.src));
+			memcpy(d.dst, m->id.idiag_dst, sizeof(d.dst));
+			d.sport = ntohs(m->id.idiag_sport);
+			d.dport = ntohs(m->id.idiag_dport);
+			d.ino = m->idiag_inode;
+			d.state = m->idiag_state;
+			d.rqueue = m->idiag_rqueue;
+			d.wqueue = m->idiag_wqueue;
+			for (; RTA_OK(a, alen); a = RTA_NEXT(a, alen)) {
+				const struct tcp_info *ti = RTA_DATA(a);
+
 				if (a->rta_type == INET_DIAG_SHUTDOWN && RTA_PAYLOAD(a) >= 1)
-					d->shutdown = *(uint8_t *)RTA_DATA(a);
-			ret = 0;
+					d.shutdown = *(uint8_t *)RTA_DATA(a);
+				if (a->rta_type == INET_DIAG_INFO &&
+				    RTA_PAYLOAD(a) >=
+					    offsetof(struct tcp_info, tcpi_last_data_recv) +
+						    sizeof(ti->tcpi_last_data_recv))
+					d.idle_ms = ti->tcpi_last_data_recv;
+			}
+			stop = fn(&d, arg);
 		}
 	}
 close_sock:
 	close(s);
 	return ret;
+}
+
+/*
+ * What inet_diag tells of TCP socket ino in one of states (a mask): a
+ * listener's backlog and pending connections, a connection's queue lengths,
+ * and its sk_shutdown bits.
+ */
+struct tcp_diag {
+	uint32_t rqueue, wqueue;
+	uint8_t shutdown;
+	uint8_t dst[16]; /* the peer's address (a connect in progress has no getpeername) */
+	uint16_t dport;
+	bool found;
+	uint64_t ino;
+};
+
+static bool diag_by_ino(const struct diag_sk *s, void *arg)
+{
+	struct tcp_diag *d = arg;
+
+	if (s->ino != d->ino)
+		return false;
+	memcpy(d->dst, s->dst, sizeof(d->dst));
+	d->dport = s->dport;
+	d->rqueue = s->rqueue;
+	d->wqueue = s->wqueue;
+	d->shutdown = s->shutdown;
+	d->found = true;
+	return true;
+}
+
+static int tcp_diag(int family, uint64_t ino, uint32_t states, struct tcp_diag *d)
+{
+	int ret;
+
+	d->ino = ino;
+	d->found = false;
+	ret = diag_walk(family, states, diag_by_ino, d);
+	return ret ? ret : d->found ? 0 : -ENOENT;
 }
 
 int inet_put_addr(InetSkEntry *e, const struct sockaddr_storage *ss, bool dst)
@@ -468,6 +530,381 @@ static int dump_syn_sent(uint64_t ino, InetSkEntry *e, const char *what)
 	return 0;
 }
 
+/*
+ * ---- connections waiting in a listener's accept queue ----
+ *
+ * The server's end of such a connection has no file, and only accept()
+ * would read it, which a dump must not do.  When its client is a socket of
+ * the tree and nothing was sent either way yet, the restore makes the
+ * connection again: the listener first, then the client bound to its old
+ * address and connect()ed afresh (a real handshake), one after another in
+ * the order of the accept queue, before any process runs.  Only the
+ * sequence numbers differ, which the program does not see.  The order is
+ * the order of the handshakes, as the server's ends tell how long ago they
+ * last received anything (their creation, since nothing came after).
+ */
+
+/* An address as IPv6 (an IPv4 one v4-mapped), to compare across families. */
+static void as_v6(int family, const uint8_t *a, uint8_t out[16])
+{
+	static const uint8_t mapped[12] = {[10] = 0xff, [11] = 0xff};
+
+	if (family == AF_INET) {
+		memcpy(out, mapped, sizeof(mapped));
+		memcpy(out + 12, a, 4);
+	} else {
+		memcpy(out, a, 16);
+	}
+}
+
+static bool same_host(int fa, const uint8_t *a, int fb, const uint8_t *b)
+{
+	uint8_t x[16], y[16];
+
+	as_v6(fa, a, x);
+	as_v6(fb, b, y);
+	return !memcmp(x, y, sizeof(x));
+}
+
+static bool is_wildcard(int family, const uint8_t *a)
+{
+	static const uint8_t zero[16];
+
+	return !memcmp(a, zero, family == AF_INET ? 4 : 16);
+}
+
+/*
+ * Is d a connection accepted on (or waiting on) listener l's address and
+ * port?  It has its listener's family (v4-mapped addresses on a dual-stack
+ * one), which tells a v6-only listener from an IPv4 one on the same port.
+ */
+static bool on_listener(const struct diag_sk *l, const struct diag_sk *d)
+{
+	return d->sport == l->sport && d->family == l->family &&
+	       (is_wildcard(l->family, l->src) || same_host(l->family, l->src, d->family, d->src));
+}
+
+/* Is d the other end of c (addresses and ports crossed)? */
+static bool crossed(const struct diag_sk *c, const struct diag_sk *d)
+{
+	return c->sport == d->dport && c->dport == d->sport &&
+	       same_host(c->family, c->src, d->family, d->dst) &&
+	       same_host(c->family, c->dst, d->family, d->src);
+}
+
+static const char *show_diag(const struct diag_sk *d, bool dst)
+{
+	static char out[4][INET6_ADDRSTRLEN + 16];
+	static int k;
+	char a[INET6_ADDRSTRLEN] = "?", *o = out[k++ % 4];
+
+	inet_ntop(d->family, dst ? d->dst : d->src, a, sizeof(a));
+	snprintf(o, sizeof(out[0]), d->family == AF_INET6 ? "[%s]:%u" : "%s:%u", a,
+		 dst ? d->dport : d->sport);
+	return o;
+}
+
+/* The states of a connection waiting in an accept queue (SYN_RECV: TCP fast open). */
+#define WAITING_STATES (1u << TCP_ESTABLISHED | 1u << TCP_CLOSE_WAIT | 1u << TCP_SYN_RECV)
+/* A socket that may be a client: connected or closing, not listening nor TIME_WAIT. */
+#define CLIENT_STATES                                                                              \
+	(1u << TCP_ESTABLISHED | 1u << TCP_FIN_WAIT1 | 1u << TCP_FIN_WAIT2 |                       \
+	 1u << TCP_CLOSE_WAIT | 1u << TCP_LAST_ACK | 1u << TCP_CLOSING)
+
+struct diag_find {
+	const struct diag_sk *ref;
+	bool (*match)(const struct diag_sk *ref, const struct diag_sk *d);
+	struct diag_sk found;
+	size_t n; /* how many matched (found: the first) */
+};
+
+static bool diag_find_one(const struct diag_sk *d, void *arg)
+{
+	struct diag_find *f = arg;
+
+	if (!f->match(f->ref, d))
+		return false;
+	if (!f->n++)
+		f->found = *d;
+	return false;
+}
+
+/* The sockets of either family in states that match ref: how many (the first in *out), or -errno.
+ */
+static int diag_find(const struct diag_sk *ref, uint32_t states,
+		     bool (*match)(const struct diag_sk *ref, const struct diag_sk *d),
+		     struct diag_sk *out)
+{
+	struct diag_find f = {.ref = ref, .match = match};
+	int ret = diag_walk(AF_INET, states, diag_find_one, &f);
+
+	if (!ret)
+		ret = diag_walk(AF_INET6, states, diag_find_one, &f);
+	if (ret)
+		return ret;
+	if (f.n)
+		*out = f.found;
+	return (int)f.n;
+}
+
+static bool is_ino(const struct diag_sk *ref, const struct diag_sk *d)
+{
+	return d->ino == ref->ino;
+}
+
+/* A client's end: a socket with a file, its addresses crossed with the waiting end ref's. */
+static bool is_client_of(const struct diag_sk *ref, const struct diag_sk *d)
+{
+	return d->ino && crossed(ref, d);
+}
+
+/* The server's end waiting in an accept queue: no file yet. */
+static bool is_waiting_end_of(const struct diag_sk *ref, const struct diag_sk *d)
+{
+	return !d->ino && crossed(ref, d);
+}
+
+static bool is_listener_of(const struct diag_sk *ref, const struct diag_sk *d)
+{
+	return on_listener(d, ref);
+}
+
+/* Which process of the dumped tree holds socket ino, at which fd: its pid, or 0. */
+static pid_t tree_holder(struct tree *t, uint64_t ino, int *fd)
+{
+	char want[48];
+
+	snprintf(want, sizeof(want), "socket:[%llu]", (unsigned long long)ino);
+	for (size_t p = 0; p < t->nr_procs; p++) {
+		pid_t pid = t->dprocs[p]->pid;
+		char path[320], link[64];
+		struct dirent *d;
+		DIR *dir;
+
+		snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+		dir = sys_opendir(path);
+		if (!dir)
+			continue;
+		while ((d = readdir(dir))) {
+			if (d->d_name[0] < '0' || d->d_name[0] > '9')
+				continue;
+			snprintf(path, sizeof(path), "/proc/%d/fd/%s", pid, d->d_name);
+			if (sys_readlink(path, link, sizeof(link)) > 0 && !strcmp(link, want)) {
+				*fd = atoi(d->d_name);
+				closedir(dir);
+				return pid;
+			}
+		}
+		closedir(dir);
+	}
+	return 0;
+}
+
+/* What was exchanged on a waiting connection that a new handshake would not bring back. */
+static const char *exchanged(const struct diag_sk *waiting, const struct diag_sk *client)
+{
+	static char why[128];
+
+	if (waiting->rqueue || client->wqueue)
+		snprintf(why, sizeof(why), "its client sent %u byte(s) on already",
+			 waiting->rqueue + client->wqueue);
+	else if (waiting->state == TCP_SYN_RECV)
+		snprintf(why, sizeof(why), "is a TCP fast open one not acknowledged yet");
+	else if (waiting->state != TCP_ESTABLISHED || client->state != TCP_ESTABLISHED ||
+		 client->shutdown)
+		snprintf(why, sizeof(why), "its client shut down (its end is %s)",
+			 state_name(client->state));
+	else if (client->rqueue)
+		snprintf(why, sizeof(why), "its client received %u byte(s) on", client->rqueue);
+	else
+		return NULL;
+	return why;
+}
+
+/* holder: where the client is, if what does not say it */
+static int refuse_exchanged(const char *what, const struct diag_sk *client, const char *holder,
+			    const char *why)
+{
+	pr_err("%s: the TCP connection %s -> %s%s waits in the accept queue of a listener of the "
+	       "tree, and %s, which a new handshake cannot bring back; dump once the server has "
+	       "accept()ed it, or with --skip-in-flight to drop it (its client then sees a reset)",
+	       what, show_diag(client, false), show_diag(client, true), holder, why);
+	return -EOPNOTSUPP;
+}
+
+struct waiting {
+	struct diag_sk end;    /* the server's end, in the accept queue */
+	struct diag_sk client; /* the client's end (ino 0: no socket has it) */
+};
+
+struct waiting_list {
+	const struct diag_sk *l;
+	struct waiting *w;
+	size_t n, max;
+};
+
+static bool add_waiting(const struct diag_sk *d, void *arg)
+{
+	struct waiting_list *c = arg;
+
+	if (d->ino || !on_listener(c->l, d))
+		return false;
+	if (c->n < c->max)
+		c->w[c->n].end = *d;
+	c->n++;
+	return false;
+}
+
+/* The oldest handshake first: the end that received its last segment longest ago. */
+static int by_age(const void *a, const void *b)
+{
+	uint32_t x = ((const struct waiting *)a)->end.idle_ms,
+		 y = ((const struct waiting *)b)->end.idle_ms;
+
+	return x > y ? -1 : x < y;
+}
+
+/*
+ * Listener e (socket ino) has pending connections: each whose client is a
+ * socket of the tree with nothing exchanged goes into e->pending, in accept
+ * order; the others are refused, or dropped with --skip-in-flight.
+ */
+static int dump_waiting(struct dump_ctx *ctx, InetSkEntry *e, uint32_t pending, const char *what)
+{
+	struct diag_sk l = {.family = (int)e->family, .sport = (uint16_t)e->src_port};
+	struct waiting_list c = {.l = &l, .max = pending};
+	uint32_t dropped = 0;
+	int ret;
+
+	memcpy(l.src, e->src_addr.data, e->src_addr.len <= 16 ? e->src_addr.len : 16);
+	c.w = calloc(pending, sizeof(*c.w));
+	e->pending = calloc(pending, sizeof(*e->pending));
+	if (!c.w || !e->pending) {
+		ret = -ENOMEM;
+		goto free_list;
+	}
+	ret = diag_walk(l.family, WAITING_STATES, add_waiting, &c);
+	if (ret) {
+		pr_err("%s: inet_diag cannot list the connections waiting on the listener %s: %s",
+		       what, inet_show_addr(e, false), strerror(-ret));
+		goto free_list;
+	}
+	if (c.n != pending) {
+		pr_err("%s: TCP listener %s has %u connection(s) not accept()ed yet, but %zu "
+		       "wait on its address and port (another listener there, SO_REUSEPORT?): "
+		       "amber cannot tell which are its own; dump with --skip-in-flight to drop "
+		       "them (their clients see a reset)",
+		       what, inet_show_addr(e, false), pending, c.n);
+		ret = -EOPNOTSUPP;
+		goto free_list;
+	}
+	qsort(c.w, c.n, sizeof(*c.w), by_age);
+	for (size_t i = 0; i < c.n; i++) {
+		struct waiting *w = &c.w[i];
+		const char *why = NULL;
+		pid_t pid = 0;
+		int fd = -1, n;
+
+		n = diag_find(&w->end, CLIENT_STATES, is_client_of, &w->client);
+		if (n < 0) {
+			pr_err("%s: inet_diag cannot find the client of %s -> %s: %s", what,
+			       show_diag(&w->end, false), show_diag(&w->end, true), strerror(-n));
+			ret = n;
+			goto free_list;
+		}
+		if (n)
+			pid = tree_holder(ctx->tree, w->client.ino, &fd);
+		if (pid)
+			why = exchanged(&w->end, &w->client);
+		if (pid && !why) {
+			e->pending[e->n_pending++] = w->client.ino;
+			pr_info("%s: the connection from %s (pid %d fd %d) waiting on %s comes "
+				"back "
+				"as number %zu of its accept queue",
+				what, show_diag(&w->client, false), pid, fd,
+				inet_show_addr(e, false), e->n_pending);
+			continue;
+		}
+		if (!ctx->o->skip_in_flight) {
+			if (pid) {
+				char holder[48];
+
+				snprintf(holder, sizeof(holder), " (pid %d fd %d)", pid, fd);
+				ret = refuse_exchanged(what, &w->client, holder, why);
+			} else {
+				pr_err("%s: TCP listener %s has a connection from %s not "
+				       "accept()ed "
+				       "yet, and its client end is %s: amber cannot put a "
+				       "connection "
+				       "back into an accept queue, only connect a client of the "
+				       "tree "
+				       "again; dump the tree that holds the client too, or once "
+				       "the "
+				       "server accept()ed it, or with --skip-in-flight to drop it "
+				       "(its client sees a reset)",
+				       what, inet_show_addr(e, false), show_diag(&w->end, true),
+				       n ? "held by a process outside the dumped tree"
+					 : "closed already (no socket holds it)");
+				ret = -EOPNOTSUPP;
+			}
+			goto free_list;
+		}
+		dropped++;
+	}
+	if (dropped)
+		pr_warn("%s: --skip-in-flight: %u connection(s) to %s not accept()ed yet are "
+			"dropped; their clients will see a reset",
+			what, dropped, inet_show_addr(e, false));
+free_list:
+	free(c.w);
+	return ret;
+}
+
+/*
+ * An ESTABLISHED socket whose connection waits in the accept queue of a
+ * listener of the tree: pending_on set, and 1 (the restore connects it
+ * again, dump_waiting() puts it in the listener's order); 0 if it is not
+ * one (accepted, or its server is outside the tree: an ordinary
+ * connection); -errno refused.
+ */
+static int dump_waiting_client(struct dump_ctx *ctx, uint64_t ino, InetSkEntry *e, const char *what)
+{
+	struct diag_sk me = {.ino = ino}, end, l;
+	pid_t pid = 0;
+	int fd = -1, n;
+	const char *why;
+
+	n = diag_find(&me, CLIENT_STATES, is_ino, &me);
+	if (n > 0)
+		n = diag_find(&me, WAITING_STATES, is_waiting_end_of, &end);
+	if (n > 0)
+		n = diag_find(&end, 1u << TCP_LISTEN, is_listener_of, &l);
+	if (n > 1) {
+		pr_err("%s: TCP connection %s -> %s waits in an accept queue on a port where "
+		       "%d sockets listen (SO_REUSEPORT?): amber cannot tell which; dump once "
+		       "the server has accept()ed it",
+		       what, inet_show_addr(e, false), inet_show_addr(e, true), n);
+		return -EOPNOTSUPP;
+	}
+	if (n < 0) {
+		pr_err("%s: inet_diag cannot describe the TCP connection %s -> %s: %s", what,
+		       inet_show_addr(e, false), inet_show_addr(e, true), strerror(-n));
+		return n;
+	}
+	if (n == 1)
+		pid = tree_holder(ctx->tree, l.ino, &fd);
+	if (!pid)
+		return 0;
+	why = exchanged(&end, &me);
+	if (why && ctx->o->skip_in_flight)
+		return 0; /* dropped by the listener's dump: an ordinary connection to nowhere */
+	if (why)
+		return refuse_exchanged(what, &me, "", why);
+	e->has_pending_on = 1;
+	e->pending_on = l.ino;
+	return 1;
+}
+
 static int dump_established(struct dump_ctx *ctx, int dup, InetSkEntry *e, const char *what)
 {
 	int on = 1, inq, outq, unsq, reuse = 0, peek_old = -1, zero = 0, ret;
@@ -708,18 +1145,7 @@ static int inet_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 		}
 		e->has_backlog = 1;
 		e->backlog = backlog;
-		if (pending && !ctx->o->skip_in_flight) {
-			pr_err("%s: TCP listener %s has %u connection(s) not accept()ed yet, "
-			       "which amber cannot dump; dump with --skip-in-flight to drop them "
-			       "(their clients see a reset)",
-			       what, inet_show_addr(e, false), pending);
-			return -EOPNOTSUPP;
-		}
-		if (pending)
-			pr_warn("%s: --skip-in-flight: %u connection(s) to %s not accept()ed yet "
-				"are dropped; their clients will see a reset",
-				what, pending, inet_show_addr(e, false));
-		return 0;
+		return pending ? dump_waiting(ctx, e, pending, what) : 0;
 	}
 	case TCP_SYN_SENT:
 		return dump_syn_sent(f->ino, e, what);
@@ -740,6 +1166,9 @@ static int inet_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 		}
 		e->has_shutdown = 1;
 		e->shutdown = d.shutdown & (TCP_SHUT_RCV | TCP_SHUT_SEND);
+		ret = e->state == TCP_ESTABLISHED ? dump_waiting_client(ctx, f->ino, e, what) : 0;
+		if (ret)
+			return ret < 0 ? ret : 0;
 		if (ctx->o->tcp_close && !ctx->o->tcp_established) {
 			/* closed by the dump (FIN or reset), restored reset */
 			e->has_closed = e->closed = 1;
@@ -774,6 +1203,55 @@ static int inet_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 sockopt_fail:
 	pr_err("%s: cannot read the socket's address or options: %m", what);
 	return -errno;
+}
+
+/*
+ * Once every file is described: the listeners and the clients of their
+ * waiting connections name each other (each side's dump decided alone, the
+ * tree frozen); an image the restore would refuse is refused here.
+ */
+static int inet_dump_done(struct tree *t)
+{
+	for (size_t i = 0; i < t->files.n; i++) {
+		const RegFile *f = t->files.f[i], *g = NULL;
+		const InetSkEntry *e = f->inet_sk;
+		bool listed = false;
+
+		if (!e || !e->has_pending_on)
+			continue;
+		for (size_t k = 0; k < t->files.n && !g; k++)
+			if (t->files.f[k]->inet_sk && t->files.f[k]->ino == e->pending_on)
+				g = t->files.f[k];
+		for (size_t k = 0; g && k < g->inet_sk->n_pending; k++)
+			listed |= g->inet_sk->pending[k] == f->ino;
+		if (!listed) {
+			pr_err("TCP connection %s -> %s (socket:[%llu]) waits on the listener "
+			       "socket:[%llu] of the tree, whose dump did not take it along; dump "
+			       "again",
+			       inet_show_addr(e, false), inet_show_addr(e, true),
+			       (unsigned long long)f->ino, (unsigned long long)e->pending_on);
+			return -EAGAIN;
+		}
+	}
+	for (size_t i = 0; i < t->files.n; i++) {
+		const InetSkEntry *e = t->files.f[i]->inet_sk;
+
+		for (size_t k = 0; e && k < e->n_pending; k++) {
+			bool found = false;
+
+			for (size_t j = 0; j < t->files.n && !found; j++)
+				found = t->files.f[j]->inet_sk &&
+					t->files.f[j]->ino == e->pending[k] &&
+					t->files.f[j]->inet_sk->has_pending_on;
+			if (!found) {
+				pr_err("TCP listener %s: the client socket:[%llu] of a connection "
+				       "waiting on it was not dumped as one; dump again",
+				       inet_show_addr(e, false), (unsigned long long)e->pending[k]);
+				return -EAGAIN;
+			}
+		}
+	}
+	return 0;
 }
 
 /* ---- restore ---- */
@@ -1305,6 +1783,103 @@ static int open_syn_sent(struct isk *s)
 	return 0;
 }
 
+/* The entry of this prepare (one network namespace) of the socket of inode ino, or NULL. */
+static struct isk *isk_by_ino(uint64_t ino)
+{
+	for (size_t i = 0; i < nr_isks; i++)
+		if (isks[i].f->has_ino && isks[i].f->ino == ino)
+			return &isks[i];
+	return NULL;
+}
+
+/*
+ * A client whose connection waited in listener l's accept queue, as number
+ * queued of it: bound to its address again and connected, a new handshake;
+ * the next one connects only once the server's end of this one is queued.
+ */
+static int connect_waiting(struct isk *s, struct isk *l, uint32_t queued)
+{
+	InetSkEntry *e = s->e;
+	struct sockaddr_storage ss;
+	struct pollfd p;
+	int err = 0, ret;
+	socklen_t len;
+
+	s->fd = new_sock(s);
+	if (s->fd < 0)
+		return s->fd;
+	ret = set_reuse(s->fd, 1);
+	if (!ret)
+		ret = bind_src(s->fd, e);
+	if (!ret)
+		ret = set_reuse(s->fd, e->reuseaddr);
+	if (ret)
+		return ret;
+	if (fcntl(s->fd, F_SETFL, O_NONBLOCK)) {
+		pr_err("TCP %s: cannot make it non-blocking: %m", inet_show_addr(e, false));
+		return -errno;
+	}
+	len = inet_get_addr(e, true, &ss);
+	if (connect(s->fd, (struct sockaddr *)&ss, len) && errno != EINPROGRESS) {
+		pr_err("TCP %s -> %s: cannot connect again to the listener it waited on: %m",
+		       inet_show_addr(e, false), inet_show_addr(e, true));
+		return -errno;
+	}
+	p = (struct pollfd){.fd = s->fd, .events = POLLOUT};
+	len = sizeof(err);
+	if (poll(&p, 1, 5000) != 1 || getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) || err) {
+		pr_err("TCP %s -> %s: the connect to the listener it waited on did not complete: "
+		       "%s",
+		       inet_show_addr(e, false), inet_show_addr(e, true),
+		       err ? strerror(err) : "no answer in 5 s (its accept queue full?)");
+		return err ? -err : -ETIMEDOUT;
+	}
+	if (fcntl(s->fd, F_SETFL, 0)) {
+		pr_err("TCP %s: cannot make it blocking: %m", inet_show_addr(e, false));
+		return -errno;
+	}
+	/* the server's end is made when the handshake's last ACK arrives, just after */
+	for (int i = 0; i < 5000; i++) {
+		struct tcp_info ti;
+
+		len = sizeof(ti);
+		if (getsockopt(l->fd, SOL_TCP, TCP_INFO, &ti, &len)) {
+			pr_err("TCP listener %s: cannot read its accept queue's length: %m",
+			       inet_show_addr(l->e, false));
+			return -errno;
+		}
+		if (ti.tcpi_unacked >= queued) /* a listener's: sk_ack_backlog */
+			return 0;
+		usleep(1000);
+	}
+	pr_err("TCP %s -> %s: connected again, but the listener's accept queue does not hold it",
+	       inet_show_addr(e, false), inet_show_addr(e, true));
+	return -ETIMEDOUT;
+}
+
+/* A listener's waiting connections, made again in the order of its accept queue. */
+static int open_waiting(struct isk *l)
+{
+	int ret = 0;
+
+	for (size_t k = 0; k < l->e->n_pending && !ret; k++) {
+		struct isk *c = isk_by_ino(l->e->pending[k]);
+
+		if (!c) { /* inet_check() saw it in the image: in another network namespace */
+			pr_err("TCP listener %s: the client of its waiting connection %zu is not "
+			       "in "
+			       "its network namespace; the image is corrupt",
+			       inet_show_addr(l->e, false), k + 1);
+			return -EBADMSG;
+		}
+		ret = connect_waiting(c, l, (uint32_t)k + 1);
+	}
+	if (!ret && l->e->n_pending)
+		pr_info("TCP listener %s: its %zu connection(s) not accept()ed yet are back",
+			inet_show_addr(l->e, false), l->e->n_pending);
+	return ret;
+}
+
 /* The image's network locks go once every connection exists, before repair mode does. */
 static int unlock_network(struct tree *t)
 {
@@ -1333,7 +1908,13 @@ static int unlock_network(struct tree *t)
  */
 static bool is_conn(const InetSkEntry *e)
 {
-	return e->type == SOCK_STREAM && tcp_state_connected(e->state);
+	return e->type == SOCK_STREAM && tcp_state_connected(e->state) && !e->has_pending_on;
+}
+
+/* A client whose connection waited in an accept queue: connected again, no TCP repair. */
+static bool is_waiting(const InetSkEntry *e)
+{
+	return e->type == SOCK_STREAM && e->has_pending_on;
 }
 
 /* Comes back reset: dumped with --tcp-close, or restored with it. */
@@ -1347,10 +1928,14 @@ static int check_tcp_state(const InetSkEntry *e)
 {
 	const char *why = NULL;
 
-	if (!is_conn(e) && e->state != TCP_LISTEN && e->state != TCP_CLOSE &&
-	    e->state != TCP_SYN_SENT)
+	if (is_waiting(e) && e->state != TCP_ESTABLISHED)
+		why = "a connection waiting in an accept queue that is not ESTABLISHED";
+	else if (!is_conn(e) && !is_waiting(e) && e->state != TCP_LISTEN && e->state != TCP_CLOSE &&
+		 e->state != TCP_SYN_SENT)
 		why = "a state amber does not restore";
-	else if ((is_conn(e) || e->state == TCP_SYN_SENT) &&
+	else if (e->n_pending && e->state != TCP_LISTEN)
+		why = "connections waiting in its accept queue but not listening";
+	else if ((is_conn(e) || is_waiting(e) || e->state == TCP_SYN_SENT) &&
 		 (!e->has_dst_addr || (e->dst_addr.len != 4 && e->dst_addr.len != 16)))
 		why = "a connection without a peer address";
 	else if (e->has_shutdown && (e->shutdown & ~(TCP_SHUT_RCV | TCP_SHUT_SEND)))
@@ -1452,7 +2037,10 @@ static int inet_prepare(struct tree *t, RegFile **files, size_t n, int *fds)
 	for (size_t i = 0; i < nr_isks && !ret; i++)
 		if (is_conn(isks[i].e) && !is_reset(isks[i].e, t->o))
 			ret = finish_established(&isks[i]);
-	/* once the listeners in the tree exist */
+	/* once the listeners in the tree exist: first what waited in their queues */
+	for (size_t i = 0; i < nr_isks && !ret; i++)
+		if (isks[i].e->type == SOCK_STREAM && isks[i].e->state == TCP_LISTEN)
+			ret = open_waiting(&isks[i]);
 	for (size_t i = 0; i < nr_isks && !ret; i++)
 		if (isks[i].e->type == SOCK_STREAM && isks[i].e->state == TCP_SYN_SENT)
 			ret = open_syn_sent(&isks[i]);
@@ -1467,12 +2055,85 @@ static int inet_prepare(struct tree *t, RegFile **files, size_t n, int *fds)
 	return ret;
 }
 
+static const RegFile *rfile_by_ino(struct tree *t, uint64_t ino)
+{
+	for (size_t i = 0; i < t->nr_rfiles; i++)
+		if (t->rfiles[i]->kind == FILE_KIND__FILE_INET_SK && t->rfiles[i]->inet_sk &&
+		    t->rfiles[i]->has_ino && t->rfiles[i]->ino == ino)
+			return t->rfiles[i];
+	return NULL;
+}
+
+/* Does client c's connection go to listener l's address and port? */
+static bool goes_to(const InetSkEntry *c, const InetSkEntry *l)
+{
+	uint8_t la[16] = {0}, ca[16] = {0};
+	int lf = (int)l->family, cf = (int)c->family;
+
+	if (c->dst_port != l->src_port || (l->src_addr.len != 4 && l->src_addr.len != 16) ||
+	    (c->dst_addr.len != 4 && c->dst_addr.len != 16))
+		return false;
+	memcpy(la, l->src_addr.data, l->src_addr.len);
+	memcpy(ca, c->dst_addr.data, c->dst_addr.len);
+	lf = l->src_addr.len == 4 ? AF_INET : AF_INET6;
+	cf = c->dst_addr.len == 4 ? AF_INET : AF_INET6;
+	return is_wildcard(lf, la) || same_host(lf, la, cf, ca);
+}
+
+/*
+ * Before anything is made: a listener's waiting connections name clients of
+ * the image, in its network namespace, connected to it, that name it back,
+ * once each; a restore would otherwise connect sockets the dump never saw
+ * connected.
+ */
+static int inet_check(struct tree *t, const RegFile *f)
+{
+	const InetSkEntry *e = f->inet_sk, *o;
+	const RegFile *g;
+	const char *why = NULL;
+
+	if (!e || (!e->n_pending && !e->has_pending_on))
+		return 0;
+	if (e->type != SOCK_STREAM || !f->has_ino)
+		why = "not a TCP socket with an inode";
+	else if (e->n_pending && (e->state != TCP_LISTEN || !e->has_backlog ||
+				  e->n_pending > (size_t)e->backlog + 1))
+		why = "more connections waiting than its backlog takes, or not a listener";
+	for (size_t i = 0; !why && i < e->n_pending; i++) {
+		g = rfile_by_ino(t, e->pending[i]);
+		o = g ? g->inet_sk : NULL;
+		if (!o || !o->has_pending_on || o->pending_on != f->ino || g->net_ns != f->net_ns ||
+		    !goes_to(o, e))
+			why = "a waiting connection whose client does not wait on it";
+		for (size_t j = 0; !why && j < i; j++)
+			if (e->pending[j] == e->pending[i])
+				why = "a waiting connection listed twice";
+	}
+	if (!why && e->has_pending_on) {
+		bool listed = false;
+
+		g = rfile_by_ino(t, e->pending_on);
+		o = g ? g->inet_sk : NULL;
+		for (size_t i = 0; o && i < o->n_pending; i++)
+			listed |= o->pending[i] == f->ino;
+		if (!listed)
+			why = "waiting on a listener that does not list it";
+	}
+	if (!why)
+		return 0;
+	pr_err("files.img: TCP socket %s (socket:[%llu]): %s; the image is corrupt",
+	       inet_show_addr(e, false), (unsigned long long)f->ino, why);
+	return -EBADMSG;
+}
+
 const struct fd_type inet_sk_type = {
 	.name = "inet socket",
 	.kind = FILE_KIND__FILE_INET_SK,
 	.match = inet_match,
 	.dump = inet_dump,
 	.prepare = inet_prepare,
+	.check = inet_check,
 	.bounds_itself = true,
+	.dump_done = inet_dump_done,
 	.dump_undo = repair_release,
 };
