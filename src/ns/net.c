@@ -1603,10 +1603,12 @@ static int configure(const NetnsEntry *e)
 
 /*
  * Until every process exists with its sockets, a namespace made here drops
- * every TCP segment: its sockets are made one namespace at a time, and a
- * segment from a connection already out of repair mode that found its
- * peer's namespace without the peer yet would be answered with a reset.
- * TCP sends again what was dropped.  Not with --network-lock skip.
+ * every TCP segment but on lo: its sockets are made one namespace at a
+ * time, and a segment from a connection already out of repair mode that
+ * found its peer's namespace without the peer yet would be answered with a
+ * reset.  TCP sends again what was dropped.  Within one namespace (lo) all
+ * exist together, and connections waiting on a listener are made again by
+ * a real handshake.  Not with --network-lock skip.
  */
 #define RESTORE_LOCK "amber_restore_lock"
 
@@ -1636,8 +1638,10 @@ static int restore_lock(const struct tree *t, const NetnsEntry *e)
 	return nft_cmd(
 		e,
 		"table inet " RESTORE_LOCK " {\n"
-		" chain in { type filter hook input priority -400; meta l4proto tcp drop; }\n"
-		" chain out { type filter hook output priority -400; meta l4proto tcp drop; }\n"
+		" chain in { type filter hook input priority -400;\n"
+		       "  iifname != \"lo\" meta l4proto tcp drop; }\n"
+		" chain out { type filter hook output priority -400;\n"
+		       "  oifname != \"lo\" meta l4proto tcp drop; }\n"
 		"}\n",
 		"lock it while the restore makes its sockets");
 }

@@ -14,6 +14,13 @@ t_tcppending_4() { cycle -B pending_back -- "$PROGS/tcppending" "$T" ok 4 47300;
 t_tcppending_6() { cycle -B pending_back -- "$PROGS/tcppending" "$T" ok 6 47301; }
 # a dual-stack IPv6 listener, IPv4 clients (v4-mapped addresses on the server's side)
 t_tcppending_m() { cycle -B pending_back -- "$PROGS/tcppending" "$T" ok m 47302; }
+# the same in a network namespace of the tree (its restore lock lets lo through)
+TESTS+=(tcppending_netns)
+t_tcppending_netns() {
+	command -v unshare >/dev/null || return 77
+	cycle -B pending_back -- unshare --net sh -c 'ip link set lo up && exec "$0" "$@"' \
+		"$PROGS/tcppending" "$T" ok 4 47307
+}
 # --skip-in-flight drops only what cannot come back: these do
 t_tcppending_skip() { cycle -d --skip-in-flight -B pending_back -- "$PROGS/tcppending" "$T" ok 4 47303; }
 
