@@ -749,8 +749,12 @@ static int run_tree_hooks(struct tree *t, bool late)
 		if (!fn)
 			continue;
 		ret = dump_check_interrupted();
-		if (!ret)
+		if (!ret) {
+			uint64_t t0 = stats_now();
+
 			ret = fn(t);
+			stats_resource((size_t)(r - resources), t0);
+		}
 		if (ret)
 			return ret;
 	}
@@ -978,6 +982,8 @@ static int dump_hooks(struct dump_ctx *ctx)
 
 		if (ret)
 			return ret;
+		uint64_t t0 = stats_now();
+
 		pr_info("dumping %s of pid %d", (*r)->name, ctx->pid);
 		if ((*r)->dump) {
 			ret = (*r)->dump(ctx);
@@ -989,6 +995,7 @@ static int dump_hooks(struct dump_ctx *ctx)
 			if (ret)
 				return ret;
 		}
+		stats_resource((size_t)(r - resources), t0);
 	}
 	return 0;
 }
@@ -1030,6 +1037,7 @@ unblock:
 static int dump_late(struct dump_ctx *ctx)
 {
 	for (const struct resource_ops *const *r = resources; *r; r++) {
+		uint64_t t0;
 		int ret;
 
 		if (!(*r)->dump_late)
@@ -1037,7 +1045,9 @@ static int dump_late(struct dump_ctx *ctx)
 		ret = dump_check_interrupted();
 		if (ret)
 			return ret;
+		t0 = stats_now();
 		ret = (*r)->dump_late(ctx);
+		stats_resource((size_t)(r - resources), t0);
 		if (ret)
 			return ret;
 	}

@@ -16,6 +16,7 @@
 #include "infect.h"
 #include "pie-batch.h"
 #include "log.h"
+#include "stats.h"
 #include "proc.h"
 #include "sys.h"
 
@@ -412,8 +413,8 @@ static long run_to_exit(struct infect *inf, long nr)
 	}
 }
 
-int infect_syscall(struct infect *inf, long *ret, long nr, long a1, long a2, long a3, long a4,
-		   long a5, long a6)
+static int do_syscall(struct infect *inf, long *ret, long nr, long a1, long a2, long a3, long a4,
+		      long a5, long a6)
 {
 	struct user_regs_struct regs = inf->regs;
 	int status;
@@ -480,6 +481,19 @@ fail:
 	/* the caller says what it was doing */
 	pr_debug("pid %d: cannot inject syscall %ld: %s", inf->pid, nr, strerror((int)-r));
 	return (int)r;
+}
+
+/* One round trip, counted and timed for --display-stats. */
+int infect_syscall(struct infect *inf, long *ret, long nr, long a1, long a2, long a3, long a4,
+		   long a5, long a6)
+{
+	int err;
+
+	stats_start(ST_INJECT);
+	err = do_syscall(inf, ret, nr, a1, a2, a3, a4, a5, a6);
+	stats_stop(ST_INJECT);
+	stats_add(SC_INJECTED, 1);
+	return err;
 }
 
 long infect_call(struct infect *inf, long nr, long a1, long a2, long a3, long a4, long a5, long a6)
@@ -595,11 +609,15 @@ int infect_batch(struct infect *inf, struct infect_sc *sc, size_t n)
 			e[7] = -ENOEXEC; /* not run */
 		}
 		buf[k * 8] = -1;
+		stats_start(ST_INJECT);
 		ret = infect_write(inf, table, buf, (k + 1) * BATCH_ENTRY);
 		if (!ret)
 			ret = run_batch(inf, code, table);
 		if (!ret)
 			ret = infect_read(inf, table, buf, k * BATCH_ENTRY);
+		stats_stop(ST_INJECT);
+		stats_add(SC_BATCHES, 1);
+		stats_add(SC_BATCHED, k);
 		for (size_t i = 0; !ret && i < k; i++)
 			sc[off + i].ret = buf[i * 8 + 7];
 		inf->nr_syscalls += k;

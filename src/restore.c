@@ -84,11 +84,14 @@ static int inject_all(struct restore_ctx *ctx)
 	for (const struct resource_ops *const *r = resources; *r && !ret; r++) {
 		if (!(*r)->restore_inject && !(*r)->restore_thread)
 			continue;
+		uint64_t t0 = stats_now();
+
 		pr_info("restoring %s of pid %d", (*r)->name, ctx->pid);
 		if ((*r)->restore_inject)
 			ret = (*r)->restore_inject(ctx);
 		for (size_t i = 0; !ret && (*r)->restore_thread && i < ctx->nr_threads; i++)
 			ret = (*r)->restore_thread(ctx, &ctx->threads[i]);
+		stats_resource((size_t)(r - resources), t0);
 		if (ret)
 			pr_err("pid %d: restoring %s failed", ctx->pid, (*r)->name);
 	}
@@ -178,9 +181,12 @@ static int read_images(struct restore_ctx *ctx)
 		return -EBADMSG;
 	}
 	for (const struct resource_ops *const *r = resources; *r; r++) {
+		uint64_t t0 = stats_now();
+
 		if (!(*r)->restore_read)
 			continue;
 		ret = (*r)->restore_read(ctx);
+		stats_resource((size_t)(r - resources), t0);
 		if (ret)
 			return ret;
 	}
@@ -276,9 +282,12 @@ static int run_restore_tree(struct tree *t)
 	for (const struct resource_ops *const *r = resources; *r; r++) {
 		int ret;
 
+		uint64_t t0 = stats_now();
+
 		if (!(*r)->restore_tree)
 			continue;
 		ret = (*r)->restore_tree(t);
+		stats_resource((size_t)(r - resources), t0);
 		if (ret)
 			return ret;
 	}
@@ -852,9 +861,13 @@ static int late_process(struct restore_ctx *ctx)
 {
 	int ret = 0;
 
-	for (const struct resource_ops *const *r = resources; *r && !ret; r++)
+	for (const struct resource_ops *const *r = resources; *r && !ret; r++) {
+		uint64_t t0 = stats_now();
+
 		if ((*r)->restore_late)
 			ret = (*r)->restore_late(ctx);
+		stats_resource((size_t)(r - resources), t0);
+	}
 	return ret;
 }
 

@@ -20,7 +20,10 @@
 #include "stats.pb-c.h"
 #include "sys.h"
 
+#define MAX_RESOURCES 64
+
 static uint64_t spent[ST__COUNT], started[ST__COUNT], counts[SC__COUNT];
+static uint64_t by_resource[MAX_RESOURCES]; /* amber's side of each resource's hooks */
 
 static uint64_t now_us(void)
 {
@@ -28,6 +31,17 @@ static uint64_t now_us(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+uint64_t stats_now(void)
+{
+	return now_us();
+}
+
+void stats_resource(size_t r, uint64_t since)
+{
+	if (r < MAX_RESOURCES)
+		by_resource[r] += now_us() - since;
 }
 
 void stats_start(enum stat_time t)
@@ -168,6 +182,38 @@ static void print_restore(FILE *out, const RestoreStats *s)
 	print_n(out, "pages restored", s->pages_restored);
 }
 
+/*
+ * Where the time went, beyond the image's records: ptrace round trips, and
+ * amber's side of each resource's hooks (a restored child's own work is in
+ * neither), the most costly first.
+ */
+static void print_breakdown(FILE *out)
+{
+	bool shown[MAX_RESOURCES] = {false};
+	size_t n = 0;
+
+	while (resources[n] && n < MAX_RESOURCES)
+		n++;
+	print_ms(out, "injected syscall time", spent[ST_INJECT]);
+	print_n(out, "injected syscalls", counts[SC_INJECTED]);
+	print_n(out, "syscall batches", counts[SC_BATCHES]);
+	print_n(out, "syscalls in batches", counts[SC_BATCHED]);
+	for (;;) {
+		size_t best = n;
+		char what[96];
+
+		for (size_t i = 0; i < n; i++)
+			if (!shown[i] && by_resource[i] &&
+			    (best == n || by_resource[i] > by_resource[best]))
+				best = i;
+		if (best == n)
+			break;
+		shown[best] = true;
+		snprintf(what, sizeof(what), "time in %s", resources[best]->name);
+		print_ms(out, what, by_resource[best]);
+	}
+}
+
 void stats_print(bool restore)
 {
 	if (restore) {
@@ -181,6 +227,7 @@ void stats_print(bool restore)
 		fill_dump(&s);
 		print_dump(stderr, &s);
 	}
+	print_breakdown(stderr);
 }
 
 int stats_show(struct img_dir *d, FILE *out)

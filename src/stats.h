@@ -23,6 +23,7 @@ enum stat_time {
 	ST_MEMWRITE, /* dump: the writes left after the scan, and the sync */
 	ST_FORKING,  /* restore: until every process exists */
 	ST_RESTORE,  /* restore: rebuilding the processes until they run */
+	ST_INJECT,   /* both: inside injected syscalls and batches (ptrace round trips) */
 	ST__COUNT,
 };
 
@@ -32,11 +33,17 @@ enum stat_count {
 	SC_PAGES_WRITTEN,
 	SC_PAGES_RESTORED,
 	SC_PROCESSES,
-	SC_DONE, /* processes dumped or restored so far (progress.c) */
+	SC_DONE,     /* processes dumped or restored so far (progress.c) */
+	SC_INJECTED, /* syscalls run in a task by ptrace, one round trip each */
+	SC_BATCHES,  /* batches of syscalls run in one round trip */
+	SC_BATCHED,  /* the syscalls in them */
 	SC__COUNT,
 };
 
 void stats_start(enum stat_time t);
+/* A monotonic time in us, and the time since it added to resource r (resources[]). */
+uint64_t stats_now(void);
+void stats_resource(size_t r, uint64_t since);
 void stats_stop(enum stat_time t);
 void stats_add(enum stat_count c, uint64_t n);
 /* From another thread too (the progress line). */
