@@ -459,6 +459,7 @@ struct fdslot {
 	unsigned flags;
 	uint64_t pos;
 	int id;
+	bool locked; /* its fdinfo lists locks */
 };
 
 /*
@@ -642,7 +643,7 @@ static int list_fds(struct dump_ctx *ctx, struct fdslot **s, size_t *n, size_t *
 		e->ctx = ctx;
 		e->fd = atoi(de->d_name);
 		e->id = -1;
-		ret = proc_parse_fdinfo(ctx->pid, e->fd, &e->pos, &e->flags);
+		ret = proc_parse_fdinfo(ctx->pid, e->fd, &e->pos, &e->flags, &e->locked);
 		if (ret) {
 			pr_err("pid %d: cannot read fdinfo of fd %d: %s", ctx->pid, e->fd,
 			       strerror(-ret));
@@ -762,7 +763,7 @@ int files_dump_inflight(struct dump_ctx *ctx, int fd, int *id)
 	inflight[nr_inflight].fd = fd;
 	inflight[nr_inflight].id = -1;
 	nr_inflight++;
-	ret = proc_parse_fdinfo(self, fd, &pos, &flags);
+	ret = proc_parse_fdinfo(self, fd, &pos, &flags, NULL);
 	if (ret) {
 		pr_err("cannot read the fdinfo of a file in flight (amber's fd %d): %s", fd,
 		       strerror(-ret));
@@ -815,7 +816,7 @@ static int files_dump_tree(struct tree *t)
 {
 	struct fdslot *s = NULL;
 	size_t n = 0, cap = 0, i;
-	int ret = 0, id = -1;
+	int ret = locks_dump_start(), id = -1;
 
 	for (size_t p = 0; p < t->nr_procs && !ret; p++)
 		ret = list_fds(t->dprocs[p], &s, &n, &cap);
@@ -846,7 +847,7 @@ static int files_dump_tree(struct tree *t)
 				goto free_slots;
 		}
 		s[i].id = id;
-		ret = locks_dump_fd(s[i].ctx, s[i].fd, s[i].flags, t->files.f[id]);
+		ret = locks_dump_fd(s[i].ctx, s[i].fd, s[i].flags, s[i].locked, t->files.f[id]);
 		if (!ret)
 			ret = late_locks_refused(s[i].ctx, s[i].fd, s[i].flags, t->files.f[id]);
 		if (ret)

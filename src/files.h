@@ -91,7 +91,9 @@ extern const struct fd_type nsfs_type; /* procfile.c: a namespace file of the tr
  * locks.c, for every (process, fd) of the dump once its description is f:
  * the locks taken through it, and whether its owner of signals is asked.
  */
-int locks_dump_fd(struct dump_ctx *ctx, int fd, unsigned flags, RegFile *f);
+/* locks.c: once per dump, the tree frozen, before the first locks_dump_fd() */
+int locks_dump_start(void);
+int locks_dump_fd(struct dump_ctx *ctx, int fd, unsigned flags, bool locked, RegFile *f);
 
 /*
  * memfd.c: a memfd is a deleted regular file whose content is saved as a

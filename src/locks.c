@@ -26,6 +26,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,18 +66,116 @@ static struct fown_query {
 } * queries;
 static size_t nr_queries;
 
+/*
+ * /proc/locks costs a grace period of RCU at its first read in a while (the
+ * kernel takes its lock list's per-CPU rwsem for writing): some 10 ms, most
+ * of a small process's dump.  So it is read in a thread from the start of
+ * the dump (the tree frozen) and awaited only at its end; an fd's own locks
+ * come from its fdinfo, which files.c reads anyway.  The fd is opened here,
+ * in amber's thread, in the order fault injection counts.
+ */
+static pthread_t reader;
+static bool reading;
+static char *reader_buf;
+static int reader_fd = -1, reader_ret;
+
+static void *read_locks_thread(void *arg)
+{
+	size_t cap = 4096, n = 0;
+	char *buf = malloc(cap + 1), *nb;
+	ssize_t r;
+
+	(void)arg;
+	while (buf && (r = read(reader_fd, buf + n, cap - n)) != 0) {
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			reader_ret = -errno;
+			free(buf);
+			return NULL;
+		}
+		n += (size_t)r;
+		if (n == cap && (nb = realloc(buf, 2 * cap + 1))) {
+			buf = nb;
+			cap *= 2;
+		} else if (n == cap) {
+			free(buf);
+			buf = NULL;
+		}
+	}
+	if (!buf) {
+		reader_ret = -ENOMEM;
+		return NULL;
+	}
+	buf[n] = 0;
+	reader_buf = buf;
+	return NULL;
+}
+
+static void reset_dump(void)
+{
+	if (reading)
+		pthread_join(reader, NULL);
+	reading = false;
+	if (reader_fd >= 0)
+		close(reader_fd);
+	reader_fd = -1;
+	free(reader_buf);
+	reader_buf = NULL;
+	reader_ret = 0;
+	free(sys_locks);
+	sys_locks = NULL;
+	nr_sys_locks = 0;
+	locks_read = false;
+	free(via_fd);
+	via_fd = NULL;
+	nr_via_fd = cap_via_fd = 0;
+}
+
+/* Once per dump, every process frozen (files.c, first): the read of /proc/locks begins. */
+int locks_dump_start(void)
+{
+	int ret;
+
+	reset_dump(); /* an earlier dump's, in an RPC worker */
+	reader_fd = sys_open("/proc/locks", O_RDONLY | O_CLOEXEC, 0);
+	if (reader_fd == -ENOENT) {
+		reader_fd = -1;
+		locks_read = true; /* CONFIG_FILE_LOCKING off: there are none */
+		return 0;
+	}
+	if (reader_fd < 0) {
+		ret = reader_fd;
+		reader_fd = -1;
+		pr_err("cannot open /proc/locks: %s", strerror(-ret));
+		return ret;
+	}
+	ret = -pthread_create(&reader, NULL, read_locks_thread, NULL);
+	if (ret) {
+		pr_err("cannot start a thread to read /proc/locks: %s", strerror(-ret));
+		return ret;
+	}
+	reading = true;
+	return 0;
+}
+
 /* /proc/locks: "1: POSIX  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; waiters have " -> ". */
 static int read_proc_locks(void)
 {
 	char *buf, *line, *save;
-	int ret = sys_read_file("/proc/locks", &buf, NULL);
 
+	if (locks_read)
+		return 0;
+	if (reading)
+		pthread_join(reader, NULL);
+	reading = false;
 	locks_read = true;
-	if (ret == -ENOENT)
-		return 0; /* CONFIG_FILE_LOCKING off: there are none */
-	if (ret) {
-		pr_err("cannot read /proc/locks: %s", strerror(-ret));
-		return ret;
+	buf = reader_buf;
+	reader_buf = NULL;
+	if (reader_ret || !buf) {
+		pr_err("cannot read /proc/locks: %s", strerror(reader_ret ? -reader_ret : ENOMEM));
+		free(buf);
+		return reader_ret ? reader_ret : -ENOMEM;
 	}
 	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		struct sys_lock l = {0}, *n;
@@ -107,14 +206,6 @@ static int read_proc_locks(void)
 	}
 	free(buf);
 	return 0;
-}
-
-static bool ino_locked(uint64_t ino)
-{
-	for (size_t i = 0; i < nr_sys_locks; i++)
-		if (sys_locks[i].ino == ino)
-			return true;
-	return false;
 }
 
 static bool same_lock(const LockEntry *a, const LockEntry *b)
@@ -263,27 +354,22 @@ static int note_query(struct dump_ctx *ctx, int fd, RegFile *f)
 	return 0;
 }
 
-int locks_dump_fd(struct dump_ctx *ctx, int fd, unsigned flags, RegFile *f)
+int locks_dump_fd(struct dump_ctx *ctx, int fd, unsigned flags, bool locked, RegFile *f)
 {
 	char path[64], *buf, *p;
 	bool lease = false;
 	int ret = 0;
 
-	if (!locks_read) {
-		ret = read_proc_locks();
-		if (ret)
-			return ret;
-	}
-	if (f->has_ino && ino_locked(f->ino)) {
-		if (nr_via_fd == cap_via_fd) {
-			RegFile **n = realloc(via_fd, (2 * cap_via_fd + 16) * sizeof(*n));
+	if (nr_via_fd == cap_via_fd) {
+		RegFile **n = realloc(via_fd, (2 * cap_via_fd + 16) * sizeof(*n));
 
-			if (!n)
-				return -ENOMEM;
-			via_fd = n;
-			cap_via_fd = 2 * cap_via_fd + 16;
-		}
-		via_fd[nr_via_fd++] = f;
+		if (!n)
+			return -ENOMEM;
+		via_fd = n;
+		cap_via_fd = 2 * cap_via_fd + 16;
+	}
+	via_fd[nr_via_fd++] = f;
+	if (locked) {
 		snprintf(path, sizeof(path), "/proc/%d/fdinfo/%d", ctx->pid, fd);
 		ret = sys_read_file(path, &buf, NULL);
 		if (ret) {
@@ -436,7 +522,7 @@ static int check_mapped_ofd(struct tree *t, const struct sys_lock *l)
  */
 static int locks_dump_tree_late(struct tree *t)
 {
-	int ret = locks_read ? 0 : read_proc_locks();
+	int ret = read_proc_locks();
 
 	for (size_t i = 0; i < nr_sys_locks && !ret; i++) {
 		struct sys_lock *l = &sys_locks[i];
@@ -468,6 +554,7 @@ static int locks_dump_tree_late(struct tree *t)
 			ret = -EOPNOTSUPP;
 		}
 	}
+	reset_dump();
 	return ret;
 }
 
@@ -805,9 +892,15 @@ static int locks_restore_inject(struct restore_ctx *ctx)
 	return ret;
 }
 
+static void locks_dump_undo(struct tree *t)
+{
+	reset_dump();
+}
+
 const struct resource_ops locks_ops = {
 	.name = "locks",
 	.dump = locks_dump,
+	.dump_undo = locks_dump_undo,
 	.dump_tree_late = locks_dump_tree_late,
 	.restore_read = locks_restore_read,
 	.restore_tree = locks_restore_tree,

@@ -261,7 +261,7 @@ int proc_parse_maps(pid_t pid, struct vma **out, size_t *nr_out)
 	return parse_vmas(pid, "maps", out, nr_out);
 }
 
-int proc_parse_fdinfo(pid_t pid, int fd, uint64_t *pos, unsigned *flags)
+int proc_parse_fdinfo(pid_t pid, int fd, uint64_t *pos, unsigned *flags, bool *locked)
 {
 	char path[64], *buf;
 	int ret;
@@ -275,6 +275,8 @@ int proc_parse_fdinfo(pid_t pid, int fd, uint64_t *pos, unsigned *flags)
 	*pos = p ? strtoull(p + 4, NULL, 10) : 0;
 	p = strstr(buf, "flags:");
 	*flags = p ? (unsigned)strtoul(p + 6, NULL, 8) : 0;
+	if (locked)
+		*locked = strstr(buf, "\nlock:\t") != NULL;
 	free(buf);
 	return 0;
 }

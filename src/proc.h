@@ -46,7 +46,7 @@ int proc_parse_vmas(pid_t pid, struct vma **vmas, size_t *nr);
 int proc_parse_maps(pid_t pid, struct vma **vmas, size_t *nr);
 void proc_free_vmas(struct vma *vmas, size_t nr);
 /* fdinfo pos/flags/mnt_id */
-int proc_parse_fdinfo(pid_t pid, int fd, uint64_t *pos, unsigned *flags);
+int proc_parse_fdinfo(pid_t pid, int fd, uint64_t *pos, unsigned *flags, bool *locked);
 /* Children of a thread from /proc/PID/task/TID/children (the C/R children file). */
 /* Fills *out (malloc()ed, every child however many) and returns the count, or -errno. */
 int proc_children(pid_t pid, pid_t **out);
