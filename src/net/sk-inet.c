@@ -1747,8 +1747,11 @@ static int finish_reset(struct isk *s)
 	return ret;
 }
 
-/* A connect() in progress at the dump: connected again from its address, a new SYN. */
-static int open_syn_sent(struct isk *s)
+/*
+ * A new socket bound to s's address and connect()ing to its peer, not
+ * blocking; why names the connect for a message.  0 once the SYN is out.
+ */
+static int connect_again(struct isk *s, const char *why)
 {
 	InetSkEntry *e = s->e;
 	struct sockaddr_storage ss;
@@ -1770,17 +1773,30 @@ static int open_syn_sent(struct isk *s)
 		return -errno;
 	}
 	len = inet_get_addr(e, true, &ss);
-	/* EINPROGRESS: the outcome is the process's to see, as it was going to be */
 	if (connect(s->fd, (struct sockaddr *)&ss, len) && errno != EINPROGRESS) {
-		pr_err("TCP %s -> %s: the connect() in progress at the dump fails now: %m",
-		       inet_show_addr(e, false), inet_show_addr(e, true));
-		return -errno;
-	}
-	if (fcntl(s->fd, F_SETFL, 0)) {
-		pr_err("TCP %s: cannot make it blocking: %m", inet_show_addr(e, false));
+		pr_err("TCP %s -> %s: %s: %m", inet_show_addr(e, false), inet_show_addr(e, true),
+		       why);
 		return -errno;
 	}
 	return 0;
+}
+
+static int set_blocking(struct isk *s)
+{
+	if (fcntl(s->fd, F_SETFL, 0)) {
+		pr_err("TCP %s: cannot make it blocking: %m", inet_show_addr(s->e, false));
+		return -errno;
+	}
+	return 0;
+}
+
+/* A connect() in progress at the dump: connected again from its address, a new SYN. */
+static int open_syn_sent(struct isk *s)
+{
+	/* EINPROGRESS: the outcome is the process's to see, as it was going to be */
+	int ret = connect_again(s, "the connect() in progress at the dump fails now");
+
+	return ret ? ret : set_blocking(s);
 }
 
 /* The entry of this prepare (one network namespace) of the socket of inode ino, or NULL. */
@@ -1800,31 +1816,13 @@ static struct isk *isk_by_ino(uint64_t ino)
 static int connect_waiting(struct isk *s, struct isk *l, uint32_t queued)
 {
 	InetSkEntry *e = s->e;
-	struct sockaddr_storage ss;
 	struct pollfd p;
 	int err = 0, ret;
 	socklen_t len;
 
-	s->fd = new_sock(s);
-	if (s->fd < 0)
-		return s->fd;
-	ret = set_reuse(s->fd, 1);
-	if (!ret)
-		ret = bind_src(s->fd, e);
-	if (!ret)
-		ret = set_reuse(s->fd, e->reuseaddr);
+	ret = connect_again(s, "cannot connect again to the listener it waited on");
 	if (ret)
 		return ret;
-	if (fcntl(s->fd, F_SETFL, O_NONBLOCK)) {
-		pr_err("TCP %s: cannot make it non-blocking: %m", inet_show_addr(e, false));
-		return -errno;
-	}
-	len = inet_get_addr(e, true, &ss);
-	if (connect(s->fd, (struct sockaddr *)&ss, len) && errno != EINPROGRESS) {
-		pr_err("TCP %s -> %s: cannot connect again to the listener it waited on: %m",
-		       inet_show_addr(e, false), inet_show_addr(e, true));
-		return -errno;
-	}
 	p = (struct pollfd){.fd = s->fd, .events = POLLOUT};
 	len = sizeof(err);
 	if (poll(&p, 1, 5000) != 1 || getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) || err) {
@@ -1834,10 +1832,9 @@ static int connect_waiting(struct isk *s, struct isk *l, uint32_t queued)
 		       err ? strerror(err) : "no answer in 5 s (its accept queue full?)");
 		return err ? -err : -ETIMEDOUT;
 	}
-	if (fcntl(s->fd, F_SETFL, 0)) {
-		pr_err("TCP %s: cannot make it blocking: %m", inet_show_addr(e, false));
-		return -errno;
-	}
+	ret = set_blocking(s);
+	if (ret)
+		return ret;
 	/* the server's end is made when the handshake's last ACK arrives, just after */
 	for (int i = 0; i < 5000; i++) {
 		struct tcp_info ti;
