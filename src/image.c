@@ -213,15 +213,16 @@ static void img_free(struct img *img)
 	free(img);
 }
 
+/*
+ * An image file is complete: its name, size and hash go to the set.  It is
+ * synced by img_set_commit(), all files together: a file's fsync right
+ * after it is written forces a journal commit of its own (thousands for a
+ * big tree), while the first of many at the end commits them all.
+ */
 int img_finish(struct img *img)
 {
-	int ret = sys_fsync(img->fd);
+	int ret;
 
-	if (ret) {
-		pr_err("cannot sync image file %s: %s", img->name, strerror(-ret));
-		img_abort(img);
-		return ret;
-	}
 	close(img->fd);
 	ret = set_add(img->set, img->name, img->size, XXH3_64bits_digest(img->hash));
 	img_free(img);
@@ -237,18 +238,40 @@ void img_abort(struct img *img)
 	img_free(img);
 }
 
+static int sync_file(int dirfd, const char *name)
+{
+	int fd = sys_openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0), ret;
+
+	ret = fd < 0 ? fd : sys_fsync(fd);
+	if (fd >= 0)
+		close(fd);
+	if (ret)
+		pr_err("cannot sync image file %s: %s", name, strerror(-ret));
+	return ret;
+}
+
 int img_set_commit(struct img_set *set, Inventory *inv)
 {
 	struct img_set inv_set = {.dirfd = set->dirfd};
 	struct img *img;
-	int ret, dfd;
+	int ret = 0, dfd;
 
 	inv->n_files = set->n;
 	inv->files = set->files;
+	/* every file the inventory lists is on disk before it is */
+	for (size_t i = 0; i < set->n && !ret; i++)
+		ret = sync_file(set->dirfd, set->files[i]->name);
+	if (ret)
+		goto free_set;
 	ret = create_named(&inv_set, IMG_INVENTORY, "inventory.img.tmp", &img);
 	if (ret)
 		goto free_set;
 	ret = img_put(img, &inv->base);
+	if (!ret) {
+		ret = sys_fsync(img->fd);
+		if (ret)
+			pr_err("cannot sync inventory.img.tmp: %s", strerror(-ret));
+	}
 	if (ret) {
 		img_abort(img);
 		goto free_set;
