@@ -218,7 +218,9 @@ int read_pstree(struct tree *t)
 	}
 	if (!ret)
 		ret = pidns_restore_read(t);
-	return ret ? ret : sessions_plan(t);
+	if (!ret)
+		ret = sessions_plan(t);
+	return ret ? ret : pidns_restore_plan(t);
 }
 
 static int read_processes(struct tree *t)
@@ -247,7 +249,7 @@ static int read_processes(struct tree *t)
 		if (ret)
 			return ret;
 	}
-	return tree_index_build(t);
+	return pidns_restore_threads(t) ?: tree_index_build(t);
 }
 
 /* Every fd at or above the highest fd of any process is free for amber's own. */
@@ -361,6 +363,21 @@ static pid_t root_ppid(const struct tree *t)
 	return t->own_pidns ? 0 : amber_pid;
 }
 
+/* The parent idx sees (getppid()): in a nested pid namespace, its pid there; 0 from outside. */
+static pid_t seen_ppid(const struct tree *t, size_t idx)
+{
+	const PstreeEntry *e = t->pstree[idx], *p;
+
+	if (!idx)
+		return root_ppid(t);
+	if (e->nested_init)
+		return 0;
+	if (!e->nested_pid)
+		return (pid_t)e->ppid;
+	p = tree_entry(t, e->ppid);
+	return p ? (pid_t)p->nested_pid : -1;
+}
+
 /* amber's handle on pstree entry idx: its host pid (ns/pidns.c), 0 until it exists. */
 static pid_t host_pid(const struct tree *t, size_t idx)
 {
@@ -397,10 +414,19 @@ static long clone_vm_child(struct tree *t, size_t idx, uint64_t flags)
 
 static void __attribute__((noreturn)) helper_main(struct tree *t, struct tree_helper *h);
 
-static long clone_pid(uint32_t creator, uint32_t pid, uint64_t flags)
+/*
+ * nested: its pid in a pid namespace nested in the tree's (ns/pidns.c), 1
+ * for that namespace's init (CLONE_NEWPID), 0 when not in one.
+ */
+static long clone_pid(uint32_t creator, uint32_t pid, uint32_t nested, uint64_t flags)
 {
-	/* the init of a new pid namespace: pid 1 in it, any pid on the host */
-	long r = sys_clone3_set_tid((flags & CLONE_NEWPID) ? 1 : pid, SIGCHLD, flags);
+	pid_t tids[2] = {(pid_t)nested, (pid_t)pid};
+	long r;
+
+	if (nested)
+		r = sys_clone3_set_tids(tids, 2, SIGCHLD, flags);
+	else /* the init of a new pid namespace: pid 1 in it, any pid on the host */
+		r = sys_clone3_set_tid((flags & CLONE_NEWPID) ? 1 : pid, SIGCHLD, flags);
 
 	if (r >= 0)
 		return r;
@@ -499,7 +525,7 @@ static int fork_children(struct tree *t, uint32_t creator)
 			return -errno;
 		}
 		helpers = true;
-		pid = clone_pid(creator, h->pid, 0);
+		pid = clone_pid(creator, h->pid, 0, 0);
 		if (pid == 0)
 			helper_main(t, h);
 		if (pid < 0)
@@ -525,9 +551,9 @@ static int fork_children(struct tree *t, uint32_t creator)
 				pr_err("pid %u: cannot create its child %u: %s", creator, c->pid,
 				       strerror((int)-pid));
 		} else {
-			if (!creator && t->own_pidns)
+			if ((!creator && t->own_pidns) || c->nested_init)
 				flags |= CLONE_NEWPID;
-			pid = clone_pid(creator, c->pid, flags);
+			pid = clone_pid(creator, c->pid, c->nested_pid, flags);
 			if (pid == 0)
 				child_main(t, i);
 			if (pid > 0 && !creator && t->own_pidns)
@@ -562,7 +588,7 @@ static void __attribute__((noreturn)) helper_main(struct tree *t, struct tree_he
 /* Whether pid is one of the helpers, idx's zombie session leader, or idx's parent. */
 static bool parent_expected(struct tree *t, size_t idx, pid_t ppid)
 {
-	pid_t real = idx ? (pid_t)t->pstree[idx]->ppid : root_ppid(t);
+	pid_t real = seen_ppid(t, idx);
 
 	return ppid == real || sessions_is_helper(t, (uint32_t)ppid) ||
 	       (idx && (uint32_t)ppid == t->creator[idx]);
@@ -576,7 +602,7 @@ static bool parent_expected(struct tree *t, size_t idx, pid_t ppid)
 static int wait_go(struct tree *t, size_t idx)
 {
 	struct pollfd pfd = {.fd = syncs[idx].child, .events = POLLIN};
-	pid_t real = idx ? (pid_t)t->pstree[idx]->ppid : root_ppid(t);
+	pid_t real = seen_ppid(t, idx);
 	char c;
 
 	if (t->creator[idx] == (idx ? t->pstree[idx]->ppid : 0))
@@ -633,7 +659,7 @@ static void __attribute__((noreturn)) child_main(struct tree *t, size_t idx)
 	 * before the prctl: the pid is the image's and must not stay taken). */
 	if (t->creator[idx] == (idx ? t->pstree[idx]->ppid : 0)) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != (idx ? (pid_t)t->pstree[idx]->ppid : root_ppid(t)))
+		if (getppid() != seen_ppid(t, idx))
 			_exit(1);
 	} else if (!parent_expected(t, idx, getppid())) {
 		_exit(1); /* (its helper may have exited already) */
@@ -711,6 +737,11 @@ static void __attribute__((noreturn)) child_setup(struct tree *t, size_t idx, bo
 		child_report(report_fd, "cannot create its children");
 		_exit(1);
 	}
+	/* it unshare()d a nested pid namespace: its next children go there again */
+	if (e->pid_ns_for_children && pidns_enter_children(e)) {
+		child_report(report_fd, "cannot enter its children's pid namespace");
+		_exit(1);
+	}
 	child_hooks(ctx, report_fd, false);
 	/* last: inside, it could not have chosen its children's pids */
 	if (ns_restore_user(t, e->pid)) {
@@ -719,7 +750,7 @@ static void __attribute__((noreturn)) child_setup(struct tree *t, size_t idx, bo
 	}
 	child_report(report_fd, NULL);
 	/* a pid namespace's init ignores SIGSTOP from inside it: amber sends it */
-	if (!idx && t->own_pidns)
+	if ((!idx && t->own_pidns) || e->nested_init)
 		for (;;)
 			pause();
 	/* amber takes over from this stop (not raise(): a CLONE_VM child has its
@@ -816,7 +847,8 @@ static int create_tree(struct tree *t)
 		if (e->zombie)
 			continue;
 		ret = read_child_report(ctx, syncs[i].amber);
-		if (!ret && !i && t->own_pidns && kill(host_pid(t, 0), SIGSTOP))
+		if (!ret && ((!i && t->own_pidns) || e->nested_init) &&
+		    kill(host_pid(t, i), SIGSTOP))
 			ret = -errno;
 		if (!ret)
 			ret = wait_child_stop(host_pid(t, i));

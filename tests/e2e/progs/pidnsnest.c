@@ -1,0 +1,256 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A pid namespace nested in the tree's (src/ns/pidns.c).  The program
+ * unshares a pid namespace and forks its init I (pid 1 there), the root the
+ * test dumps.  I forks U, which unshares a further pid namespace (its
+ * pid_for_children) and forks P, that namespace's init, as
+ * `unshare --fork --pid` does.  P forks B, which makes a session of its own
+ * and a thread, and B's children B1, which makes a process group of its own,
+ * and B2, which joins B1's group.  Each records its getpid()/getppid()/
+ * getsid()/getpgid() (the thread its tid) before the dump and checks them
+ * after it, as its namespace shows them; P also that it is pid 1 with
+ * getppid() 0, U that its next child goes to P's namespace again.  Each
+ * reaps its children (status 0: their checks passed).  Short-lived children
+ * leave gaps between the pids, which a restore without them would close.
+ * DIR/ready holds I's host pid (/proc/self is the host's here).
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
+#include "prog.h"
+
+struct ids {
+	pid_t pid, ppid, sid, pgid;
+};
+
+static struct ids now(void)
+{
+	return (struct ids){getpid(), getppid(), getsid(0), getpgid(0)};
+}
+
+static void check_ids(const char *who, const struct ids *was)
+{
+	struct ids is = now();
+
+	CHECK(is.pid == was->pid, "%s: getpid() %d (was %d)", who, is.pid, was->pid);
+	CHECK(is.ppid == was->ppid, "%s: getppid() %d (was %d)", who, is.ppid, was->ppid);
+	CHECK(is.sid == was->sid, "%s: getsid() %d (was %d)", who, is.sid, was->sid);
+	CHECK(is.pgid == was->pgid, "%s: getpgid() %d (was %d)", who, is.pgid, was->pgid);
+}
+
+/* A child's end: 0 when it exited 0 (its checks passed). */
+static int reap(pid_t pid)
+{
+	int st = 0;
+
+	while (waitpid(pid, &st, 0) != pid)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(st) && !WEXITSTATUS(st) ? 0 : st | 1 << 16;
+}
+
+/* n pids of the namespace used and freed: the next ones are not the first free */
+static void burn(int n)
+{
+	for (int i = 0; i < n; i++) {
+		pid_t c = fork();
+
+		if (c < 0)
+			prog_die("fork");
+		if (!c)
+			_exit(0);
+		reap(c);
+	}
+}
+
+static void ready(const char *name)
+{
+	prog_write_atomic(name, "1");
+}
+
+static bool all_ready(void)
+{
+	static const char *const names[] = {"ready.u", "ready.b", "ready.b1", "ready.b2"};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (access(prog_path(names[i]), F_OK))
+			return false;
+	return true;
+}
+
+static pid_t thread_tid;
+
+static void *thread_main(void *arg)
+{
+	pid_t tid = (pid_t)syscall(SYS_gettid);
+
+	(void)arg;
+	__atomic_store_n(&thread_tid, tid, __ATOMIC_SEQ_CST);
+	prog_wait_go();
+	CHECK(syscall(SYS_gettid) == tid, "B's thread: tid %ld (was %d)", syscall(SYS_gettid), tid);
+	return NULL;
+}
+
+static void __attribute__((noreturn)) member_main(const char *who, pid_t group)
+{
+	struct ids was;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (setpgid(0, group))
+		prog_die("setpgid");
+	was = now();
+	ready(group ? "ready.b2" : "ready.b1");
+	prog_wait_go();
+	check_ids(who, &was);
+	exit(prog_failures ? 1 : 0);
+}
+
+static void __attribute__((noreturn)) b_main(void)
+{
+	struct ids was;
+	pthread_t th;
+	pid_t b1, b2;
+	int st;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (setsid() < 0)
+		prog_die("B: setsid");
+	b1 = fork();
+	if (b1 < 0)
+		prog_die("fork B1");
+	if (!b1)
+		member_main("B1", 0);
+	/* B1's group exists before B2 joins it */
+	while (getpgid(b1) != b1)
+		usleep(1000);
+	burn(2);
+	b2 = fork();
+	if (b2 < 0)
+		prog_die("fork B2");
+	if (!b2)
+		member_main("B2", b1);
+	burn(3);
+	if (pthread_create(&th, NULL, thread_main, NULL))
+		prog_die("pthread_create");
+	while (!__atomic_load_n(&thread_tid, __ATOMIC_SEQ_CST))
+		usleep(1000);
+	was = now();
+	ready("ready.b");
+	prog_wait_go();
+	if (prog_sabotage())
+		was.pgid++;
+	check_ids("B", &was);
+	pthread_join(th, NULL);
+	st = reap(b1);
+	CHECK(!st, "B: reaps B1 %d (its checks passed, status %#x)", b1, st);
+	st = reap(b2);
+	CHECK(!st, "B: reaps B2 %d (its checks passed, status %#x)", b2, st);
+	exit(prog_failures ? 1 : 0);
+}
+
+static void __attribute__((noreturn)) p_main(void)
+{
+	struct ids was;
+	pid_t b;
+	int st;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	burn(5);
+	b = fork();
+	if (b < 0)
+		prog_die("fork B");
+	if (!b)
+		b_main();
+	was = now();
+	prog_wait_go();
+	check_ids("P", &was);
+	CHECK(getpid() == 1 && getppid() == 0, "P: pid %d, parent %d (the nested init: 1, 0)",
+	      getpid(), getppid());
+	st = reap(b);
+	CHECK(!st, "P: reaps B %d (its checks passed, status %#x)", b, st);
+	exit(prog_failures ? 1 : 0);
+}
+
+static void __attribute__((noreturn)) u_main(void)
+{
+	struct ids was;
+	pid_t p, q;
+	int st;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (unshare(CLONE_NEWPID))
+		prog_die("U: unshare(CLONE_NEWPID)");
+	p = fork();
+	if (p < 0)
+		prog_die("fork P");
+	if (!p)
+		p_main();
+	was = now();
+	ready("ready.u");
+	prog_wait_go();
+	check_ids("U", &was);
+	CHECK(p != 1 && getppid() == 1, "U: its child P is %d, its parent %d (I: 1)", p, getppid());
+	st = reap(p);
+	CHECK(!st, "U: reaps P %d (its checks passed, status %#x)", p, st);
+	/* its namespace for children is P's, which ended with P: no more children */
+	q = fork();
+	if (!q)
+		_exit(0);
+	CHECK(q < 0 && errno == ENOMEM,
+	      "U: a fork after P's namespace ended fails with ENOMEM (got %d: %s)", q,
+	      strerror(errno));
+	if (q > 0)
+		reap(q);
+	exit(prog_failures ? 1 : 0);
+}
+
+static void __attribute__((noreturn)) init_main(void)
+{
+	struct ids was;
+	char host[32] = {0};
+	pid_t u;
+	int st;
+
+	burn(3);
+	u = fork();
+	if (u < 0)
+		prog_die("fork U");
+	if (!u)
+		u_main();
+	while (!all_ready())
+		usleep(2000);
+	was = now();
+	/* /proc is the host's: its self is this process's host pid */
+	if (readlink("/proc/self", host, sizeof(host) - 1) <= 0)
+		prog_die("readlink /proc/self");
+	prog_write_atomic("ready", host);
+	prog_wait_go();
+	check_ids("I", &was);
+	st = reap(u);
+	CHECK(!st, "I: reaps U %d (its checks passed, status %#x)", u, st);
+	exit(prog_done());
+}
+
+int main(int argc, char **argv)
+{
+	pid_t init;
+	int st;
+
+	prog_init(argc, argv);
+	if (unshare(CLONE_NEWPID))
+		prog_die("unshare(CLONE_NEWPID)");
+	init = fork();
+	if (init < 0)
+		prog_die("fork the init");
+	if (!init)
+		init_main();
+	/* reaps the init promptly once the dump kills it; without amber, its verdict */
+	while (waitpid(init, &st, 0) < 0)
+		if (errno != EINTR)
+			return 2;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 2;
+}

@@ -1,0 +1,119 @@
+# A pid namespace nested one level in the tree's (src/ns/pidns.c): a process
+# of the tree is the init of a further pid namespace; the restore makes it
+# with CLONE_NEWPID and its descendants with their pids in both namespaces.
+TESTS+=(pidns_nest_tree pidns_nest_refused pidns_nest_image_refused)
+
+# pidnsnest's init I: its host pid is in DIR/ready
+pidns_nest_start() {
+	start_prog "$PROGS/pidnsnest" "$T" || return 1
+	INIT=$(cat "$T/ready")
+	echo "$INIT" >>"$W/pids"
+}
+
+# I and its descendants, host pids
+pidns_nest_pids() { # PID
+	local c
+	echo "$1"
+	for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+		pidns_nest_pids "$c"
+	done
+}
+
+# every task's NSpid, NSpgid and NSsid but their host level (its first field),
+# and its pid_for_children namespace named by the task whose namespace it is
+pidns_nest_facts() {
+	local p t f
+	for p in $(pidns_nest_pids "$INIT"); do
+		for t in /proc/"$p"/task/*; do
+			f=$(awk '/^NS(pid|pgid|sid):/ {s = $1; for (i = 3; i <= NF; i++) s = s " " $i; printf "%s ", s}' "$t/status")
+			echo "$f children-ns:$(pidns_nest_owner "$(readlink "/proc/$p/ns/pid_for_children")")"
+		done
+	done | sort
+}
+
+# the NSpid (but the host's) of I's descendant that is the init of namespace $1, or "own"
+pidns_nest_owner() {
+	local p
+	for p in $(pidns_nest_pids "$INIT"); do
+		[ "$(readlink "/proc/$p/ns/pid")" = "$1" ] && [ "$(awk '/^NSpid:/ {print $NF}' "/proc/$p/status")" = 1 ] &&
+			{ awk '/^NSpid:/ {s = $3; for (i = 4; i <= NF; i++) s = s "," $i; print s}' "/proc/$p/status"; return; }
+	done
+	echo none
+}
+
+t_pidns_nest_tree() {
+	[ $SELFTEST = 1 ] && { selftest_cycle "" "$PROGS/pidnsnest" "$T"; return; }
+	local h
+	pidns_nest_start || return 1
+	pidns_nest_facts >"$W/facts.before"
+	grep -q '^NSpid: [0-9]* 1 NSpgid' "$W/facts.before" ||
+		{ fail "no task is pid 1 of a nested namespace"; attach "$W/facts.before"; return 1; }
+	[ "$(grep -c '^NSpid: [0-9]* [0-9]* NSpgid' "$W/facts.before")" = 5 ] ||
+		{ fail "not 5 tasks at three levels (P, B, its thread, B1, B2)"; attach "$W/facts.before"; return 1; }
+	amber_to "$W/dump.log" 60 dump -t "$INIT" -D "$W/img" -v || { fail "dump failed"; attach "$W/dump.log"; return 1; }
+	wait_for 10 is_gone "$INIT" || { fail "pid $INIT still there after the dump"; return 1; }
+	amber_to "$W/restore.log" 60 restore -d --pidfile "$W/pidfile" -D "$W/img" -v ||
+		{ fail "restore failed"; attach "$W/restore.log"; return 1; }
+	h=$(cat "$W/pidfile")
+	echo "$h" >>"$W/pids"
+	INIT=$h
+	pidns_nest_facts >"$W/facts.after"
+	diff -u "$W/facts.before" "$W/facts.after" >"$W/facts.diff" ||
+		{ fail "the tasks' pids in their namespaces differ after the restore:"; attach "$W/facts.diff"; return 1; }
+	note "the tasks' NSpid/NSpgid/NSsid and children's namespaces are as before: $(tr '\n' ';' <"$W/facts.after")"
+	touch "$T/go"
+	wait_for 30 test -e "$T/result" && [ "$(cat "$T/result")" = 0 ] ||
+		{ fail "the restored program failed its checks"; attach "$T/err"; return 1; }
+	wait_for 10 is_gone "$h" || { fail "the restored init $h did not end"; return 1; }
+}
+
+# refused, naming it, and the tree runs on: a pid namespace two levels below
+# the tree's (B unshares one more and forks)
+t_pidns_nest_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	local b s
+	pidns_nest_start || return 1
+	b=$(for p in $(pidns_nest_pids "$INIT"); do
+		[ "$(awk '/^NSpid:/ {print NF}' "/proc/$p/status")" = 4 ] && [ "$(awk '/^NSsid:/ {print $NF}' "/proc/$p/status")" = "$(awk '/^NSpid:/ {print $NF}' "/proc/$p/status")" ] && echo "$p"
+	done | head -1)
+	[ -n "$b" ] || { fail "no B (the session leader of the nested namespace)"; return 1; }
+	nsenter -t "$b" -p unshare --fork --pid sleep 300 &
+	echo $! >>"$W/pids"
+	wait_for 10 eval '[ -n "$(pgrep -x sleep -P "$(pgrep -P $! -x unshare)")" ]' || { fail "no sleeper two levels down"; return 1; }
+	s=$(pgrep -x sleep -P "$(pgrep -P $! -x unshare)")
+	echo "$s" >>"$W/pids"
+	amber_to "$W/dump.log" 60 dump -t "$INIT" -D "$W/img" -v && { fail "a dump with a namespace two levels down succeeded"; return 1; }
+	grep -q "not in its tree\|levels below" "$W/dump.log" || { fail "the refusal does not say why"; attach "$W/dump.log"; return 1; }
+	note "refused: $(grep -m1 error "$W/dump.log")"
+	kill "$s"
+	touch "$T/go"
+	wait_for 30 test -e "$T/result" && [ "$(cat "$T/result")" = 0 ] ||
+		{ fail "the program failed its checks after the refused dump"; attach "$T/err"; return 1; }
+}
+
+# crafted nested pids in pstree.img and threads' cores are refused before
+# any process is made (pidns_own_crafted: no "restoring" step in the log)
+t_pidns_nest_image_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	local ok=0 show i p b th
+	pidns_nest_start || return 1
+	amber_to "$W/dump.log" 60 dump -t "$INIT" -D "$W/img" -v || { fail "dump failed"; attach "$W/dump.log"; return 1; }
+	wait_for 10 is_gone "$INIT" || { fail "pid $INIT still there after the dump"; return 1; }
+	show=$("$AMBER" show "$W/img")
+	# the entries of P (the nested init) and B (its child), and B's thread
+	p=$(jq '[.pstree[] | .nested_init == true] | index(true)' <<<"$show")
+	b=$(jq "[.pstree[] | .ppid == .pstree[$p].pid] | index(true)" <<<"$show")
+	[ "$p" != null ] && [ "$b" != null ] || { fail "pstree.img has no nested init or no child of it"; return 1; }
+	[ "$(jq ".pstree[$p].nested_pid" <<<"$show")" = 1 ] || { fail "the nested init is not nested pid 1"; return 1; }
+	th=$(jq -r ".pstree[$b].pid as \$b | .cores[] | select(.pid == \$b) | .threads[0]" <<<"$show")
+	[ -n "$th" ] && [ "$th" != null ] || { fail "B has no thread in its core"; return 1; }
+	i=$((b + 1))
+	pidns_own_crafted no_init "its parent is not in" pstree.img "$p.nested_init=false" "$p.nested_pid=3" || ok=1
+	pidns_own_crafted dup "nested pid of another" pstree.img "$i.nested_pid=$(jq ".pstree[$b].nested_pid" <<<"$show")" || ok=1
+	pidns_own_crafted zero "pid 0 in its nested" pstree.img "$b.nested_pid=0" || ok=1
+	pidns_own_crafted pid_max "above pid_max" pstree.img "$b.nested_pid=$(cat /proc/sys/kernel/pid_max)" || ok=1
+	pidns_own_crafted two_inits "parent is not in the tree's" pstree.img "$b.nested_init=true" "$b.nested_pid=1" || ok=1
+	pidns_own_crafted thread_dup "another task of its namespace" "core-$th.img" "nested_tid=1" || ok=1
+	pidns_own_crafted thread_none "nested tid" "core-$th.img" "nested_tid=0" || ok=1
+	return $ok
+}
