@@ -230,7 +230,7 @@ static int task_restore_inject(struct restore_ctx *ctx)
 	if (pgid == ctx->pid)
 		return 0;
 	/* in a pid namespace of the tree's, the tree namespace's ids (ns/pidns.c) */
-	if (ctx->tree->own_pidns ? pidns_restore_pgid(ctx->tree, ctx->inf.pid) == pgid
+	if (ctx->tree->own_pidns ? pidns_restore_pgid(ctx->inf.pid) == pgid
 				 : getpgid(ctx->pid) == pgid)
 		return 0;
 	for (size_t i = 0; i < ctx->tree->nr_pstree; i++) {

@@ -83,7 +83,7 @@ int pidns_restore_plan(const struct tree *t);
 int pidns_restore_threads(const struct tree *t);
 int pidns_enter_children(const PstreeEntry *e);
 /* A restored task's process group in the tree's namespace (-1: unknown, logged). */
-pid_t pidns_restore_pgid(const struct tree *t, pid_t host);
+pid_t pidns_restore_pgid(pid_t host);
 /* The pid of process l as process e, in a nested pid namespace, names it (0: unseen). */
 uint32_t pidns_seen_pid(const struct tree *t, const PstreeEntry *e, const PstreeEntry *l);
 /* A tid of ctx's process (the image's) as the process itself names it. */

@@ -1024,12 +1024,11 @@ int pidns_restore_threads(const struct tree *t)
 	return 0;
 }
 
-pid_t pidns_restore_pgid(const struct tree *t, pid_t host)
+pid_t pidns_restore_pgid(pid_t host)
 {
 	struct pid_pair p;
 	int levels;
 
-	(void)t;
 	return status_ns_ids(host, host, &p, &levels) ? -1 : (pid_t)p.ns_pgid;
 }
 

@@ -12,6 +12,8 @@
  * getppid() 0, U that its next child goes to P's namespace again.  Each
  * reaps its children (status 0: their checks passed).  Short-lived children
  * leave gaps between the pids, which a restore without them would close.
+ * With PIDNSNEST_DEEP set, B1 unshares one more and forks D (two levels
+ * down), which the dump refuses, and which exits at DIR/d.go.
  * DIR/ready holds I's host pid (/proc/self is the host's here).
  */
 #include <pthread.h>
@@ -98,14 +100,32 @@ static void *thread_main(void *arg)
 static void __attribute__((noreturn)) member_main(const char *who, pid_t group)
 {
 	struct ids was;
+	pid_t d = 0;
+	int st;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (setpgid(0, group))
 		prog_die("setpgid");
+	/* the refusal test's: D, in a namespace nested in the nested one, until DIR/d.go */
+	if (!group && getenv("PIDNSNEST_DEEP")) {
+		if (unshare(CLONE_NEWPID))
+			prog_die("B1: unshare(CLONE_NEWPID)");
+		d = fork();
+		if (d < 0)
+			prog_die("fork D");
+		if (!d) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			while (access(prog_path("d.go"), F_OK))
+				usleep(10000);
+			_exit(0);
+		}
+	}
 	was = now();
 	ready(group ? "ready.b2" : "ready.b1");
+	st = d ? reap(d) : 0;
 	prog_wait_go();
 	check_ids(who, &was);
+	CHECK(!st, "%s: reaps D %d (status %#x)", who, d, st);
 	exit(prog_failures ? 1 : 0);
 }
 

@@ -68,47 +68,57 @@ t_pidns_nest_tree() {
 }
 
 # refused, naming it, and the tree runs on: a pid namespace two levels below
-# the tree's (B unshares one more and forks)
+# the tree's (B1 unshares one more and forks D); a process that entered the
+# nested namespace from outside the tree
 t_pidns_nest_refused() {
 	[ $SELFTEST = 1 ] && return 77
-	local b s
+	local d b s p
+	local PENV=(PIDNSNEST_DEEP=1)
 	pidns_nest_start || return 1
-	b=$(for p in $(pidns_nest_pids "$INIT"); do
-		[ "$(awk '/^NSpid:/ {print NF}' "/proc/$p/status")" = 4 ] && [ "$(awk '/^NSsid:/ {print $NF}' "/proc/$p/status")" = "$(awk '/^NSpid:/ {print $NF}' "/proc/$p/status")" ] && echo "$p"
-	done | head -1)
-	[ -n "$b" ] || { fail "no B (the session leader of the nested namespace)"; return 1; }
-	nsenter -t "$b" -p unshare --fork --pid sleep 300 &
-	echo $! >>"$W/pids"
-	wait_for 10 eval '[ -n "$(pgrep -x sleep -P "$(pgrep -P $! -x unshare)")" ]' || { fail "no sleeper two levels down"; return 1; }
-	s=$(pgrep -x sleep -P "$(pgrep -P $! -x unshare)")
-	echo "$s" >>"$W/pids"
+	for p in $(pidns_nest_pids "$INIT"); do
+		[ "$(awk '/^NSpid:/ {print NF}' "/proc/$p/status")" = 5 ] && d=$p
+		[ "$(awk '/^NSpid:/ {print NF}' "/proc/$p/status")" = 4 ] &&
+			[ "$(awk '/^NSsid:/ {print $NF}' "/proc/$p/status")" = "$(awk '/^NSpid:/ {print $NF}' "/proc/$p/status")" ] && b=$p
+	done
+	[ -n "$d" ] && [ -n "$b" ] || { fail "no D two levels down, or no B (the nested session leader)"; return 1; }
 	amber_to "$W/dump.log" 60 dump -t "$INIT" -D "$W/img" -v && { fail "a dump with a namespace two levels down succeeded"; return 1; }
-	grep -q "not in its tree\|levels below" "$W/dump.log" || { fail "the refusal does not say why"; attach "$W/dump.log"; return 1; }
+	grep -q "pid $d is in pid namespace .*2 levels below" "$W/dump.log" || { fail "the refusal does not name D $d two levels down"; attach "$W/dump.log"; return 1; }
 	note "refused: $(grep -m1 error "$W/dump.log")"
+	touch "$T/d.go"
+	wait_for 10 is_gone "$d" || { fail "D $d did not end"; return 1; }
+	nsenter -t "$b" -p sleep 300 &
+	echo $! >>"$W/pids"
+	wait_for 10 eval '[ -n "$(pgrep -P $! -x sleep)" ]' || { fail "no sleeper in the nested namespace"; return 1; }
+	s=$(pgrep -P $! -x sleep)
+	echo "$s" >>"$W/pids"
+	amber_to "$W/dump2.log" 60 dump -t "$INIT" -D "$W/img2" -v && { fail "a dump leaving $s in the nested namespace succeeded"; return 1; }
+	grep -q "pid $s .*not in its tree" "$W/dump2.log" || { fail "the refusal does not name pid $s"; attach "$W/dump2.log"; return 1; }
+	note "refused: $(grep -m1 error "$W/dump2.log")"
 	kill "$s"
 	touch "$T/go"
 	wait_for 30 test -e "$T/result" && [ "$(cat "$T/result")" = 0 ] ||
-		{ fail "the program failed its checks after the refused dump"; attach "$T/err"; return 1; }
+		{ fail "the program failed its checks after the refused dumps"; attach "$T/err"; return 1; }
 }
 
 # crafted nested pids in pstree.img and threads' cores are refused before
 # any process is made (pidns_own_crafted: no "restoring" step in the log)
 t_pidns_nest_image_refused() {
 	[ $SELFTEST = 1 ] && return 77
-	local ok=0 show i p b th
+	local ok=0 show i p b u th
 	pidns_nest_start || return 1
 	amber_to "$W/dump.log" 60 dump -t "$INIT" -D "$W/img" -v || { fail "dump failed"; attach "$W/dump.log"; return 1; }
 	wait_for 10 is_gone "$INIT" || { fail "pid $INIT still there after the dump"; return 1; }
 	show=$("$AMBER" show "$W/img")
 	# the entries of P (the nested init) and B (its child), and B's thread
 	p=$(jq '[.pstree[] | .nested_init == true] | index(true)' <<<"$show")
-	b=$(jq "[.pstree[] | .ppid == .pstree[$p].pid] | index(true)" <<<"$show")
+	b=$(jq ".pstree[$p].pid as \$p | [.pstree[] | .ppid == \$p] | index(true)" <<<"$show")
 	[ "$p" != null ] && [ "$b" != null ] || { fail "pstree.img has no nested init or no child of it"; return 1; }
 	[ "$(jq ".pstree[$p].nested_pid" <<<"$show")" = 1 ] || { fail "the nested init is not nested pid 1"; return 1; }
-	th=$(jq -r ".pstree[$b].pid as \$b | .cores[] | select(.pid == \$b) | .threads[0]" <<<"$show")
+	th=$(jq -r ".pstree[$b].pid as \$b | .tasks[] | select(.pid == \$b) | .core.threads[0]" <<<"$show")
 	[ -n "$th" ] && [ "$th" != null ] || { fail "B has no thread in its core"; return 1; }
 	i=$((b + 1))
-	pidns_own_crafted no_init "its parent is not in" pstree.img "$p.nested_init=false" "$p.nested_pid=3" || ok=1
+	u=$(jq ".pstree[$p].ppid as \$u | [.pstree[] | .pid == \$u] | index(true)" <<<"$show")
+	pidns_own_crafted no_init "its parent is not in" pstree.img "$p.nested_init=false" "$p.nested_pid=3" "$u.pid_ns_for_children=0" || ok=1
 	pidns_own_crafted dup "nested pid of another" pstree.img "$i.nested_pid=$(jq ".pstree[$b].nested_pid" <<<"$show")" || ok=1
 	pidns_own_crafted zero "pid 0 in its nested" pstree.img "$b.nested_pid=0" || ok=1
 	pidns_own_crafted pid_max "above pid_max" pstree.img "$b.nested_pid=$(cat /proc/sys/kernel/pid_max)" || ok=1
