@@ -680,9 +680,9 @@ static int nested_entry_ok(const struct tree *t, const PstreeEntry *e, const str
 
 	if (p->nested > 1 && (!pp || !pp->nested)) {
 		pr_err("pid %d (pid %u in the tree's namespace) is pid %u of a nested pid "
-		       "namespace its parent %u is not in (it entered it with setns); amber makes "
-		       "a nested namespace's processes from its init only: end it, or dump "
-		       "without it",
+		       "namespace its parent %u is not in (it entered it with setns, or is a later "
+		       "child of the process that unshare()d it); amber makes a nested "
+		       "namespace's processes from its init only: end it, or dump without it",
 		       e->pid, p->ns, p->nested, pp ? pp->ns : 0);
 		return -EOPNOTSUPP;
 	}
