@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <time.h>
 #include <sys/wait.h>
 
 #include "prog.h"
@@ -85,15 +86,29 @@ static bool all_ready(void)
 }
 
 static pid_t thread_tid;
+static timer_t timer; /* B's: its signal goes to B's thread (SIGEV_THREAD_ID) */
 
+/* B's thread: its queued SIGUSR2 and the timer's signal come to it after the restore */
 static void *thread_main(void *arg)
 {
 	pid_t tid = (pid_t)syscall(SYS_gettid);
+	struct timespec zero = {0, 0}, wait = {10, 0};
+	struct itimerspec soon = {{0, 0}, {0, 1000000}};
+	sigset_t set;
+	int got;
 
 	(void)arg;
 	__atomic_store_n(&thread_tid, tid, __ATOMIC_SEQ_CST);
 	prog_wait_go();
 	CHECK(syscall(SYS_gettid) == tid, "B's thread: tid %ld (was %d)", syscall(SYS_gettid), tid);
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR2);
+	got = sigtimedwait(&set, NULL, &zero);
+	CHECK(got == SIGUSR2, "B's thread: its own SIGUSR2 is pending (got %d)", got);
+	sigemptyset(&set);
+	sigaddset(&set, SIGRTMIN);
+	got = timer_settime(timer, 0, &soon, NULL) ? -1 : sigtimedwait(&set, NULL, &wait);
+	CHECK(got == SIGRTMIN, "B's thread: the timer's signal comes to it (got %d)", got);
 	return NULL;
 }
 
@@ -131,8 +146,13 @@ static void __attribute__((noreturn)) member_main(const char *who, pid_t group)
 
 static void __attribute__((noreturn)) b_main(void)
 {
+	struct itimerspec hour = {{0, 0}, {3600, 0}};
+	struct sigevent sev = {0};
+	siginfo_t si = {0};
 	struct ids was;
+	sigset_t set;
 	pthread_t th;
+	int got;
 	pid_t b1, b2;
 	int st;
 
@@ -154,16 +174,38 @@ static void __attribute__((noreturn)) b_main(void)
 	if (!b2)
 		member_main("B2", b1);
 	burn(3);
+	/* pending for the process and for the thread, and the thread's timer: the
+	 * restore names them by the pids of the nested namespace */
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	sigaddset(&set, SIGUSR2);
+	sigaddset(&set, SIGRTMIN);
+	sigprocmask(SIG_BLOCK, &set, NULL);
 	if (pthread_create(&th, NULL, thread_main, NULL))
 		prog_die("pthread_create");
 	while (!__atomic_load_n(&thread_tid, __ATOMIC_SEQ_CST))
 		usleep(1000);
+	sev.sigev_notify = SIGEV_THREAD_ID;
+	sev.sigev_signo = SIGRTMIN;
+	sev._sigev_un._tid = thread_tid;
+	if (sigqueue(getpid(), SIGUSR1, (union sigval){.sival_int = 42}) ||
+	    syscall(SYS_tgkill, getpid(), thread_tid, SIGUSR2) ||
+	    timer_create(CLOCK_MONOTONIC, &sev, &timer) || timer_settime(timer, 0, &hour, NULL))
+		prog_die("B: signals and timer");
 	was = now();
 	ready("ready.b");
 	prog_wait_go();
 	if (prog_sabotage())
 		was.pgid++;
 	check_ids("B", &was);
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	got = sigtimedwait(&set, &si, &(struct timespec){0, 0});
+	CHECK(got == SIGUSR1 && si.si_value.sival_int == 42 && si.si_pid == was.pid,
+	      "B: its queued SIGUSR1 is pending, value 42 from itself (got %d, %d from %d)", got,
+	      si.si_value.sival_int, si.si_pid);
+	sigpending(&set);
+	CHECK(!sigismember(&set, SIGUSR2), "B: its thread's SIGUSR2 is not pending for it");
 	pthread_join(th, NULL);
 	st = reap(b1);
 	CHECK(!st, "B: reaps B1 %d (its checks passed, status %#x)", b1, st);
