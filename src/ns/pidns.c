@@ -710,12 +710,12 @@ int pidns_dump_nested(struct tree *t)
 
 	if (!t->own_pidns)
 		return 0;
+	/* the processes of the nested namespaces, then their makers' pid_for_children */
 	for (size_t i = 0; !ret && i < t->nr_pstree; i++) {
 		PstreeEntry *e = t->pstree[i];
 		const struct pid_pair *p = pair_of(t, (pid_t)e->pid);
 
-		ret = children_ns(t, e);
-		if (ret || !p || !p->nested)
+		if (!p || !p->nested)
 			continue;
 		ret = nested_entry_ok(t, e, p);
 		if (ret)
@@ -732,6 +732,8 @@ int pidns_dump_nested(struct tree *t)
 			ret = -EOPNOTSUPP;
 		}
 	}
+	for (size_t i = 0; !ret && i < t->nr_pstree; i++)
+		ret = children_ns(t, t->pstree[i]);
 	return ret;
 }
 

@@ -13,7 +13,8 @@
  * reaps its children (status 0: their checks passed).  Short-lived children
  * leave gaps between the pids, which a restore without them would close.
  * With PIDNSNEST_DEEP set, B1 unshares one more and forks D (two levels
- * down), which the dump refuses, and which exits at DIR/d.go.
+ * down), which exits at DIR/d.go, and P has a zombie Z until DIR/z.go: the
+ * dump refuses both, and B1's pid_for_children once D is gone.
  * DIR/ready holds I's host pid (/proc/self is the host's here).
  */
 #include <pthread.h>
@@ -82,7 +83,7 @@ static bool all_ready(void)
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (access(prog_path(names[i]), F_OK))
 			return false;
-	return true;
+	return !getenv("PIDNSNEST_DEEP") || !access(prog_path("ready.z"), F_OK);
 }
 
 static pid_t thread_tid;
@@ -217,17 +218,33 @@ static void __attribute__((noreturn)) b_main(void)
 static void __attribute__((noreturn)) p_main(void)
 {
 	struct ids was;
-	pid_t b;
+	pid_t b, z = 0;
 	int st;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	burn(5);
+	/* the refusal test's: Z, a zombie of the nested namespace until DIR/z.go */
+	if (getenv("PIDNSNEST_DEEP")) {
+		z = fork();
+		if (z < 0)
+			prog_die("fork Z");
+		if (!z)
+			_exit(3);
+		while (waitid(P_PID, z, &(siginfo_t){0}, WEXITED | WNOWAIT))
+			if (errno != EINTR)
+				prog_die("waitid Z");
+		prog_write_atomic("ready.z", "1");
+	}
 	b = fork();
 	if (b < 0)
 		prog_die("fork B");
 	if (!b)
 		b_main();
 	was = now();
+	while (z && access(prog_path("z.go"), F_OK))
+		usleep(10000);
+	st = z ? reap(z) : 0;
+	CHECK(st == (z ? (3 << 8 | 1 << 16) : 0), "P: reaps Z %d (status %#x)", z, st);
 	prog_wait_go();
 	check_ids("P", &was);
 	CHECK(getpid() == 1 && getppid() == 0, "P: pid %d, parent %d (the nested init: 1, 0)",
