@@ -10,7 +10,9 @@
  * getsid()/getpgid() (the thread its tid) before the dump and checks them
  * after it, as its namespace shows them; P also that it is pid 1 with
  * getppid() 0, U that its next child goes to P's namespace again.  Each
- * reaps its children (status 0: their checks passed).  Short-lived children
+ * reaps its children (status 0: their checks passed).  I also makes V, the
+ * init of a second nested namespace, with clone(CLONE_NEWPID), and V its
+ * child V1, whose pid there is B's in P's.  Short-lived children
  * leave gaps between the pids, which a restore without them would close.
  * With PIDNSNEST_DEEP set, B1 unshares one more and forks D (two levels
  * down), which exits at DIR/d.go, and P has a zombie Z until DIR/z.go: the
@@ -78,7 +80,8 @@ static void ready(const char *name)
 
 static bool all_ready(void)
 {
-	static const char *const names[] = {"ready.u", "ready.b", "ready.b1", "ready.b2"};
+	static const char *const names[] = {"ready.u", "ready.b", "ready.b1", "ready.b2",
+					    "ready.v1"};
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (access(prog_path(names[i]), F_OK))
@@ -287,11 +290,41 @@ static void __attribute__((noreturn)) u_main(void)
 	exit(prog_failures ? 1 : 0);
 }
 
+/* V, init of a second nested namespace (clone(CLONE_NEWPID)), and V1, pid 7 there as B is in P's */
+static void __attribute__((noreturn)) v_main(void)
+{
+	struct ids was;
+	pid_t v1;
+	int st;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	burn(5);
+	v1 = fork();
+	if (v1 < 0)
+		prog_die("fork V1");
+	if (!v1) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		was = now();
+		ready("ready.v1");
+		prog_wait_go();
+		check_ids("V1", &was);
+		exit(prog_failures ? 1 : 0);
+	}
+	was = now();
+	prog_wait_go();
+	check_ids("V", &was);
+	CHECK(getpid() == 1 && getppid() == 0 && v1 == 7,
+	      "V: pid %d, parent %d, child %d (the nested init: 1, 0, 7)", getpid(), getppid(), v1);
+	st = reap(v1);
+	CHECK(!st, "V: reaps V1 %d (its checks passed, status %#x)", v1, st);
+	exit(prog_failures ? 1 : 0);
+}
+
 static void __attribute__((noreturn)) init_main(void)
 {
 	struct ids was;
 	char host[32] = {0};
-	pid_t u;
+	pid_t u, v;
 	int st;
 
 	burn(3);
@@ -300,6 +333,11 @@ static void __attribute__((noreturn)) init_main(void)
 		prog_die("fork U");
 	if (!u)
 		u_main();
+	v = (pid_t)syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, NULL, NULL, NULL, 0);
+	if (v < 0)
+		prog_die("clone V");
+	if (!v)
+		v_main();
 	while (!all_ready())
 		usleep(2000);
 	was = now();
@@ -311,6 +349,8 @@ static void __attribute__((noreturn)) init_main(void)
 	check_ids("I", &was);
 	st = reap(u);
 	CHECK(!st, "I: reaps U %d (its checks passed, status %#x)", u, st);
+	st = reap(v);
+	CHECK(!st, "I: reaps V %d (its checks passed, status %#x)", v, st);
 	exit(prog_done());
 }
 

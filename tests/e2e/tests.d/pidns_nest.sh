@@ -48,8 +48,8 @@ t_pidns_nest_tree() {
 	pidns_nest_facts >"$W/facts.before"
 	grep -q '^NSpid: [0-9]* 1 NSpgid' "$W/facts.before" ||
 		{ fail "no task is pid 1 of a nested namespace"; attach "$W/facts.before"; return 1; }
-	[ "$(grep -c '^NSpid: [0-9]* [0-9]* NSpgid' "$W/facts.before")" = 5 ] ||
-		{ fail "not 5 tasks at three levels (P, B, its thread, B1, B2)"; attach "$W/facts.before"; return 1; }
+	[ "$(grep -c '^NSpid: [0-9]* [0-9]* NSpgid' "$W/facts.before")" = 7 ] ||
+		{ fail "not 7 tasks at three levels (P, B, its thread, B1, B2; V, V1)"; attach "$W/facts.before"; return 1; }
 	amber_to "$W/dump.log" 60 dump -t "$INIT" -D "$W/img" -v || { fail "dump failed"; attach "$W/dump.log"; return 1; }
 	wait_for 10 is_gone "$INIT" || { fail "pid $INIT still there after the dump"; return 1; }
 	amber_to "$W/restore.log" 60 restore -d --pidfile "$W/pidfile" -D "$W/img" -v ||
@@ -120,14 +120,14 @@ t_pidns_nest_image_refused() {
 	amber_to "$W/dump.log" 60 dump -t "$INIT" -D "$W/img" -v || { fail "dump failed"; attach "$W/dump.log"; return 1; }
 	wait_for 10 is_gone "$INIT" || { fail "pid $INIT still there after the dump"; return 1; }
 	show=$("$AMBER" show "$W/img")
-	# the entries of P (the nested init) and B (its child), and B's thread
-	p=$(jq '[.pstree[] | .nested_init == true] | index(true)' <<<"$show")
+	# the entries of P (the nested init, U's child), B (its child), and B's thread
+	p=$(jq '[.pstree[] | .nested_init == true and .ppid != 1] | index(true)' <<<"$show")
 	b=$(jq ".pstree[$p].pid as \$p | [.pstree[] | .ppid == \$p] | index(true)" <<<"$show")
 	[ "$p" != null ] && [ "$b" != null ] || { fail "pstree.img has no nested init or no child of it"; return 1; }
 	[ "$(jq ".pstree[$p].nested_pid" <<<"$show")" = 1 ] || { fail "the nested init is not nested pid 1"; return 1; }
 	th=$(jq -r ".pstree[$b].pid as \$b | .tasks[] | select(.pid == \$b) | .core.threads[0]" <<<"$show")
 	[ -n "$th" ] && [ "$th" != null ] || { fail "B has no thread in its core"; return 1; }
-	i=$((b + 1))
+	i=$(jq ".pstree[$b].pid as \$b | [.pstree[] | .ppid == \$b] | index(true)" <<<"$show")
 	u=$(jq ".pstree[$p].ppid as \$u | [.pstree[] | .pid == \$u] | index(true)" <<<"$show")
 	pidns_own_crafted no_init "its parent is not in" pstree.img "$p.nested_init=false" "$p.nested_pid=3" "$u.pid_ns_for_children=0" || ok=1
 	pidns_own_crafted dup "nested pid of another" pstree.img "$i.nested_pid=$(jq ".pstree[$b].nested_pid" <<<"$show")" || ok=1
