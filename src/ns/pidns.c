@@ -25,7 +25,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/nsfs.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -704,6 +707,50 @@ static int nested_entry_ok(const struct tree *t, const PstreeEntry *e, const str
 	return 0;
 }
 
+/* The owner (user namespace) of pid's pid namespace; 0 or -errno, logged. */
+static int pidns_owner(pid_t pid, struct stat *st)
+{
+	char path[64];
+	int fd, ufd, ret = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/pid", pid);
+	fd = sys_open(path, O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0) {
+		pr_err("cannot open %s: %s", path, strerror(-fd));
+		return fd;
+	}
+	ufd = ioctl(fd, NS_GET_USERNS);
+	if (ufd < 0 || fstat(ufd, st)) {
+		pr_err("cannot get the owner of the pid namespace of pid %d: %m", pid);
+		ret = -errno;
+	}
+	if (ufd >= 0)
+		close(ufd);
+	close(fd);
+	return ret;
+}
+
+/*
+ * The restore makes a nested namespace from its init's parent before that
+ * enters its user namespace (ns.c does it last): owned as the tree's is.
+ */
+static int same_owner(const struct tree *t, pid_t init)
+{
+	struct stat want, have;
+	int ret = pidns_owner(t->o->pid, &want);
+
+	if (!ret)
+		ret = pidns_owner(init, &have);
+	if (ret || (want.st_ino == have.st_ino && want.st_dev == have.st_dev))
+		return ret;
+	pr_err("pid %d is the init of a pid namespace nested in the tree's, owned by user "
+	       "namespace %llu, not by the owner of the tree's (%llu); amber makes a nested pid "
+	       "namespace owned as the tree's: unshare the user namespace after the pid "
+	       "namespace, or dump without it",
+	       init, (unsigned long long)have.st_ino, (unsigned long long)want.st_ino);
+	return -EOPNOTSUPP;
+}
+
 int pidns_dump_nested(struct tree *t)
 {
 	int ret = 0;
@@ -718,6 +765,8 @@ int pidns_dump_nested(struct tree *t)
 		if (!p || !p->nested)
 			continue;
 		ret = nested_entry_ok(t, e, p);
+		if (!ret && p->nested == 1)
+			ret = same_owner(t, (pid_t)e->pid);
 		if (ret)
 			break;
 		/* a group inside the namespace is joined by its pid there (task.c) */
