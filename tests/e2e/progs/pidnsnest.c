@@ -16,7 +16,8 @@
  * leave gaps between the pids, which a restore without them would close.
  * With PIDNSNEST_DEEP set, B1 unshares one more and forks D (two levels
  * down), which exits at DIR/d.go, and P has a zombie Z until DIR/z.go: the
- * dump refuses both, and B1's pid_for_children once D is gone.
+ * dump refuses both, and B1's pid_for_children once D is gone.  With
+ * PIDNSNEST_FOWN set, B2 owns the signals of a pipe, which the dump refuses.
  * DIR/ready holds I's host pid (/proc/self is the host's here).
  */
 #include <pthread.h>
@@ -138,6 +139,14 @@ static void __attribute__((noreturn)) member_main(const char *who, pid_t group)
 				usleep(10000);
 			_exit(0);
 		}
+	}
+	/* the refusal test's: SIGIO of a pipe for B2 (F_SETOWN, as B2 names itself) */
+	if (group && getenv("PIDNSNEST_FOWN")) {
+		int pfd[2];
+
+		if (pipe(pfd) || fcntl(pfd[0], F_SETOWN, getpid()) ||
+		    fcntl(pfd[0], F_SETFL, O_ASYNC | O_NONBLOCK))
+			prog_die("B2: F_SETOWN");
 	}
 	was = now();
 	ready(group ? "ready.b2" : "ready.b1");

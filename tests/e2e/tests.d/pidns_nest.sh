@@ -1,7 +1,7 @@
 # A pid namespace nested one level in the tree's (src/ns/pidns.c): a process
 # of the tree is the init of a further pid namespace; the restore makes it
 # with CLONE_NEWPID and its descendants with their pids in both namespaces.
-TESTS+=(pidns_nest_tree pidns_nest_refused pidns_nest_image_refused)
+TESTS+=(pidns_nest_tree pidns_nest_refused pidns_nest_fown_refused pidns_nest_image_refused)
 
 # pidnsnest's init I: its host pid is in DIR/ready
 pidns_nest_start() {
@@ -109,6 +109,20 @@ t_pidns_nest_refused() {
 	touch "$T/go"
 	wait_for 30 test -e "$T/result" && [ "$(cat "$T/result")" = 0 ] ||
 		{ fail "the program failed its checks after the refused dumps"; attach "$T/err"; return 1; }
+}
+
+# an owner of signals (F_SETOWN) in a tree with a nested namespace: refused
+# (its pid is the holder's view; the restore's holder may have another)
+t_pidns_nest_fown_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	local PENV=(PIDNSNEST_FOWN=1)
+	pidns_nest_start || return 1
+	amber_to "$W/dump.log" 60 dump -t "$INIT" -D "$W/img" -v && { fail "a dump with an owner of signals in a nested namespace succeeded"; return 1; }
+	grep -q "owners of signals in a tree with a nested pid namespace" "$W/dump.log" || { fail "the refusal does not name the owner of signals"; attach "$W/dump.log"; return 1; }
+	note "refused: $(grep -m1 error "$W/dump.log")"
+	touch "$T/go"
+	wait_for 30 test -e "$T/result" && [ "$(cat "$T/result")" = 0 ] ||
+		{ fail "the program failed its checks after the refused dump"; attach "$T/err"; return 1; }
 }
 
 # crafted nested pids in pstree.img and threads' cores are refused before
