@@ -374,8 +374,20 @@ static pid_t seen_ppid(const struct tree *t, size_t idx)
 		return 0;
 	if (!e->nested_pid)
 		return (pid_t)e->ppid;
+	/* (0 too for a later child of the process that unshare()d the namespace) */
 	p = tree_entry(t, e->ppid);
 	return p ? (pid_t)p->nested_pid : -1;
+}
+
+/*
+ * Whether entry c is created in a second round, in the nested pid namespace
+ * its creator unshare()d, once that namespace's init exists.
+ */
+static bool into_children_ns(const struct tree *t, const PstreeEntry *c)
+{
+	const PstreeEntry *p = tree_entry(t, c->ppid);
+
+	return c->nested_pid && !c->nested_init && p && !p->nested_pid;
 }
 
 /* amber's handle on pstree entry idx: its host pid (ns/pidns.c), 0 until it exists. */
@@ -510,6 +522,7 @@ static int zombie_made(struct tree *t, size_t idx)
  */
 static int fork_children(struct tree *t, uint32_t creator)
 {
+	PstreeEntry *me = creator ? tree_entry(t, creator) : NULL;
 	bool helpers = false;
 
 	for (size_t i = 0; i < t->nr_helpers; i++) {
@@ -531,13 +544,18 @@ static int fork_children(struct tree *t, uint32_t creator)
 		if (pid < 0)
 			return (int)pid;
 	}
-	for (size_t i = 0; i < t->nr_pstree; i++) {
+	/* children in the creator's namespace and nested inits, then those in the
+	 * nested namespace it unshare()d (which it enters between) */
+	for (size_t n = 0; n < 2 * t->nr_pstree; n++) {
+		size_t i = n % t->nr_pstree;
 		PstreeEntry *c = t->pstree[i];
 		/* what it shared with its parent (kcmp at dump), it shares again */
 		uint64_t flags = (c->clone_files ? CLONE_FILES : 0) | (c->clone_fs ? CLONE_FS : 0);
 		long pid;
 
-		if (t->creator[i] != creator)
+		if (n == t->nr_pstree && me && me->pid_ns_for_children && pidns_enter_children(me))
+			return -EIO;
+		if (t->creator[i] != creator || into_children_ns(t, c) != (n >= t->nr_pstree))
 			continue;
 		/* the members a zombie leader makes become ours when it dies */
 		if (!helpers && creator && sessions_zombie_leads(t, c->pid) &&
@@ -735,11 +753,6 @@ static void __attribute__((noreturn)) child_setup(struct tree *t, size_t idx, bo
 		child_hooks(ctx, report_fd, true);
 	if (fork_children(t, e->pid)) {
 		child_report(report_fd, "cannot create its children");
-		_exit(1);
-	}
-	/* it unshare()d a nested pid namespace: its next children go there again */
-	if (e->pid_ns_for_children && pidns_enter_children(e)) {
-		child_report(report_fd, "cannot enter its children's pid namespace");
 		_exit(1);
 	}
 	child_hooks(ctx, report_fd, false);

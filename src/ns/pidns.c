@@ -592,11 +592,30 @@ static pid_t nested_init_of(const struct tree *t, pid_t host)
 	PstreeEntry *e = host_entry(t, host);
 
 	while (p && e && p->nested > 1) {
+		PstreeEntry *parent = host_entry(t, (pid_t)e->ppid);
+		const struct pid_pair *pp = pair_of(t, (pid_t)e->ppid);
+
+		/* a later child of the process that unshare()d it: its init is a sibling */
+		if (parent && pp && !pp->nested)
+			return parent->has_pid_ns_for_children ? (pid_t)parent->pid_ns_for_children
+							       : 0;
 		host = (pid_t)e->ppid;
-		p = pair_of(t, host);
-		e = host_entry(t, host);
+		p = pp;
+		e = parent;
 	}
 	return p && e && p->nested == 1 ? host : 0;
+}
+
+/* Whether host's pid namespace is that of the nested init (host pids). */
+static bool same_pidns(pid_t host, pid_t init)
+{
+	char path[64], a[64], b[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/pid", host);
+	if (sys_readlink(path, a, sizeof(a)) < 0)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/ns/pid", init);
+	return sys_readlink(path, b, sizeof(b)) >= 0 && !strcmp(a, b);
 }
 
 /*
@@ -679,13 +698,18 @@ static bool leader_beside(const struct tree *t, pid_t host, uint32_t id)
 static int nested_entry_ok(const struct tree *t, const PstreeEntry *e, const struct pid_pair *p)
 {
 	const struct pid_pair *pp = pair_of(t, (pid_t)e->ppid);
+	const PstreeEntry *parent = host_entry(t, (pid_t)e->ppid);
 	const char *what = NULL;
 
-	if (p->nested > 1 && (!pp || !pp->nested)) {
+	/* outside, its parent unshare()d the namespace: it sends its children there */
+	if (p->nested > 1 && (!pp || !pp->nested) &&
+	    (!parent || !parent->has_pid_ns_for_children ||
+	     !same_pidns((pid_t)e->pid, (pid_t)parent->pid_ns_for_children))) {
 		pr_err("pid %d (pid %u in the tree's namespace) is pid %u of a nested pid "
-		       "namespace its parent %u is not in (it entered it with setns, or is a later "
-		       "child of the process that unshare()d it); amber makes a nested "
-		       "namespace's processes from its init only: end it, or dump without it",
+		       "namespace its parent %u is not in nor sends its children to (it entered "
+		       "it with setns); amber makes a nested namespace's processes from its "
+		       "init or from the process that unshare()d it only: end it, or dump "
+		       "without it",
 		       e->pid, p->ns, p->nested, pp ? pp->ns : 0);
 		return -EOPNOTSUPP;
 	}
@@ -757,7 +781,9 @@ int pidns_dump_nested(struct tree *t)
 
 	if (!t->own_pidns)
 		return 0;
-	/* the processes of the nested namespaces, then their makers' pid_for_children */
+	/* the makers' pid_for_children, then the processes of the nested namespaces */
+	for (size_t i = 0; !ret && i < t->nr_pstree; i++)
+		ret = children_ns(t, t->pstree[i]);
 	for (size_t i = 0; !ret && i < t->nr_pstree; i++) {
 		PstreeEntry *e = t->pstree[i];
 		const struct pid_pair *p = pair_of(t, (pid_t)e->pid);
@@ -781,8 +807,6 @@ int pidns_dump_nested(struct tree *t)
 			ret = -EOPNOTSUPP;
 		}
 	}
-	for (size_t i = 0; !ret && i < t->nr_pstree; i++)
-		ret = children_ns(t, t->pstree[i]);
 	return ret;
 }
 
@@ -955,9 +979,15 @@ static long read_pid_max(void)
 static const PstreeEntry *restore_init_of(const struct tree *t, const PstreeEntry *e)
 {
 	for (size_t n = 0; e && e->nested_pid && n <= t->nr_pstree; n++) {
+		const PstreeEntry *p = tree_entry(t, e->ppid);
+
 		if (e->nested_init)
 			return e;
-		e = tree_entry(t, e->ppid);
+		/* a later child of the process that unshare()d it: its sibling is the init */
+		if (p && !p->nested_pid)
+			return p->pid_ns_for_children ? tree_entry(t, p->pid_ns_for_children)
+						      : NULL;
+		e = p;
 	}
 	return NULL;
 }
@@ -995,12 +1025,13 @@ static int restore_read_nested(const struct tree *t, long pid_max)
 		if (e->nested_init != (e->nested_pid == 1))
 			return nested_corrupt(e, "is pid 1 of its nested namespace but not its "
 						 "init, or its init but not pid 1");
-		if (!p || (e->nested_init ? p->nested_pid != 0 : !p->nested_pid))
+		if (!p || (e->nested_init ? p->nested_pid != 0
+					  : !p->nested_pid && !p->pid_ns_for_children))
 			return nested_corrupt(
-				e, e->nested_init
-					   ? "is a nested namespace's init whose parent is "
-					     "not in the tree's namespace"
-					   : "is in a nested namespace its parent is not in");
+				e, e->nested_init ? "is a nested namespace's init whose parent is "
+						    "not in the tree's namespace"
+						  : "is in a nested namespace its parent is not in "
+						    "nor sends its children to");
 		if (e->zombie || e->clone_vm || e->dead_sid_leader || e->dead_pgid_leader)
 			return nested_corrupt(e, "is a zombie, shares memory, or is in a "
 						 "leaderless session or group, which the dump "

@@ -4,7 +4,8 @@
  * unshares a pid namespace and forks its init I (pid 1 there), the root the
  * test dumps.  I forks U, which unshares a further pid namespace (its
  * pid_for_children) and forks P, that namespace's init, as
- * `unshare --fork --pid` does.  P forks B, which makes a session of its own
+ * `unshare --fork --pid` does, then Q, which goes there too (its parent U
+ * outside: getppid() 0).  P forks B, which makes a session of its own
  * and a thread, and B's children B1, which makes a process group of its own,
  * and B2, which joins B1's group.  Each records its getpid()/getppid()/
  * getsid()/getpgid() (the thread its tid) before the dump and checks them
@@ -15,8 +16,9 @@
  * child V1, whose pid there is B's in P's.  Short-lived children
  * leave gaps between the pids, which a restore without them would close.
  * With PIDNSNEST_DEEP set, B1 unshares one more and forks D (two levels
- * down), which exits at DIR/d.go, and P has a zombie Z until DIR/z.go: the
- * dump refuses both, and B1's pid_for_children once D is gone.  With
+ * down), which exits at DIR/d.go: the dump refuses it, and B1's
+ * pid_for_children once D is gone.  With PIDNSNEST_ZOMBIE set, P has a
+ * zombie Z until DIR/z.go, which the dump refuses.  With
  * PIDNSNEST_FOWN set, B2 owns the signals of a pipe, which the dump refuses.
  * DIR/ready holds I's host pid (/proc/self is the host's here).
  */
@@ -81,13 +83,13 @@ static void ready(const char *name)
 
 static bool all_ready(void)
 {
-	static const char *const names[] = {"ready.u", "ready.b", "ready.b1", "ready.b2",
-					    "ready.v1"};
+	static const char *const names[] = {"ready.u",	"ready.q",  "ready.b",
+					    "ready.b1", "ready.b2", "ready.v1"};
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (access(prog_path(names[i]), F_OK))
 			return false;
-	return !getenv("PIDNSNEST_DEEP") || !access(prog_path("ready.z"), F_OK);
+	return !getenv("PIDNSNEST_ZOMBIE") || !access(prog_path("ready.z"), F_OK);
 }
 
 static pid_t thread_tid;
@@ -236,7 +238,7 @@ static void __attribute__((noreturn)) p_main(void)
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	burn(5);
 	/* the refusal test's: Z, a zombie of the nested namespace until DIR/z.go */
-	if (getenv("PIDNSNEST_DEEP")) {
+	if (getenv("PIDNSNEST_ZOMBIE")) {
 		z = fork();
 		if (z < 0)
 			prog_die("fork Z");
@@ -259,6 +261,8 @@ static void __attribute__((noreturn)) p_main(void)
 	CHECK(st == (z ? (3 << 8 | 1 << 16) : 0), "P: reaps Z %d (status %#x)", z, st);
 	prog_wait_go();
 	check_ids("P", &was);
+	while (access(prog_path("q.reaped"), F_OK))
+		usleep(10000);
 	CHECK(getpid() == 1 && getppid() == 0, "P: pid %d, parent %d (the nested init: 1, 0)",
 	      getpid(), getppid());
 	st = reap(b);
@@ -280,11 +284,30 @@ static void __attribute__((noreturn)) u_main(void)
 		prog_die("fork P");
 	if (!p)
 		p_main();
+	/* its next child Q goes to P's namespace too, its parent outside */
+	q = fork();
+	if (q < 0)
+		prog_die("fork Q");
+	if (!q) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		was = now();
+		ready("ready.q");
+		prog_wait_go();
+		check_ids("Q", &was);
+		CHECK(getpid() != 1 && getppid() == 0,
+		      "Q: pid %d, parent %d (in P's namespace, its parent outside: 0)", getpid(),
+		      getppid());
+		exit(prog_failures ? 1 : 0);
+	}
 	was = now();
 	ready("ready.u");
 	prog_wait_go();
 	check_ids("U", &was);
 	CHECK(p != 1 && getppid() == 1, "U: its child P is %d, its parent %d (I: 1)", p, getppid());
+	/* P, the namespace's init, ends only after Q: its end would kill Q */
+	st = reap(q);
+	CHECK(!st, "U: reaps Q %d (its checks passed, status %#x)", q, st);
+	ready("q.reaped");
 	st = reap(p);
 	CHECK(!st, "U: reaps P %d (its checks passed, status %#x)", p, st);
 	/* its namespace for children is P's, which ended with P: no more children */
