@@ -713,8 +713,8 @@ static int nested_entry_ok(const struct tree *t, const PstreeEntry *e, const str
 		       e->pid, p->ns, p->nested, pp ? pp->ns : 0);
 		return -EOPNOTSUPP;
 	}
-	if (e->zombie)
-		what = "a zombie";
+	if (e->zombie && p->nested == 1)
+		what = "a zombie init (its namespace is dead)";
 	else if (e->clone_vm)
 		what = "a process sharing its parent's memory (CLONE_VM)";
 	else if (e->dead_sid_leader || e->dead_pgid_leader)
@@ -793,6 +793,16 @@ int pidns_dump_nested(struct tree *t)
 		ret = nested_entry_ok(t, e, p);
 		if (!ret && p->nested == 1)
 			ret = same_owner(t, (pid_t)e->pid);
+		/* a zombie session leader makes its members (sessions.c) from outside their view */
+		if (!ret && t->creator && t->creator[i] != e->ppid) {
+			pr_err("pid %d (pid %u in the tree's namespace, %u in its nested pid "
+			       "namespace) is in a session led by a zombie, which makes it at "
+			       "restore; amber does not do that in a nested pid namespace yet: "
+			       "dump "
+			       "it once the zombie is reaped",
+			       e->pid, p->ns, p->nested);
+			ret = -EOPNOTSUPP;
+		}
 		if (ret)
 			break;
 		/* a group inside the namespace is joined by its pid there (task.c) */
@@ -1032,8 +1042,9 @@ static int restore_read_nested(const struct tree *t, long pid_max)
 						    "not in the tree's namespace"
 						  : "is in a nested namespace its parent is not in "
 						    "nor sends its children to");
-		if (e->zombie || e->clone_vm || e->dead_sid_leader || e->dead_pgid_leader)
-			return nested_corrupt(e, "is a zombie, shares memory, or is in a "
+		if ((e->zombie && e->nested_init) || e->clone_vm || e->dead_sid_leader ||
+		    e->dead_pgid_leader)
+			return nested_corrupt(e, "is a zombie init, shares memory, or is in a "
 						 "leaderless session or group, which the dump "
 						 "refuses in a nested namespace");
 		for (size_t k = 0; k < i; k++)

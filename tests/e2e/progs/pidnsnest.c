@@ -5,7 +5,8 @@
  * test dumps.  I forks U, which unshares a further pid namespace (its
  * pid_for_children) and forks P, that namespace's init, as
  * `unshare --fork --pid` does, then Q, which goes there too (its parent U
- * outside: getppid() 0).  P forks B, which makes a session of its own
+ * outside: getppid() 0).  P has a zombie Z (exit status 3) and forks B,
+ * which makes a session of its own
  * and a thread, and B's children B1, which makes a process group of its own,
  * and B2, which joins B1's group.  Each records its getpid()/getppid()/
  * getsid()/getpgid() (the thread its tid) before the dump and checks them
@@ -17,8 +18,9 @@
  * leave gaps between the pids, which a restore without them would close.
  * With PIDNSNEST_DEEP set, B1 unshares one more and forks D (two levels
  * down), which exits at DIR/d.go: the dump refuses it, and B1's
- * pid_for_children once D is gone.  With PIDNSNEST_ZOMBIE set, P has a
- * zombie Z until DIR/z.go, which the dump refuses.  With
+ * pid_for_children once D is gone.  With PIDNSNEST_ZOMBIE set, P's child
+ * L makes a session, forks M and exits: a zombie leading the session of M,
+ * P's child then, which the dump refuses; M exits at DIR/z.go.  With
  * PIDNSNEST_FOWN set, B2 owns the signals of a pipe, which the dump refuses.
  * DIR/ready holds I's host pid (/proc/self is the host's here).
  */
@@ -89,7 +91,7 @@ static bool all_ready(void)
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (access(prog_path(names[i]), F_OK))
 			return false;
-	return !getenv("PIDNSNEST_ZOMBIE") || !access(prog_path("ready.z"), F_OK);
+	return !getenv("PIDNSNEST_ZOMBIE") || !access(prog_path("ready.l"), F_OK);
 }
 
 static pid_t thread_tid;
@@ -232,22 +234,39 @@ static void __attribute__((noreturn)) b_main(void)
 static void __attribute__((noreturn)) p_main(void)
 {
 	struct ids was;
-	pid_t b, z = 0;
+	pid_t b, z, l, m;
 	int st;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	burn(5);
-	/* the refusal test's: Z, a zombie of the nested namespace until DIR/z.go */
+	/* Z, a zombie of the nested namespace until P reaps it after the restore */
+	z = fork();
+	if (z < 0)
+		prog_die("fork Z");
+	if (!z)
+		_exit(3);
+	while (waitid(P_PID, z, &(siginfo_t){0}, WEXITED | WNOWAIT))
+		if (errno != EINTR)
+			prog_die("waitid Z");
+	/* the refusal test's: L, a zombie leading the session of M, now P's child */
 	if (getenv("PIDNSNEST_ZOMBIE")) {
-		z = fork();
-		if (z < 0)
-			prog_die("fork Z");
-		if (!z)
-			_exit(3);
-		while (waitid(P_PID, z, &(siginfo_t){0}, WEXITED | WNOWAIT))
+		l = fork();
+		if (l < 0)
+			prog_die("fork L");
+		if (!l) {
+			if (setsid() < 0 || (m = fork()) < 0)
+				prog_die("L: setsid, fork M");
+			if (!m) {
+				while (getppid() != 1 || access(prog_path("z.go"), F_OK))
+					usleep(10000);
+				_exit(0);
+			}
+			_exit(4);
+		}
+		while (waitid(P_PID, l, &(siginfo_t){0}, WEXITED | WNOWAIT))
 			if (errno != EINTR)
-				prog_die("waitid Z");
-		prog_write_atomic("ready.z", "1");
+				prog_die("waitid L");
+		prog_write_atomic("ready.l", "1");
 	}
 	b = fork();
 	if (b < 0)
@@ -255,18 +274,20 @@ static void __attribute__((noreturn)) p_main(void)
 	if (!b)
 		b_main();
 	was = now();
-	while (z && access(prog_path("z.go"), F_OK))
-		usleep(10000);
-	st = z ? reap(z) : 0;
-	CHECK(st == (z ? (3 << 8 | 1 << 16) : 0), "P: reaps Z %d (status %#x)", z, st);
 	prog_wait_go();
 	check_ids("P", &was);
+	st = reap(z);
+	CHECK(st == (3 << 8 | 1 << 16), "P: reaps the zombie Z %d (status %#x, want exit 3)", z,
+	      st);
 	while (access(prog_path("q.reaped"), F_OK))
 		usleep(10000);
 	CHECK(getpid() == 1 && getppid() == 0, "P: pid %d, parent %d (the nested init: 1, 0)",
 	      getpid(), getppid());
 	st = reap(b);
 	CHECK(!st, "P: reaps B %d (its checks passed, status %#x)", b, st);
+	/* L and M, when there */
+	while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+		;
 	exit(prog_failures ? 1 : 0);
 }
 
