@@ -553,8 +553,12 @@ static int fork_children(struct tree *t, uint32_t creator)
 		uint64_t flags = (c->clone_files ? CLONE_FILES : 0) | (c->clone_fs ? CLONE_FS : 0);
 		long pid;
 
-		if (n == t->nr_pstree && me && me->pid_ns_for_children && pidns_enter_children(me))
-			return -EIO;
+		if (n == t->nr_pstree && me && me->pid_ns_for_children) {
+			int ret = pidns_enter_children(me);
+
+			if (ret)
+				return ret;
+		}
 		if (t->creator[i] != creator || into_children_ns(t, c) != (n >= t->nr_pstree))
 			continue;
 		/* the members a zombie leader makes become ours when it dies */
