@@ -415,10 +415,9 @@ static int tty_dump(struct dump_ctx *ctx)
 		if (ps.session != ctx->pid)
 			return 0; /* its session leader's (of the tree: task.c) */
 		if (pidns_nested_pid(ctx->tree, ctx->pid)) {
-			pr_err("pid %d leads a session whose controlling terminal is /dev/pts/%d "
-			       "of "
-			       "the tree, in a nested pid namespace; amber does not restore a "
-			       "terminal there yet: dump it without the terminal",
+			pr_err("pid %d, in a nested pid namespace, leads a session whose "
+			       "controlling terminal is /dev/pts/%d of the tree; amber does not "
+			       "restore a terminal there yet: dump it without the terminal",
 			       ctx->pid, index);
 			return -EOPNOTSUPP;
 		}
