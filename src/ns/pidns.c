@@ -798,8 +798,7 @@ int pidns_dump_nested(struct tree *t)
 			pr_err("pid %d (pid %u in the tree's namespace, %u in its nested pid "
 			       "namespace) is in a session led by a zombie, which makes it at "
 			       "restore; amber does not do that in a nested pid namespace yet: "
-			       "dump "
-			       "it once the zombie is reaped",
+			       "dump it once the zombie is reaped",
 			       e->pid, p->ns, p->nested);
 			ret = -EOPNOTSUPP;
 		}
@@ -1085,8 +1084,7 @@ int pidns_restore_threads(const struct tree *t)
 			if (!e->nested_pid != !ctx->threads[k].core->has_nested_tid ||
 			    (e->nested_pid && (!tid || tid >= (uint32_t)pid_max))) {
 				pr_err("core-%d.img: thread of pid %u %s a nested tid (%u) it "
-				       "cannot "
-				       "have; the image is corrupt",
+				       "cannot have; the image is corrupt",
 				       ctx->threads[k].tid, e->pid,
 				       e->nested_pid ? "has" : "has not", tid);
 				return -EBADMSG;
@@ -1107,8 +1105,7 @@ int pidns_restore_threads(const struct tree *t)
 			}
 			if (dup) {
 				pr_err("core-%d.img: thread of pid %u has nested tid %u, which "
-				       "another "
-				       "task of its namespace has; the image is corrupt",
+				       "another task of its namespace has; the image is corrupt",
 				       ctx->threads[k].tid, e->pid, tid);
 				return -EBADMSG;
 			}
