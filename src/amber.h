@@ -65,7 +65,7 @@ struct opts {
 	int dir_fd;	 /* > 0: dump into this open directory (dir names it) */
 	bool rpc_notify; /* the stages go to the client as NOTIFY messages on rpc_sk */
 	int rpc_sk;
-	const char *freeze_cgroup;  /* dump --freeze-cgroup: the tree's cgroup (freezer.c) */
+	const char *freeze_cgroup; /* dump --freeze-cgroup: the tree's cgroup (freezer.c) */
 };
 
 /* One line of /proc/PID/maps plus what smaps adds. */
@@ -109,6 +109,7 @@ struct file_table {
 struct pid_pair {
 	pid_t host;
 	uint32_t ns, ns_pgid, ns_sid; /* 0: outside the namespace */
+	uint32_t nested;	      /* its pid in a pid namespace one below (0: none) */
 };
 
 struct thread {

@@ -134,14 +134,14 @@ static int check_namespaces(const struct tree *t, pid_t pid)
 			       pid, user, kinds[i], theirs, mine);
 			return -EOPNOTSUPP;
 		}
-		/* the root's own pid namespace (ns/pidns.c), and only that one */
+		/* the root's own pid namespace and those one level below (ns/pidns.c) */
 		if (t->own_pidns && !strncmp(kinds[i], "pid", 3)) {
 			if (!strcmp(theirs, t->pidns))
 				continue;
-			pr_err("pid %d is in pid namespace %s (%s), not the tree's %s: a pid "
-			       "namespace nested in the tree's is not dumped; dump it by itself",
-			       pid, theirs, kinds[i], t->pidns);
-			return -EOPNOTSUPP;
+			ret = pidns_check_nested(t, pid, kinds[i], theirs);
+			if (ret)
+				return ret;
+			continue;
 		}
 		if (!kept) {
 			pr_err("pid %d is in another %s namespace than amber (%s, amber %s); "
@@ -237,6 +237,11 @@ static int write_core(struct dump_ctx *ctx, TaskCore *core)
 	struct img *img;
 	int ret;
 
+	/* a thread in a nested pid namespace: its tid there too (ns/pidns.c) */
+	if (!leader && pidns_nested_pid(ctx->tree, (pid_t)core->pid)) {
+		core->has_nested_tid = 1;
+		core->nested_tid = pidns_nested_pid(ctx->tree, (pid_t)core->pid);
+	}
 	/* the image's ids are the namespace's when the tree is one (ns/pidns.c) */
 	ret = pidns_dump_ids(ctx->tree, (pid_t)core->pid, &core->pid, leader ? &core->ppid : NULL,
 			     leader ? &core->pgid : NULL, leader ? &core->sid : NULL);
@@ -912,6 +917,8 @@ static int do_dump(struct opts *o)
 		ret = sessions_dump(&t);
 	if (!ret)
 		ret = check_sharing(&t);
+	if (!ret)
+		ret = pidns_dump_nested(&t);
 	if (!ret && o->tcp_established)
 		ret = action_run(o, "network-lock", o->pid);
 	for (size_t p = 0; !ret && p < t.nr_procs; p++) {

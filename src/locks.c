@@ -457,6 +457,19 @@ static int locks_dump(struct dump_ctx *ctx)
 			       ctx->pid, queries[i].fd, queries[i].f->path, strerror(-ret));
 			return ret;
 		}
+		/* the owner is named as its holder sees it; the restore's may be in another pid
+		 * namespace */
+		if (own.pid && pidns_has_nested(ctx->tree)) {
+			pr_err("pid %d: fd %d (%s) sends its signals (O_ASYNC, lease breaks) to %s "
+			       "%d; owners of signals in a tree with a nested pid namespace are "
+			       "not dumped yet: F_SETOWN it to 0 first",
+			       ctx->pid, queries[i].fd, queries[i].f->path,
+			       own.type == F_OWNER_TID	  ? "thread"
+			       : own.type == F_OWNER_PGRP ? "process group"
+							  : "process",
+			       own.pid);
+			return -EOPNOTSUPP;
+		}
 		if (own.pid && !owner_in_tree(ctx->tree, own.type, own.pid)) {
 			pr_err("pid %d: fd %d (%s) sends its signals (O_ASYNC, lease breaks) to %s "
 			       "%d, outside the dumped tree; dump a tree that holds it, or "

@@ -224,7 +224,9 @@ int read_pstree(struct tree *t)
 	}
 	if (!ret)
 		ret = pidns_restore_read(t);
-	return ret ? ret : sessions_plan(t);
+	if (!ret)
+		ret = sessions_plan(t);
+	return ret ? ret : pidns_restore_plan(t);
 }
 
 static int read_processes(struct tree *t)
@@ -253,7 +255,7 @@ static int read_processes(struct tree *t)
 		if (ret)
 			return ret;
 	}
-	return tree_index_build(t);
+	return pidns_restore_threads(t) ?: tree_index_build(t);
 }
 
 /* Every fd at or above the highest fd of any process is free for amber's own. */
@@ -370,6 +372,33 @@ static pid_t root_ppid(const struct tree *t)
 	return t->own_pidns ? 0 : amber_pid;
 }
 
+/* The parent idx sees (getppid()): in a nested pid namespace, its pid there; 0 from outside. */
+static pid_t seen_ppid(const struct tree *t, size_t idx)
+{
+	const PstreeEntry *e = t->pstree[idx], *p;
+
+	if (!idx)
+		return root_ppid(t);
+	if (e->nested_init)
+		return 0;
+	if (!e->nested_pid)
+		return (pid_t)e->ppid;
+	/* (0 too for a later child of the process that unshare()d the namespace) */
+	p = tree_entry(t, e->ppid);
+	return p ? (pid_t)p->nested_pid : -1;
+}
+
+/*
+ * Whether entry c is created in a second round, in the nested pid namespace
+ * its creator unshare()d, once that namespace's init exists.
+ */
+static bool into_children_ns(const struct tree *t, const PstreeEntry *c)
+{
+	const PstreeEntry *p = tree_entry(t, c->ppid);
+
+	return c->nested_pid && !c->nested_init && p && !p->nested_pid;
+}
+
 /* amber's handle on pstree entry idx: its host pid (ns/pidns.c), 0 until it exists. */
 static pid_t host_pid(const struct tree *t, size_t idx)
 {
@@ -406,10 +435,19 @@ static long clone_vm_child(struct tree *t, size_t idx, uint64_t flags)
 
 static void __attribute__((noreturn)) helper_main(struct tree *t, struct tree_helper *h);
 
-static long clone_pid(uint32_t creator, uint32_t pid, uint64_t flags)
+/*
+ * nested: its pid in a pid namespace nested in the tree's (ns/pidns.c), 1
+ * for that namespace's init (CLONE_NEWPID), 0 when not in one.
+ */
+static long clone_pid(uint32_t creator, uint32_t pid, uint32_t nested, uint64_t flags)
 {
-	/* the init of a new pid namespace: pid 1 in it, any pid on the host */
-	long r = sys_clone3_set_tid((flags & CLONE_NEWPID) ? 1 : pid, SIGCHLD, flags);
+	pid_t tids[2] = {(pid_t)nested, (pid_t)pid};
+	long r;
+
+	if (nested)
+		r = sys_clone3_set_tids(tids, 2, SIGCHLD, flags);
+	else /* the init of a new pid namespace: pid 1 in it, any pid on the host */
+		r = sys_clone3_set_tid((flags & CLONE_NEWPID) ? 1 : pid, SIGCHLD, flags);
 
 	if (r >= 0)
 		return r;
@@ -493,6 +531,7 @@ static int zombie_made(struct tree *t, size_t idx)
  */
 static int fork_children(struct tree *t, uint32_t creator)
 {
+	PstreeEntry *me = creator ? tree_entry(t, creator) : NULL;
 	bool helpers = false;
 
 	for (size_t i = 0; i < t->nr_helpers; i++) {
@@ -508,19 +547,28 @@ static int fork_children(struct tree *t, uint32_t creator)
 			return -errno;
 		}
 		helpers = true;
-		pid = clone_pid(creator, h->pid, 0);
+		pid = clone_pid(creator, h->pid, 0, 0);
 		if (pid == 0)
 			helper_main(t, h);
 		if (pid < 0)
 			return (int)pid;
 	}
-	for (size_t i = 0; i < t->nr_pstree; i++) {
+	/* children in the creator's namespace and nested inits, then those in the
+	 * nested namespace it unshare()d (which it enters between) */
+	for (size_t n = 0; n < 2 * t->nr_pstree; n++) {
+		size_t i = n % t->nr_pstree;
 		PstreeEntry *c = t->pstree[i];
 		/* what it shared with its parent (kcmp at dump), it shares again */
 		uint64_t flags = (c->clone_files ? CLONE_FILES : 0) | (c->clone_fs ? CLONE_FS : 0);
 		long pid;
 
-		if (t->creator[i] != creator)
+		if (n == t->nr_pstree && me && me->pid_ns_for_children) {
+			int ret = pidns_enter_children(me);
+
+			if (ret)
+				return ret;
+		}
+		if (t->creator[i] != creator || into_children_ns(t, c) != (n >= t->nr_pstree))
 			continue;
 		/* the members a zombie leader makes become ours when it dies */
 		if (!helpers && creator && sessions_zombie_leads(t, c->pid) &&
@@ -534,9 +582,9 @@ static int fork_children(struct tree *t, uint32_t creator)
 				pr_err("pid %u: cannot create its child %u: %s", creator, c->pid,
 				       strerror((int)-pid));
 		} else {
-			if (!creator && t->own_pidns)
+			if ((!creator && t->own_pidns) || c->nested_init)
 				flags |= CLONE_NEWPID;
-			pid = clone_pid(creator, c->pid, flags);
+			pid = clone_pid(creator, c->pid, c->nested_pid, flags);
 			if (pid == 0)
 				child_main(t, i);
 			if (pid > 0 && !creator && t->own_pidns)
@@ -571,7 +619,7 @@ static void __attribute__((noreturn)) helper_main(struct tree *t, struct tree_he
 /* Whether pid is one of the helpers, idx's zombie session leader, or idx's parent. */
 static bool parent_expected(struct tree *t, size_t idx, pid_t ppid)
 {
-	pid_t real = idx ? (pid_t)t->pstree[idx]->ppid : root_ppid(t);
+	pid_t real = seen_ppid(t, idx);
 
 	return ppid == real || sessions_is_helper(t, (uint32_t)ppid) ||
 	       (idx && (uint32_t)ppid == t->creator[idx]);
@@ -585,7 +633,7 @@ static bool parent_expected(struct tree *t, size_t idx, pid_t ppid)
 static int wait_go(struct tree *t, size_t idx)
 {
 	struct pollfd pfd = {.fd = syncs[idx].child, .events = POLLIN};
-	pid_t real = idx ? (pid_t)t->pstree[idx]->ppid : root_ppid(t);
+	pid_t real = seen_ppid(t, idx);
 	char c;
 
 	if (t->creator[idx] == (idx ? t->pstree[idx]->ppid : 0))
@@ -642,7 +690,7 @@ static void __attribute__((noreturn)) child_main(struct tree *t, size_t idx)
 	 * before the prctl: the pid is the image's and must not stay taken). */
 	if (t->creator[idx] == (idx ? t->pstree[idx]->ppid : 0)) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != (idx ? (pid_t)t->pstree[idx]->ppid : root_ppid(t)))
+		if (getppid() != seen_ppid(t, idx))
 			_exit(1);
 	} else if (!parent_expected(t, idx, getppid())) {
 		_exit(1); /* (its helper may have exited already) */
@@ -728,7 +776,7 @@ static void __attribute__((noreturn)) child_setup(struct tree *t, size_t idx, bo
 	}
 	child_report(report_fd, NULL);
 	/* a pid namespace's init ignores SIGSTOP from inside it: amber sends it */
-	if (!idx && t->own_pidns)
+	if ((!idx && t->own_pidns) || e->nested_init)
 		for (;;)
 			pause();
 	/* amber takes over from this stop (not raise(): a CLONE_VM child has its
@@ -825,7 +873,8 @@ static int create_tree(struct tree *t)
 		if (e->zombie)
 			continue;
 		ret = read_child_report(ctx, syncs[i].amber);
-		if (!ret && !i && t->own_pidns && kill(host_pid(t, 0), SIGSTOP))
+		if (!ret && ((!i && t->own_pidns) || e->nested_init) &&
+		    kill(host_pid(t, i), SIGSTOP))
 			ret = -errno;
 		if (!ret)
 			ret = wait_child_stop(host_pid(t, i));

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "amber.h"
+#include "ns/ns.h"
 #include "log.h"
 #include "sys.h"
 
@@ -265,11 +266,13 @@ static int queue_pending(struct restore_ctx *ctx, struct thread *t, SiginfoEntry
 	if (ret)
 		return ret;
 	if (e->shared)
-		r = infect_call(&ctx->inf, SYS_rt_sigqueueinfo, ctx->pid, e->signo,
-				ctx->inf.scratch, 0, 0, 0);
+		r = infect_call(&ctx->inf, SYS_rt_sigqueueinfo,
+				pidns_own_tid(ctx, (uint32_t)ctx->pid), e->signo, ctx->inf.scratch,
+				0, 0, 0);
 	else
-		r = infect_call(t->inf, SYS_rt_tgsigqueueinfo, ctx->pid, t->tid, e->signo,
-				ctx->inf.scratch, 0, 0);
+		r = infect_call(
+			t->inf, SYS_rt_tgsigqueueinfo, pidns_own_tid(ctx, (uint32_t)ctx->pid),
+			pidns_own_tid(ctx, (uint32_t)t->tid), e->signo, ctx->inf.scratch, 0, 0);
 	if (r)
 		pr_err("tid %d: cannot queue pending signal %u: %s", t->tid, e->signo,
 		       strerror((int)-r));

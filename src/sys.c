@@ -487,11 +487,15 @@ int sys_membarrier(int cmd, unsigned flags)
 
 long sys_clone3_set_tid(pid_t tid, int exit_signal, uint64_t flags)
 {
-	pid_t set_tid = tid;
+	return sys_clone3_set_tids(&tid, 1, exit_signal, flags);
+}
+
+long sys_clone3_set_tids(const pid_t *tids, size_t n, int exit_signal, uint64_t flags)
+{
 	struct clone_args args = {.flags = flags,
 				  .exit_signal = (uint64_t)exit_signal,
-				  .set_tid = (uintptr_t)&set_tid,
-				  .set_tid_size = 1};
+				  .set_tid = (uintptr_t)tids,
+				  .set_tid_size = n};
 	int f = injected(SYS_CLONE3);
 	long r;
 

@@ -86,6 +86,8 @@ ssize_t sys_vm_writev(pid_t pid, const struct iovec *local, unsigned long nlocal
 		      const struct iovec *remote, unsigned long nremote);
 int sys_kcmp(pid_t pid1, pid_t pid2, int type, unsigned long idx1, unsigned long idx2);
 long sys_clone3_set_tid(pid_t tid, int exit_signal, uint64_t flags);
+/* The same with the pids of n levels of pid namespaces, innermost first. */
+long sys_clone3_set_tids(const pid_t *tids, size_t n, int exit_signal, uint64_t flags);
 /* A CLONE_VM child with pid tid on stack: blocks until a byte arrives on
  * go_fd, then runs fn(arg) (see sys.c).  Returns its pid or -errno. */
 long sys_clone3_vm(pid_t tid, uint64_t flags, void *stack, size_t stack_size, int go_fd,

@@ -16,16 +16,21 @@
 #include <unistd.h>
 
 #include "amber.h"
+#include "ns/ns.h"
 #include "log.h"
 #include "proc.h"
 #include "sys.h"
 
+/* pid 0: the caller's own, /proc/self (its pid differs in the /proc of another pid namespace) */
 static int read_proc_ulong(pid_t pid, const char *name, unsigned long *v, int base)
 {
 	char path[64], *buf;
 	int ret;
 
-	snprintf(path, sizeof(path), "/proc/%d/%s", pid, name);
+	if (pid)
+		snprintf(path, sizeof(path), "/proc/%d/%s", pid, name);
+	else
+		snprintf(path, sizeof(path), "/proc/self/%s", name);
 	ret = sys_read_file(path, &buf, NULL);
 	if (ret)
 		return ret;
@@ -137,7 +142,7 @@ static int restore_loginuid(struct restore_ctx *ctx)
 
 	if (!c->has_loginuid)
 		return 0;
-	ret = read_proc_ulong(getpid(), "loginuid", &now, 10);
+	ret = read_proc_ulong(0, "loginuid", &now, 10);
 	if (ret) {
 		pr_err("pid %d: had loginuid %u, but this kernel has none (CONFIG_AUDIT): %s",
 		       ctx->pid, c->loginuid, strerror(-ret));
@@ -219,18 +224,30 @@ static int task_restore_child(struct restore_ctx *ctx)
 static int task_restore_inject(struct restore_ctx *ctx)
 {
 	pid_t pgid = (pid_t)ctx->core->pgid;
-	long r;
+	const PstreeEntry *e = tree_entry(ctx->tree, (uint32_t)ctx->pid);
+	long r, seen;
 
 	if (pgid == ctx->pid)
 		return 0;
-	/* in a pid namespace of the tree's, the process's own view has its ids */
-	if (ctx->tree->own_pidns ? infect_call(&ctx->inf, SYS_getpgid, 0, 0, 0, 0, 0, 0) == pgid
+	/* in a pid namespace of the tree's, the tree namespace's ids (ns/pidns.c) */
+	if (ctx->tree->own_pidns ? pidns_restore_pgid(ctx->inf.pid) == pgid
 				 : getpgid(ctx->pid) == pgid)
 		return 0;
 	for (size_t i = 0; i < ctx->tree->nr_pstree; i++) {
-		if (ctx->tree->pstree[i]->pid != (uint32_t)pgid)
+		const PstreeEntry *l = ctx->tree->pstree[i];
+
+		if (l->pid != (uint32_t)pgid)
 			continue;
-		r = infect_call(&ctx->inf, SYS_setpgid, 0, pgid, 0, 0, 0, 0);
+		/* inside a nested pid namespace the group is named by its pid there; the
+		 * dump let in only groups it leads or has from its parent */
+		seen = e->nested_pid ? (long)pidns_seen_pid(ctx->tree, e, l) : pgid;
+		if (!seen) {
+			pr_err("pid %d (in a nested pid namespace): its process group %d, led from "
+			       "outside it, did not come from its parent",
+			       ctx->pid, pgid);
+			return -ESRCH;
+		}
+		r = infect_call(&ctx->inf, SYS_setpgid, 0, seen, 0, 0, 0, 0);
 		if (r) {
 			pr_err("pid %d: cannot join process group %d: %s", ctx->pid, pgid,
 			       strerror((int)-r));

@@ -93,6 +93,9 @@ static int clone_threads(struct restore_ctx *ctx, size_t first, size_t n)
 		return -ENOMEM;
 	for (size_t i = 0; i < n && !ret; i++) {
 		unsigned long at = base + i * ARGS_SIZE, tid_at = at + ARGS_SIZE - 8;
+		/* in a nested pid namespace: its tid there, then the tree's (innermost first) */
+		uint32_t nested = ctx->threads[first + i].core->nested_tid;
+		int32_t tids[2] = {(int32_t)nested, ctx->threads[first + i].tid};
 		struct clone_args a = {
 			.flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD |
 				 CLONE_SYSVSEM,
@@ -100,13 +103,13 @@ static int clone_threads(struct restore_ctx *ctx, size_t first, size_t n)
 			.stack = ctx->inf.scratch + 65536,
 			.stack_size = 65536,
 			.set_tid = tid_at,
-			.set_tid_size = 1,
+			.set_tid_size = nested ? 2 : 1,
 		};
-		int32_t tid = ctx->threads[first + i].tid;
 
 		ret = infect_write(&ctx->inf, at, &a, sizeof(a));
 		if (!ret)
-			ret = infect_write(&ctx->inf, tid_at, &tid, sizeof(tid));
+			ret = infect_write(&ctx->inf, tid_at, nested ? tids : tids + 1,
+					   nested ? sizeof(tids) : sizeof(tids[1]));
 		sc[i] = (struct infect_sc){SYS_clone3, {(long)at, sizeof(a), 0, 0, 0, 0}, 0};
 	}
 	if (!ret)
@@ -114,7 +117,8 @@ static int clone_threads(struct restore_ctx *ctx, size_t first, size_t n)
 	for (size_t i = 0; !ret && i < n; i++) {
 		struct thread *t = &ctx->threads[first + i];
 
-		if (sc[i].ret != t->tid) {
+		/* clone3 returns the tid as the process sees it */
+		if (sc[i].ret != (long)pidns_own_tid(ctx, (uint32_t)t->tid)) {
 			pr_err("pid %d: cannot recreate thread %d: %s", ctx->pid, t->tid,
 			       sc[i].ret < 0 ? strerror((int)-sc[i].ret) : "got another tid");
 			ret = sc[i].ret < 0 ? (int)sc[i].ret : -EEXIST;

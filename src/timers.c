@@ -242,7 +242,8 @@ static int create_timer(struct restore_ctx *ctx, PosixTimerEntry *e, bool restor
 	int ret;
 
 	if (e->notify & SIGEV_THREAD_ID)
-		sev.tid = e->notify_tid; /* threads exist by now, with their tids */
+		/* threads exist by now, with their tids (its own, in a nested pid namespace) */
+		sev.tid = (int32_t)pidns_own_tid(ctx, (uint32_t)e->notify_tid);
 	ret = infect_write(&ctx->inf, sev_addr, &sev, sizeof(sev));
 	if (!ret)
 		ret = infect_write(&ctx->inf, id_addr, &id, sizeof(id));

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "amber.h"
+#include "ns/ns.h"
 #include "files.h"
 #include "log.h"
 #include "proc.h"
@@ -413,6 +414,13 @@ static int tty_dump(struct dump_ctx *ctx)
 	if (index >= 0 && master_in_tree(index)) {
 		if (ps.session != ctx->pid)
 			return 0; /* its session leader's (of the tree: task.c) */
+		if (pidns_nested_pid(ctx->tree, ctx->pid)) {
+			pr_err("pid %d, in a nested pid namespace, leads a session whose "
+			       "controlling terminal is /dev/pts/%d of the tree; amber does not "
+			       "restore a terminal there yet: dump it without the terminal",
+			       ctx->pid, index);
+			return -EOPNOTSUPP;
+		}
 		if (ps.tpgid > 0 && !tree_has_pgrp(ctx->tree, ps.tpgid)) {
 			pr_err("pid %d: the foreground process group of its terminal /dev/pts/%d "
 			       "is %d, a group outside the dumped tree; dump from a process "

@@ -47,6 +47,17 @@ int ns_restore_user(const struct tree *t, uint32_t pid);
 int pidns_dump_root(struct tree *t);
 int pidns_dump_add(struct tree *t, pid_t pid, pid_t tid);
 int pidns_dump_alone(const struct tree *t);
+/*
+ * One level of nesting below the tree's namespace: a process's pid or
+ * pid_for_children namespace other than the tree's (its link theirs) is
+ * checked to be one (pidns_check_nested, as it is frozen); the whole tree's
+ * nesting once collected (pidns_dump_nested: host pids, refusals); a
+ * task's pid in its nested namespace (0: not in one).
+ */
+int pidns_check_nested(const struct tree *t, pid_t pid, const char *kind, const char *theirs);
+int pidns_dump_nested(struct tree *t);
+uint32_t pidns_nested_pid(const struct tree *t, pid_t host);
+bool pidns_has_nested(const struct tree *t);
 uint32_t dump_vpid(const struct tree *t, pid_t host);
 /* host's ids (ppid: in, the host's parent) as the namespace sees them. */
 int pidns_dump_ids(const struct tree *t, pid_t host, uint32_t *pid, uint32_t *ppid, uint32_t *pgid,
@@ -63,6 +74,20 @@ int pidns_restore_read(struct tree *t);
 pid_t tree_hpid(const struct tree *t, uint32_t pid);
 int pidns_find_children(struct tree *t, size_t idx);
 pid_t pidns_host_tid(pid_t pid, uint32_t tid);
+/*
+ * Nested pid namespaces at restore: each process made by its parent (after
+ * the sessions plan), the threads' nested tids checked (after the cores are
+ * read); in a restored process, its children's namespace entered again.
+ */
+int pidns_restore_plan(const struct tree *t);
+int pidns_restore_threads(const struct tree *t);
+int pidns_enter_children(const PstreeEntry *e);
+/* A restored task's process group in the tree's namespace (-1: unknown, logged). */
+pid_t pidns_restore_pgid(pid_t host);
+/* The pid of process l as process e, in a nested pid namespace, names it (0: unseen). */
+uint32_t pidns_seen_pid(const struct tree *t, const PstreeEntry *e, const PstreeEntry *l);
+/* A tid of ctx's process (the image's) as the process itself names it. */
+uint32_t pidns_own_tid(const struct restore_ctx *ctx, uint32_t tid);
 
 /*
  * Time namespaces (timens.c).  dump: e's offsets and the host's clocks, from

@@ -25,7 +25,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/nsfs.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -224,7 +227,55 @@ close_word:
  * parent, then its NSpid).
  */
 
-/* The innermost value of each NS* line of a task's status, and the levels of NSpid. */
+/*
+ * How many levels /proc shows above the tree's namespace: the index of its
+ * value on an NS* line (amber's own NSpid has that many).
+ */
+static int ns1_at;
+
+static int ns_levels(pid_t pid, int *levels)
+{
+	char path[64], *buf, *line, *save;
+	int ret;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	ret = sys_read_file(path, &buf, NULL);
+	if (ret) {
+		pr_err("cannot read %s: %s", path, strerror(-ret));
+		return ret;
+	}
+	*levels = 0;
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *v, *end;
+
+		if (strncmp(line, "NSpid:", 6))
+			continue;
+		for (v = line + 6;; v = end, ++*levels) {
+			strtoul(v, &end, 10);
+			if (end == v)
+				break;
+		}
+	}
+	free(buf);
+	if (!*levels) {
+		pr_err("%s has no NSpid line; amber needs it to dump a pid namespace", path);
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
+static int ns1_index(void)
+{
+	if (!ns1_at && ns_levels(getpid(), &ns1_at))
+		return -EOPNOTSUPP;
+	return 0;
+}
+
+/*
+ * A task's ids in the tree's namespace (the level below amber's) and its pid
+ * one level further down when it is in a nested namespace; levels: how
+ * many NSpid shows.
+ */
 static int status_ns_ids(pid_t pid, pid_t tid, struct pid_pair *p, int *levels)
 {
 	static const char *const keys[] = {"NSpid:", "NSpgid:", "NSsid:"};
@@ -232,6 +283,9 @@ static int status_ns_ids(pid_t pid, pid_t tid, struct pid_pair *p, int *levels)
 	char path[64], *buf, *line, *save;
 	int ret, found = 0;
 
+	ret = ns1_index();
+	if (ret)
+		return ret;
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", pid, tid);
 	ret = sys_read_file(path, &buf, NULL);
 	if (ret) {
@@ -239,6 +293,7 @@ static int status_ns_ids(pid_t pid, pid_t tid, struct pid_pair *p, int *levels)
 		return ret;
 	}
 	*levels = 0;
+	p->ns = p->ns_pgid = p->ns_sid = p->nested = 0;
 	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		for (size_t k = 0; k < 3; k++) {
 			char *v, *end;
@@ -252,7 +307,10 @@ static int status_ns_ids(pid_t pid, pid_t tid, struct pid_pair *p, int *levels)
 
 				if (end == v)
 					break;
-				*vals[k] = (uint32_t)x;
+				if (n == ns1_at)
+					*vals[k] = (uint32_t)x;
+				if (k == 0 && n == ns1_at + 1)
+					p->nested = (uint32_t)x;
 			}
 			if (k == 0)
 				*levels = n;
@@ -269,10 +327,14 @@ static int status_ns_ids(pid_t pid, pid_t tid, struct pid_pair *p, int *levels)
 	return 0;
 }
 
+/* dump: the nested namespaces' /proc/PID/ns/pid links, of their inits */
+static char (*nested_ns)[64];
+static size_t nr_nested_ns;
+
 int pidns_dump_root(struct tree *t)
 {
 	pid_t pid = t->o->pid;
-	struct pid_pair root, me;
+	struct pid_pair root;
 	int levels, my_levels;
 	char mine[64], path[64];
 	int ret;
@@ -281,9 +343,9 @@ int pidns_dump_root(struct tree *t)
 	if (sys_readlink("/proc/self/ns/pid", mine, sizeof(mine)) < 0 ||
 	    sys_readlink(path, t->pidns, sizeof(t->pidns)) < 0 || !strcmp(mine, t->pidns))
 		return 0; /* amber's own (a missing pid is reported by the checks after) */
-	ret = status_ns_ids(pid, pid, &root, &levels);
+	ret = ns_levels(getpid(), &my_levels);
 	if (!ret)
-		ret = status_ns_ids(getpid(), getpid(), &me, &my_levels);
+		ret = status_ns_ids(pid, pid, &root, &levels);
 	if (ret)
 		return ret;
 	if (levels != my_levels + 1) {
@@ -305,6 +367,7 @@ int pidns_dump_root(struct tree *t)
 		return -EPERM;
 	}
 	t->own_pidns = true;
+	nr_nested_ns = 0;
 	return 0;
 }
 
@@ -356,6 +419,31 @@ static int hash_room(const struct tree *t)
 	return 0;
 }
 
+static bool is_nested_ns(const char *link)
+{
+	for (size_t i = 0; i < nr_nested_ns; i++)
+		if (!strcmp(nested_ns[i], link))
+			return true;
+	return false;
+}
+
+static int add_nested_ns(pid_t pid)
+{
+	char path[64], (*n)[64];
+
+	n = realloc(nested_ns, (nr_nested_ns + 1) * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	nested_ns = n;
+	snprintf(path, sizeof(path), "/proc/%d/ns/pid", pid);
+	if (sys_readlink(path, nested_ns[nr_nested_ns], sizeof(*n)) < 0) {
+		pr_err("cannot read %s: %m", path);
+		return -errno;
+	}
+	nr_nested_ns++;
+	return 0;
+}
+
 int pidns_dump_add(struct tree *t, pid_t pid, pid_t tid)
 {
 	struct pid_pair p, *np;
@@ -371,6 +459,15 @@ int pidns_dump_add(struct tree *t, pid_t pid, pid_t tid)
 		       tid, t->pidns);
 		return -EOPNOTSUPP;
 	}
+	if (levels > ns1_at + 2) {
+		pr_err("pid %d (thread %d, pid %u in the tree's pid namespace) is in a pid "
+		       "namespace %d levels below the tree's; amber dumps one level of nesting "
+		       "only: dump the nested namespace's init by itself",
+		       pid, tid, p.ns, levels - ns1_at - 1);
+		return -EOPNOTSUPP;
+	}
+	if (p.nested == 1 && pid == tid && (ret = add_nested_ns(pid)))
+		return ret;
 	ret = hash_room(t);
 	if (ret)
 		return ret;
@@ -425,17 +522,300 @@ int pidns_dump_alone(const struct tree *t)
 		if (pid <= 0 || pair_of(t, pid))
 			continue;
 		snprintf(path, sizeof(path), "/proc/%d/ns/pid", pid);
-		if (sys_readlink(path, link, sizeof(link)) < 0 || strcmp(link, t->pidns))
+		if (sys_readlink(path, link, sizeof(link)) < 0 ||
+		    (strcmp(link, t->pidns) && !is_nested_ns(link)))
 			continue;
 		if (status_ns_ids(pid, pid, &p, &levels))
 			p.ns = 0;
 		pr_err("pid %d (pid %u in the namespace) is in the pid namespace %s of the tree's "
-		       "root %d but not in its tree (it entered it with setns); the namespace "
-		       "would lose it: end it, or dump without it",
-		       pid, p.ns, t->pidns, t->o->pid);
+		       "root %d (or one nested in it) but not in its tree (it entered it with "
+		       "setns); the namespace would lose it: end it, or dump without it",
+		       pid, p.ns, link, t->o->pid);
 		ret = -EOPNOTSUPP;
 	}
 	closedir(d);
+	return ret;
+}
+
+/*
+ * One level of nesting: a process of the tree that is the init of a further
+ * pid namespace (unshare --fork --pid in the container) and its
+ * descendants there.  The image keeps their pids in the tree's namespace
+ * and adds each one's pid in the nested one (nested_pid, nested_tid); the
+ * restore makes the init with CLONE_NEWPID and both pids, the others with
+ * both pids (clone3 set_tid, innermost first).
+ */
+int pidns_check_nested(const struct tree *t, pid_t pid, const char *kind, const char *theirs)
+{
+	struct pid_pair p;
+	int levels, ret;
+
+	/* a process's own children namespace: pidns_dump_nested, once its children are known */
+	if (!strcmp(kind, "pid_for_children"))
+		return 0;
+	ret = status_ns_ids(pid, pid, &p, &levels);
+	if (ret)
+		return ret;
+	if (levels != ns1_at + 2) {
+		pr_err("pid %d is in pid namespace %s, %d levels below the tree's %s; amber dumps "
+		       "one level of nesting only: dump the nested namespace's init by itself",
+		       pid, theirs, levels - ns1_at - 1, t->pidns);
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
+uint32_t pidns_nested_pid(const struct tree *t, pid_t host)
+{
+	const struct pid_pair *p = t->own_pidns ? pair_of(t, host) : NULL;
+
+	return p ? p->nested : 0;
+}
+
+bool pidns_has_nested(const struct tree *t)
+{
+	return t->own_pidns && nr_nested_ns;
+}
+
+static PstreeEntry *host_entry(const struct tree *t, pid_t host)
+{
+	for (size_t i = 0; i < t->nr_pstree; i++)
+		if (t->pstree[i]->pid == (uint32_t)host)
+			return t->pstree[i];
+	return NULL;
+}
+
+/* The host pid of the nested namespace's init that host is in (0: none). */
+static pid_t nested_init_of(const struct tree *t, pid_t host)
+{
+	const struct pid_pair *p = pair_of(t, host);
+	PstreeEntry *e = host_entry(t, host);
+
+	while (p && e && p->nested > 1) {
+		PstreeEntry *parent = host_entry(t, (pid_t)e->ppid);
+		const struct pid_pair *pp = pair_of(t, (pid_t)e->ppid);
+
+		/* a later child of the process that unshare()d it: its init is a sibling */
+		if (parent && pp && !pp->nested)
+			return parent->has_pid_ns_for_children ? (pid_t)parent->pid_ns_for_children
+							       : 0;
+		host = (pid_t)e->ppid;
+		p = pp;
+		e = parent;
+	}
+	return p && e && p->nested == 1 ? host : 0;
+}
+
+/* Whether host's pid namespace is that of the nested init (host pids). */
+static bool same_pidns(pid_t host, pid_t init)
+{
+	char path[64], a[64], b[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/pid", host);
+	if (sys_readlink(path, a, sizeof(a)) < 0)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/ns/pid", init);
+	return sys_readlink(path, b, sizeof(b)) >= 0 && !strcmp(a, b);
+}
+
+/*
+ * A process of a nested namespace in a group or session led from outside it
+ * cannot name that group (setpgid) from inside: it has it from its parent,
+ * and the parent from its own, up to the leader.  which: 0 group, 1 session.
+ */
+static bool inherited(const struct tree *t, pid_t host, int which)
+{
+	const struct pid_pair *p = pair_of(t, host);
+	uint32_t id = which ? p->ns_sid : p->ns_pgid;
+
+	for (;;) {
+		PstreeEntry *e = host_entry(t, host);
+
+		if (!e || p->ns == id)
+			return e != NULL;
+		if (host == t->o->pid)
+			return !id; /* amber's, which the root has at restore */
+		host = (pid_t)e->ppid;
+		p = pair_of(t, host);
+		if (!p || (which ? p->ns_sid : p->ns_pgid) != id)
+			return false;
+	}
+}
+
+/* A process whose children go to a nested namespace it unshare()d: that of its child, the init. */
+static int children_ns(struct tree *t, PstreeEntry *e)
+{
+	char path[64], own[64], theirs[64], link[64];
+	pid_t host = (pid_t)e->pid;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/pid", host);
+	if (sys_readlink(path, own, sizeof(own)) < 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/ns/pid_for_children", host);
+	if (sys_readlink(path, theirs, sizeof(theirs)) < 0 || !strcmp(own, theirs))
+		return 0;
+	for (size_t i = 0; i < t->nr_pstree; i++) {
+		PstreeEntry *c = t->pstree[i];
+		const struct pid_pair *p = pair_of(t, (pid_t)c->pid);
+
+		if (c->ppid != (uint32_t)host || !p || p->nested != 1)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%u/ns/pid", c->pid);
+		if (sys_readlink(path, link, sizeof(link)) < 0 || strcmp(link, theirs))
+			continue;
+		e->has_pid_ns_for_children = 1;
+		e->pid_ns_for_children = c->pid;
+		return 0;
+	}
+	pr_err("pid %d unshare()d pid namespace %s for its children (pid_for_children), whose "
+	       "init is not its child in the tree (gone, or another's); amber makes a nested "
+	       "pid namespace only with its init, from its parent: dump it before the unshare, "
+	       "or once its first child runs",
+	       host, theirs);
+	return -EOPNOTSUPP;
+}
+
+/* The host pid of the tree's process of pid id in the tree's namespace (0: none). */
+static pid_t leader_host(const struct tree *t, uint32_t id)
+{
+	for (size_t k = 0; id && k < t->nr_pstree; k++) {
+		const struct pid_pair *l = pair_of(t, (pid_t)t->pstree[k]->pid);
+
+		if (l && l->ns == id)
+			return (pid_t)t->pstree[k]->pid;
+	}
+	return 0;
+}
+
+/* Whether the tree's process of id (a group or session) is in host's nested namespace. */
+static bool leader_beside(const struct tree *t, pid_t host, uint32_t id)
+{
+	pid_t l = leader_host(t, id);
+
+	return l && nested_init_of(t, l) == nested_init_of(t, host);
+}
+
+static int nested_entry_ok(const struct tree *t, const PstreeEntry *e, const struct pid_pair *p)
+{
+	const struct pid_pair *pp = pair_of(t, (pid_t)e->ppid);
+	const PstreeEntry *parent = host_entry(t, (pid_t)e->ppid);
+	const char *what = NULL;
+
+	/* outside, its parent unshare()d the namespace: it sends its children there */
+	if (p->nested > 1 && (!pp || !pp->nested) &&
+	    (!parent || !parent->has_pid_ns_for_children ||
+	     !same_pidns((pid_t)e->pid, (pid_t)parent->pid_ns_for_children))) {
+		pr_err("pid %d (pid %u in the tree's namespace) is pid %u of a nested pid "
+		       "namespace its parent %u is not in nor sends its children to (it entered "
+		       "it with setns); amber makes a nested namespace's processes from its "
+		       "init or from the process that unshare()d it only: end it, or dump "
+		       "without it",
+		       e->pid, p->ns, p->nested, pp ? pp->ns : 0);
+		return -EOPNOTSUPP;
+	}
+	if (e->zombie && p->nested == 1)
+		what = "a zombie init (its namespace is dead)";
+	else if (e->clone_vm)
+		what = "a process sharing its parent's memory (CLONE_VM)";
+	else if (e->dead_sid_leader || e->dead_pgid_leader)
+		what = "in a session or group whose leader is gone";
+	else if (!leader_beside(t, (pid_t)e->pid, p->ns_sid) && !inherited(t, (pid_t)e->pid, 1))
+		what = "in a session led outside its namespace that its parent is not in";
+	if (what) {
+		pr_err("pid %d (pid %u in the tree's namespace, %u in its nested pid namespace) "
+		       "is %s; amber does not restore that in a nested pid namespace yet: "
+		       "dump it after it changed, or without the nested namespace",
+		       e->pid, p->ns, p->nested, what);
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
+/* The owner (user namespace) of pid's pid namespace; 0 or -errno, logged. */
+static int pidns_owner(pid_t pid, struct stat *st)
+{
+	char path[64];
+	int fd, ufd, ret = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/pid", pid);
+	fd = sys_open(path, O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0) {
+		pr_err("cannot open %s: %s", path, strerror(-fd));
+		return fd;
+	}
+	ufd = ioctl(fd, NS_GET_USERNS);
+	if (ufd < 0 || fstat(ufd, st)) {
+		pr_err("cannot get the owner of the pid namespace of pid %d: %m", pid);
+		ret = -errno;
+	}
+	if (ufd >= 0)
+		close(ufd);
+	close(fd);
+	return ret;
+}
+
+/*
+ * The restore makes a nested namespace from its init's parent before that
+ * enters its user namespace (ns.c does it last): owned as the tree's is.
+ */
+static int same_owner(const struct tree *t, pid_t init)
+{
+	struct stat want, have;
+	int ret = pidns_owner(t->o->pid, &want);
+
+	if (!ret)
+		ret = pidns_owner(init, &have);
+	if (ret || (want.st_ino == have.st_ino && want.st_dev == have.st_dev))
+		return ret;
+	pr_err("pid %d is the init of a pid namespace nested in the tree's, owned by user "
+	       "namespace %llu, not by the owner of the tree's (%llu); amber makes a nested pid "
+	       "namespace owned as the tree's: unshare the user namespace after the pid "
+	       "namespace, or dump without it",
+	       init, (unsigned long long)have.st_ino, (unsigned long long)want.st_ino);
+	return -EOPNOTSUPP;
+}
+
+int pidns_dump_nested(struct tree *t)
+{
+	int ret = 0;
+
+	if (!t->own_pidns)
+		return 0;
+	/* the makers' pid_for_children, then the processes of the nested namespaces */
+	for (size_t i = 0; !ret && i < t->nr_pstree; i++)
+		ret = children_ns(t, t->pstree[i]);
+	for (size_t i = 0; !ret && i < t->nr_pstree; i++) {
+		PstreeEntry *e = t->pstree[i];
+		const struct pid_pair *p = pair_of(t, (pid_t)e->pid);
+
+		if (!p || !p->nested)
+			continue;
+		ret = nested_entry_ok(t, e, p);
+		if (!ret && p->nested == 1)
+			ret = same_owner(t, (pid_t)e->pid);
+		/* a zombie session leader makes its members (sessions.c) from outside their view */
+		if (!ret && t->creator && t->creator[i] != e->ppid) {
+			pr_err("pid %d (pid %u in the tree's namespace, %u in its nested pid "
+			       "namespace) is in a session led by a zombie, which makes it at "
+			       "restore; amber does not do that in a nested pid namespace yet: "
+			       "dump it once the zombie is reaped",
+			       e->pid, p->ns, p->nested);
+			ret = -EOPNOTSUPP;
+		}
+		if (ret)
+			break;
+		/* a group inside the namespace is joined by its pid there (task.c) */
+		if (leader_beside(t, (pid_t)e->pid, p->ns_pgid))
+			continue;
+		if (!inherited(t, (pid_t)e->pid, 0)) {
+			pr_err("pid %d (pid %u in the tree's namespace, %u in its nested pid "
+			       "namespace) is in process group %u, led from outside its "
+			       "namespace, which its parent is not in; it cannot join that group "
+			       "from inside at restore: dump it after it changed group",
+			       e->pid, p->ns, p->nested, p->ns_pgid);
+			ret = -EOPNOTSUPP;
+		}
+	}
 	return ret;
 }
 
@@ -479,6 +859,7 @@ int pidns_dump_ids(const struct tree *t, pid_t host, uint32_t *pid, uint32_t *pp
 int pidns_dump_entry(const struct tree *t, PstreeEntry *e)
 {
 	bool root = e->pid == (uint32_t)t->o->pid;
+	uint32_t nested = pidns_nested_pid(t, (pid_t)e->pid);
 	int ret = pidns_dump_ids(t, (pid_t)e->pid, &e->pid, &e->ppid, &e->pgid, &e->sid);
 
 	if (ret || !t->own_pidns)
@@ -490,6 +871,13 @@ int pidns_dump_entry(const struct tree *t, PstreeEntry *e)
 		e->dead_pgid_leader = e->has_dead_pgid_leader = 0;
 	if (root)
 		e->pid_ns_init = e->has_pid_ns_init = 1;
+	if (nested) {
+		e->has_nested_pid = 1;
+		e->nested_pid = nested;
+		e->has_nested_init = e->nested_init = nested == 1;
+	}
+	if (e->has_pid_ns_for_children)
+		e->pid_ns_for_children = dump_vpid(t, (pid_t)e->pid_ns_for_children);
 	return 0;
 }
 
@@ -571,10 +959,199 @@ pid_t pidns_host_tid(pid_t pid, uint32_t tid)
 	return found;
 }
 
-int pidns_restore_read(struct tree *t)
+uint32_t pidns_own_tid(const struct restore_ctx *ctx, uint32_t tid)
+{
+	const PstreeEntry *e = tree_entry(ctx->tree, (uint32_t)ctx->pid);
+
+	if (!e || !e->nested_pid)
+		return tid;
+	if (tid == (uint32_t)ctx->pid)
+		return e->nested_pid;
+	for (size_t i = 1; i < ctx->nr_threads; i++)
+		if ((uint32_t)ctx->threads[i].tid == tid)
+			return ctx->threads[i].core->nested_tid;
+	return 0; /* not its thread: the image checks say it is */
+}
+
+static long read_pid_max(void)
 {
 	char *buf = NULL;
 	long pid_max = 1L << 22;
+
+	if (!sys_read_file("/proc/sys/kernel/pid_max", &buf, NULL))
+		pid_max = strtol(buf, NULL, 10);
+	free(buf);
+	return pid_max;
+}
+
+/* The nested namespace's init of entry e (NULL: e is not in one, or a chain without one). */
+static const PstreeEntry *restore_init_of(const struct tree *t, const PstreeEntry *e)
+{
+	for (size_t n = 0; e && e->nested_pid && n <= t->nr_pstree; n++) {
+		const PstreeEntry *p = tree_entry(t, e->ppid);
+
+		if (e->nested_init)
+			return e;
+		/* a later child of the process that unshare()d it: its sibling is the init */
+		if (p && !p->nested_pid)
+			return p->pid_ns_for_children ? tree_entry(t, p->pid_ns_for_children)
+						      : NULL;
+		e = p;
+	}
+	return NULL;
+}
+
+static int nested_corrupt(const PstreeEntry *e, const char *why)
+{
+	pr_err("pstree.img: pid %u (pid %u in its nested pid namespace) %s; the image is "
+	       "corrupt",
+	       e->pid, e->nested_pid, why);
+	return -EBADMSG;
+}
+
+/* The nested pid namespaces of pstree.img, checked before anything is made. */
+static int restore_read_nested(const struct tree *t, long pid_max)
+{
+	for (size_t i = 0; i < t->nr_pstree; i++) {
+		const PstreeEntry *e = t->pstree[i], *p = i ? tree_entry(t, e->ppid) : NULL;
+		const PstreeEntry *c;
+
+		if (e->pid_ns_for_children) {
+			c = tree_entry(t, e->pid_ns_for_children);
+			if (!c || c->ppid != e->pid || !c->nested_init)
+				return nested_corrupt(e, "sends its children to a pid namespace "
+							 "whose init is not its child");
+		}
+		if (!e->has_nested_pid && !e->nested_init)
+			continue;
+		if (!t->own_pidns)
+			return nested_corrupt(e, "is in a nested pid namespace of a tree that "
+						 "has no pid namespace of its own");
+		if (!e->nested_pid)
+			return nested_corrupt(e, "has pid 0 in its nested pid namespace");
+		if (e->nested_pid >= (uint32_t)pid_max)
+			return nested_corrupt(e, "has a nested pid above pid_max");
+		if (e->nested_init != (e->nested_pid == 1))
+			return nested_corrupt(e, "is pid 1 of its nested namespace but not its "
+						 "init, or its init but not pid 1");
+		if (!p || (e->nested_init ? p->nested_pid != 0
+					  : !p->nested_pid && !p->pid_ns_for_children))
+			return nested_corrupt(
+				e, e->nested_init ? "is a nested namespace's init whose parent is "
+						    "not in the tree's namespace"
+						  : "is in a nested namespace its parent is not in "
+						    "nor sends its children to");
+		if ((e->zombie && e->nested_init) || e->clone_vm || e->dead_sid_leader ||
+		    e->dead_pgid_leader)
+			return nested_corrupt(e, "is a zombie init, shares memory, or is in a "
+						 "leaderless session or group, which the dump "
+						 "refuses in a nested namespace");
+		for (size_t k = 0; k < i; k++)
+			if (t->pstree[k]->nested_pid == e->nested_pid &&
+			    restore_init_of(t, t->pstree[k]) == restore_init_of(t, e))
+				return nested_corrupt(e, "has the nested pid of another process");
+	}
+	return 0;
+}
+
+/* After the sessions plan: each process of a nested namespace is made by its parent. */
+int pidns_restore_plan(const struct tree *t)
+{
+	for (size_t i = 0; i < t->nr_pstree; i++)
+		if (t->pstree[i]->nested_pid && t->creator[i] != t->pstree[i]->ppid) {
+			pr_err("pid %u is in a nested pid namespace and in a session led by a "
+			       "zombie; amber cannot make it from that zombie",
+			       t->pstree[i]->pid);
+			return -EOPNOTSUPP;
+		}
+	return 0;
+}
+
+/* The threads' nested tids: each thread of a nested process has one, unique there. */
+int pidns_restore_threads(const struct tree *t)
+{
+	long pid_max = read_pid_max();
+
+	for (size_t p = 0; p < t->nr_procs; p++) {
+		const struct restore_ctx *ctx = t->rprocs[p];
+		const PstreeEntry *e = tree_entry(t, (uint32_t)ctx->pid),
+				  *init = restore_init_of(t, e);
+
+		for (size_t k = 1; k < ctx->nr_threads; k++) {
+			uint32_t tid = ctx->threads[k].core->nested_tid;
+			bool dup = tid == e->nested_pid;
+
+			if (!e->nested_pid != !ctx->threads[k].core->has_nested_tid ||
+			    (e->nested_pid && (!tid || tid >= (uint32_t)pid_max))) {
+				pr_err("core-%d.img: thread of pid %u %s a nested tid (%u) it "
+				       "cannot have; the image is corrupt",
+				       ctx->threads[k].tid, e->pid,
+				       e->nested_pid ? "has" : "has not", tid);
+				return -EBADMSG;
+			}
+			if (!e->nested_pid)
+				continue;
+			for (size_t q = 0; !dup && q < t->nr_pstree; q++)
+				dup = t->pstree[q]->nested_pid == tid &&
+				      restore_init_of(t, t->pstree[q]) == init;
+			for (size_t o = 0; !dup && o < t->nr_procs; o++) {
+				const struct restore_ctx *oc = t->rprocs[o];
+
+				if (restore_init_of(t, tree_entry(t, (uint32_t)oc->pid)) != init)
+					continue;
+				for (size_t j = 1; !dup && j < oc->nr_threads; j++)
+					dup = (oc != ctx || j != k) &&
+					      oc->threads[j].core->nested_tid == tid;
+			}
+			if (dup) {
+				pr_err("core-%d.img: thread of pid %u has nested tid %u, which "
+				       "another task of its namespace has; the image is corrupt",
+				       ctx->threads[k].tid, e->pid, tid);
+				return -EBADMSG;
+			}
+		}
+	}
+	return 0;
+}
+
+pid_t pidns_restore_pgid(pid_t host)
+{
+	struct pid_pair p;
+	int levels;
+
+	return status_ns_ids(host, host, &p, &levels) ? -1 : (pid_t)p.ns_pgid;
+}
+
+uint32_t pidns_seen_pid(const struct tree *t, const PstreeEntry *e, const PstreeEntry *l)
+{
+	const PstreeEntry *init = restore_init_of(t, e);
+
+	return init && restore_init_of(t, l) == init ? l->nested_pid : 0;
+}
+
+/* In the restored process that unshare()d it: the pid namespace of its child pid. */
+int pidns_enter_children(const PstreeEntry *e)
+{
+	int fd = sys_pidfd_open((pid_t)e->pid_ns_for_children), ret = 0;
+
+	if (fd < 0) {
+		pr_err("pid %u: cannot open its child %u: %s", e->pid, e->pid_ns_for_children,
+		       strerror(-fd));
+		return fd;
+	}
+	if (setns(fd, CLONE_NEWPID)) {
+		pr_err("pid %u: cannot make the pid namespace of its child %u its children's: %m",
+		       e->pid, e->pid_ns_for_children);
+		ret = -errno;
+	}
+	close(fd);
+	return ret;
+}
+
+int pidns_restore_read(struct tree *t)
+{
+	long pid_max;
+	int ret;
 
 	for (size_t i = 0; i < t->nr_pstree; i++) {
 		PstreeEntry *e = t->pstree[i];
@@ -588,11 +1165,10 @@ int pidns_restore_read(struct tree *t)
 		}
 	}
 	t->own_pidns = t->pstree[0]->pid_ns_init;
-	if (!t->own_pidns)
-		return 0;
-	if (!sys_read_file("/proc/sys/kernel/pid_max", &buf, NULL))
-		pid_max = strtol(buf, NULL, 10);
-	free(buf);
+	pid_max = read_pid_max();
+	ret = restore_read_nested(t, pid_max);
+	if (ret || !t->own_pidns)
+		return ret;
 	for (size_t i = 0; i < t->nr_pstree; i++)
 		if (t->pstree[i]->pid >= (uint32_t)pid_max) {
 			pr_err("pstree.img: pid %u is above pid_max (%ld); the image is corrupt",
