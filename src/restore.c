@@ -353,12 +353,13 @@ static void __attribute__((noreturn)) child_setup(struct tree *t, size_t idx, bo
 
 /* The tree, for CLONE_VM children, which start with nothing but an index. */
 static struct tree *vm_tree;
-static pid_t amber_pid; /* the root's parent */
+static pid_t amber_pid;	  /* the helpers' parent */
+static pid_t root_parent; /* the root's: amber, or amber's own with rst_sibling */
 
-/* The parent the root sees: amber, or none when it is its pid namespace's init. */
+/* The parent the root sees: root_parent, or none when it is its pid namespace's init. */
 static pid_t root_ppid(const struct tree *t)
 {
-	return t->own_pidns ? 0 : amber_pid;
+	return t->own_pidns ? 0 : root_parent;
 }
 
 /* amber's handle on pstree entry idx: its host pid (ns/pidns.c), 0 until it exists. */
@@ -400,7 +401,9 @@ static void __attribute__((noreturn)) helper_main(struct tree *t, struct tree_he
 static long clone_pid(uint32_t creator, uint32_t pid, uint64_t flags)
 {
 	/* the init of a new pid namespace: pid 1 in it, any pid on the host */
-	long r = sys_clone3_set_tid((flags & CLONE_NEWPID) ? 1 : pid, SIGCHLD, flags);
+	/* clone3 takes no exit signal with CLONE_PARENT: the child gets amber's own */
+	long r = sys_clone3_set_tid((flags & CLONE_NEWPID) ? 1 : pid,
+				    (flags & CLONE_PARENT) ? 0 : SIGCHLD, flags);
 
 	if (r >= 0)
 		return r;
@@ -527,6 +530,9 @@ static int fork_children(struct tree *t, uint32_t creator)
 		} else {
 			if (!creator && t->own_pidns)
 				flags |= CLONE_NEWPID;
+			/* the RPC's rst_sibling: the client (runc) is the root's parent */
+			if (!creator && t->o->rst_sibling)
+				flags |= CLONE_PARENT;
 			pid = clone_pid(creator, c->pid, flags);
 			if (pid == 0)
 				child_main(t, i);
@@ -797,6 +803,13 @@ static int create_tree(struct tree *t)
 
 	vm_tree = t;
 	amber_pid = getpid();
+	root_parent = t->o->rst_sibling ? getppid() : amber_pid;
+	if (t->o->rst_sibling && t->creator[0]) {
+		pr_err("option rst_sibling: the root %u is made by a helper (its session or group "
+		       "leader is gone), which cannot make it the client's child",
+		       t->pstree[0]->pid);
+		return -EOPNOTSUPP;
+	}
 	/* the root, made by a helper, comes back to amber when that exits */
 	if (t->creator[0] && prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) {
 		pr_err("cannot become a child subreaper: %m");
