@@ -862,12 +862,21 @@ static bool ctrl_names(const char *controllers, const char *ctrl)
 {
 	size_t l = strlen(ctrl);
 
-	if (!*ctrl || !*controllers)
-		return !*ctrl && !*controllers;
 	for (const char *p = controllers; p; p = strchr(p, ','), p = p ? p + 1 : NULL)
 		if (!strncmp(p, ctrl, l) && (p[l] == ',' || !p[l]))
 			return true;
 	return false;
+}
+
+/* CRIU's rule: a cg_root without a controller is for every hierarchy no other one names. */
+static bool applies(const struct tree *t, const struct cg_root *r, const char *controllers)
+{
+	if (*r->ctrl)
+		return ctrl_names(controllers, r->ctrl);
+	for (size_t i = 0; i < t->o->nr_cg_root; i++)
+		if (*t->o->cg_root[i].ctrl && ctrl_names(controllers, t->o->cg_root[i].ctrl))
+			return false;
+	return true;
 }
 
 /*
@@ -885,7 +894,7 @@ static int check_cg_root(const struct tree *t)
 		for (size_t j = 0; j < s->n_members; j++) {
 			const CgMember *m = s->members[j];
 
-			if (!ctrl_names(m->controllers, r->ctrl) || !strcmp(m->path, r->path))
+			if (!applies(t, r, m->controllers) || !strcmp(m->path, r->path))
 				continue;
 			pr_err("option cg_root: cgroup %s of hierarchy '%s' is not the root "
 			       "process's in the image (%s): amber restores the cgroups at the "
