@@ -778,6 +778,15 @@ fail:
 	return syncs_error(t, errno);
 }
 
+/* The root has namespaces of its own: setup-namespaces is a stage of this restore. */
+static bool has_namespaces(const struct tree *t)
+{
+	const PstreeEntry *r = t->pstree[0];
+
+	return t->own_pidns || r->uts_ns || r->ipc_ns || r->time_ns || r->cgroup_ns || r->net_ns ||
+	       r->mnt_ns || r->user_ns;
+}
+
 static int seize_and_go(struct tree *t, size_t idx)
 {
 	pid_t pid = host_pid(t, idx);
@@ -996,6 +1005,9 @@ static int do_restore(struct opts *o, uint32_t *root)
 	stats_start(ST_FORKING);
 	ret = create_tree(&t);
 	close_tree_fds(&t);
+	/* CRIU's stage for the runtime (runc's prestart hooks fill an empty netns) */
+	if (!ret && has_namespaces(&t))
+		ret = action_run(o, "setup-namespaces", host_pid(&t, 0));
 	stats_stop(ST_FORKING);
 	stats_start(ST_RESTORE);
 	stats_add(SC_PROCESSES, t.nr_procs);

@@ -283,6 +283,8 @@ rpc_runc_case() {
 		{ fail "runc's pid $pid is not the restored counter"; return 1; }
 	[ "$(status_field "$pid" NSpid | awk '{print $NF}')" = 1 ] ||
 		{ fail "the restored init is not pid 1 of its pid namespace ($(status_field "$pid" NSpid))"; return 1; }
+	grep -q "stage setup-namespaces: the client said go on" "$W/work-img/restore.log" ||
+		{ fail "runc was not notified of setup-namespaces"; return 1; }
 	grep -q "file .* is the client's fd 1 (inherit_fd pipe:" "$W/work-img/restore.log" ||
 		{ fail "the restored stdout is not the new runc's pipe (inherit_fd)"; attach "$W/work-img/restore.log" 20; return 1; }
 	wait_for 5 eval '[ "$(lines "$W/bundle/rootfs/t/count.log")" -gt $n ]' ||
