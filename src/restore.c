@@ -693,9 +693,10 @@ static void __attribute__((noreturn)) child_setup(struct tree *t, size_t idx, bo
 		child_report(report_fd, "cannot enter its namespaces");
 		_exit(1);
 	}
-	/* the init of the tree's pid namespace: that namespace's proc, before anyone reads it */
-	if (!idx && t->own_pidns && mnt_restore_proc(t)) {
-		child_report(report_fd, "cannot mount the proc of its pid namespace");
+	/* the root: the proc of its pid namespace and the sysfs of its network namespace,
+	 * with what is on them, before anyone reads them (ns/mnt.c) */
+	if (!idx && mnt_restore_proc(t)) {
+		child_report(report_fd, "cannot make its proc or sysfs mounts");
 		_exit(1);
 	}
 	/* Sessions first: children are created in their parent's session. */

@@ -352,6 +352,10 @@ static int host_path(const MntEntry *e, const struct minfo *own, size_t nr_own, 
 			continue;
 		bool top = !strcmp(own[i].mountpoint, "/");
 
+		/* the whole of a mount whose root is "/": its mount point, no "/" after */
+		if (!strcmp(rest, "/"))
+			rest = "";
+
 		if (asprintf(src, "%s%s", top ? "" : own[i].mountpoint,
 			     top && !*rest ? "/" : rest) < 0) {
 			*src = NULL;
@@ -718,13 +722,18 @@ static bool is_root(const MntEntry *e)
 /*
  * A proc of a tree that is its own pid namespace shows that namespace,
  * which exists only once the tree's init does: the init mounts it
- * (mnt_restore_proc), amber leaves its mount point empty.  So are second
+ * (mnt_restore_proc), amber leaves its mount point empty.  So is a sysfs of
+ * a tree with a network namespace of its own (it shows the mounter's).  So are second
  * mounts of it (a runtime's read-only /proc/sys bind) and every mount on
  * one of those (masked /proc files): they need the proc below them.
  */
 static bool init_makes(const struct tree *t, const MntEntry *e)
 {
-	return t->own_pidns && e->kind == MNT_KIND__MNT_NEW && !strcmp(e->fstype, "proc");
+	if (e->kind != MNT_KIND__MNT_NEW)
+		return false;
+	/* a sysfs shows its mounter's network namespace: the init's, which has entered it */
+	return (t->own_pidns && !strcmp(e->fstype, "proc")) ||
+	       (t->nr_pstree && t->pstree[0]->net_ns && !strcmp(e->fstype, "sysfs"));
 }
 
 /* Marks by_init: the init's procs and, to a fixed point, every mount on one. */
@@ -1372,7 +1381,8 @@ int mnt_restore_proc(struct tree *t)
 			if (!mnts[i].by_init || mnts[i].fd >= 0 || !ready(e))
 				continue;
 			left--;
-			if (!init_makes(t, e) || strcmp(e->root, "/")) {
+			if (strcmp(e->fstype, "proc") || !init_makes(t, e) ||
+			    strcmp(e->root, "/")) {
 				ret = make_mount(t, &mnts[i], i);
 				continue;
 			}

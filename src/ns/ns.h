@@ -143,9 +143,10 @@ int mnt_external(const char *arg);
 int mnt_external_map(const char *arg, bool optional);
 int mnt_restore_read(struct tree *t);
 /*
- * In the restored init of a tree that is its own pid namespace, before
- * anything: the procs of its mount namespace, which show that pid
- * namespace (amber's would show the host's pids); 0 or -errno, logged.
+ * In the restored root, in its namespaces, before anything: the procs of
+ * its mount namespace when it is its own pid namespace's init (amber's
+ * would show the host's pids), the sysfs when it has a network namespace
+ * of its own (likewise), and every mount on them; 0 or -errno, logged.
  */
 int mnt_restore_proc(struct tree *t);
 /* In the tree's namespace: tmpfs-ID.img of mount e (its contents field set). */

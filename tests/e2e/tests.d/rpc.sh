@@ -240,8 +240,9 @@ rpc_runc_ckpt() { # ID DIR [ARGS...]
 # container (runc forgets it, the counter is gone), then runc restore -d: runc says it
 # runs with the restored pid, which is pid 1 of its own pid namespace and runc's child
 # (rst_sibling) until runc exits, runc ps and exec reach it, its stdout is the new runc's
-# pipe (inherit_fd), and after go the counter's own checks pass there (count.log whole:
-# no line lost or twice over both checkpoints).
+# pipe (inherit_fd), its /sys its own network namespace's; it is checkpointed and
+# restored once more, and after go the counter's own checks pass there (count.log
+# whole: no line lost or twice over the three checkpoints).
 t_rpc_runc() {
 	[ $SELFTEST = 1 ] && return 77
 	command -v runc >/dev/null || { note "runc is not installed (make setup)"; return 77; }
@@ -295,6 +296,18 @@ rpc_runc_case() {
 	runc --root "$W/state" exec "$id" /counter >"$W/exec.out" 2>&1
 	st=$?
 	[ $st = 2 ] && grep -q usage "$W/exec.out" || { fail "runc exec into the restored container: $st"; attach "$W/exec.out"; return 1; }
+	# its sysfs is its network namespace's (runc's default has no links but lo)
+	[ "$(ls "/proc/$pid/root/sys/class/net" | tr '\n' ' ')" = "lo " ] ||
+		{ fail "the restored /sys shows links of another network namespace: $(ls "/proc/$pid/root/sys/class/net" | tr '\n' ' ')"; return 1; }
+	# the restored container is one runc and amber checkpoint and restore again
+	rpc_runc_ckpt "$id" img2 ||
+		{ fail "runc checkpoint of the restored container failed"; attach "$W/img2.out"; attach "$W/work-img2/dump.log" 20; return 1; }
+	wait_for 10 eval '! kill -0 $pid 2>/dev/null' || { fail "the restored init $pid lives on after the second checkpoint"; return 1; }
+	wait
+	rpc_runc_bg restore.out restore -d --image-path "$W/img2" --work-path "$W/work-img2" "$id"
+	wait_for 30 eval '[ "$(rpc_runc_state "$id" .status)" = running ]' ||
+		{ fail "the second runc restore -d: the container is not running"; attach "$W/restore.out"; attach "$W/work-img2/restore.log" 20; return 1; }
+	pid=$(rpc_runc_state "$id" .pid)
 	touch "$W/bundle/rootfs/t/go"
 	wait_for 15 eval '! kill -0 $pid 2>/dev/null' || { fail "the restored counter did not finish after go"; return 1; }
 	wait
