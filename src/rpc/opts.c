@@ -395,6 +395,8 @@ int rpc_opts_map(const RpcOpts *ro, int type, pid_t peer, struct opts *o)
 	o->ghost_limit = ro->has_ghost_limit ? ro->ghost_limit : 1 << 20;
 	o->rpc_notify = ro->has_notify_scripts && ro->notify_scripts;
 	o->empty_netns = ro->has_empty_ns && (ro->empty_ns & CLONE_NEWNET);
+	/* evasive_devices is a permission (another path to a device node), asks for
+	 * nothing: amber reopens a device at its path or fails the restore naming it */
 	/* the worker runs such a restore itself: the client is its parent (swrk.c) */
 	o->rst_sibling = !dump && ro->has_rst_sibling && ro->rst_sibling;
 	/* a dump's: the restore has nothing to freeze */
