@@ -49,8 +49,9 @@ t_rpc_version_malformed() {
 }
 
 # One worker: DUMP of counter (images_dir_fd, work_dir_fd, log_file, notify_scripts),
-# then RESTORE; the stages come as NOTIFYs in CRIU's order, the restored counter goes
-# on counting and passes its checks.
+# then RESTORE (first one with a cg_root other than the image's cgroups: refused); the
+# stages come as NOTIFYs in CRIU's order, the restored counter goes on counting and
+# passes its checks.
 rpc_dumped() {
 	is_gone "$PID" || wait_for 10 is_gone "$PID"
 }
@@ -62,8 +63,12 @@ t_rpc_dump_restore() {
 	rpc_img
 	rpc_to "$W/out" -n "$W/notify" "$AMBER" \
 		"dump=$W/img,$PID,notify,work=$W/work,log=dump.log,log_level=4" \
+		"restore=$W/img,cg_root=:/amber-elsewhere" \
 		"restore=$W/img,notify,work=$W/work,log=restore.log,log_level=4" ||
 		{ fail "rpc_client failed"; attach "$W/rpc.err"; attach "$W/work/dump.log"; attach "$W/work/restore.log"; return 1; }
+	# runc's cg_root must be where the image's cgroups were: amber does not move them
+	has_line "$W/out" "^restore fail errno=95 msg=option cg_root: cgroup /amber-elsewhere of hierarchy" \
+		"RESTORE with cg_root elsewhere" || return 1
 	has_line "$W/out" '^dump ok type=1$' "DUMP" || { attach "$W/work/dump.log"; return 1; }
 	has_line "$W/out" "^restore ok pid=$PID type=2\$" "RESTORE" || { attach "$W/work/restore.log"; return 1; }
 	has_line "$W/out" '^worker exit 0$' "the worker's exit" || return 1
@@ -118,9 +123,14 @@ t_rpc_refused_options() {
 	rpc_to "$W/out" "$AMBER" "dump=$W/img,$PID,ext_unix_sk" \
 		"dump=$W/img,$PID,external=net[4026531840]:extnet" "dump=$W/img,$PID,cgmode=5" \
 		"dump=$W/img,$PID,external=veth[eth0]:h0" "pre_dump=$W/img,$PID" \
-		"restore=$W/img,external=mnt[k]:$W,external=dev[1/2]:x" ||
+		"restore=$W/img,external=mnt[k]:$W,external=dev[1/2]:x" \
+		"dump=$W/img,$PID,empty_ns=0x48000000" "dump=$W/img,$PID,cg_root=:/x" \
+		"restore=$W/img,inherit_fd=pipe:[1]:99" ||
 		{ fail "rpc_client failed"; attach "$W/rpc.err"; return 1; }
+	has_line "$W/out" "^restore fail errno=9 msg=option inherit_fd: key 'pipe:\[1\]': fd 99 is not an open fd" \
+		"RESTORE with an inherit_fd the worker does not have" || return 1
 	for o in ext_unix_sk "external is not supported: 'net\[4026531840\]:extnet'" \
+		"empty_ns is not supported: only the network namespace" "cg_root is not supported: it is a restore option" \
 		"manage_cgroups_mode is not supported: strict" \
 		"external is not supported on DUMP: 'veth\[eth0\]:h0'"; do
 		has_line "$W/out" "^dump fail errno=95 msg=option $o" "the refusal of $o" || return 1
