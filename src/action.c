@@ -2,9 +2,10 @@
 /*
  * Action scripts, CRIU's way: each --action-script runs at each stage, in
  * the order given, with the stage in CRTOOLS_SCRIPT_ACTION (pre-dump,
- * network-lock, post-dump, network-unlock, pre-restore, post-restore,
- * pre-resume, post-resume), the image directory in CRTOOLS_IMAGE_DIR and
- * the root process's pid in CRTOOLS_INIT_PID.  A script that fails stops
+ * network-lock, post-dump, network-unlock, pre-restore, setup-namespaces
+ * (a tree with namespaces of its own, once they and its processes exist),
+ * post-restore, pre-resume, post-resume), the image directory in
+ * CRTOOLS_IMAGE_DIR and the root process's pid in CRTOOLS_INIT_PID.  A script that fails stops
  * the dump or restore at that stage (post-resume: the processes run on).
  * Under amber swrk with notify_scripts, each stage is first a NOTIFY message
  * to the client (rpc/notify.c), whose refusal counts as a failing script.

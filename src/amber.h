@@ -65,7 +65,21 @@ struct opts {
 	int dir_fd;	 /* > 0: dump into this open directory (dir names it) */
 	bool rpc_notify; /* the stages go to the client as NOTIFY messages on rpc_sk */
 	int rpc_sk;
+	bool rst_sibling; /* the root is made a child of amber's parent (CLONE_PARENT) */
+	bool empty_netns; /* the RPC's empty_ns CLONE_NEWNET: the runtime fills them (ns/net.c) */
 	const char *freeze_cgroup; /* dump --freeze-cgroup: the tree's cgroup (freezer.c) */
+	/* the RPC's cg_root: where the client wants the root's cgroups (cgroup.c) */
+	struct cg_root {
+		const char *ctrl; /* "": every hierarchy not named */
+		const char *path;
+	} * cg_root;
+	size_t nr_cg_root;
+	/* the RPC's inherit_fd: a file of the image (by key) is this fd of amber's (files.c) */
+	struct inherit_fd {
+		const char *key; /* "pipe:[INODE]", or the file's path */
+		int fd;
+	} * inherit_fd;
+	size_t nr_inherit_fd;
 };
 
 /* One line of /proc/PID/maps plus what smaps adds. */

@@ -857,6 +857,55 @@ static int bpf_cgroup_there(const CgDir *d)
 	return -EPERM;
 }
 
+/* Whether the cg_root controller name ctrl is one of a hierarchy's. */
+static bool ctrl_names(const char *controllers, const char *ctrl)
+{
+	size_t l = strlen(ctrl);
+
+	for (const char *p = controllers; p; p = strchr(p, ','), p = p ? p + 1 : NULL)
+		if (!strncmp(p, ctrl, l) && (p[l] == ',' || !p[l]))
+			return true;
+	return false;
+}
+
+/* CRIU's rule: a cg_root without a controller is for every hierarchy no other one names. */
+static bool applies(const struct tree *t, const struct cg_root *r, const char *controllers)
+{
+	if (*r->ctrl)
+		return ctrl_names(controllers, r->ctrl);
+	for (size_t i = 0; i < t->o->nr_cg_root; i++)
+		if (*t->o->cg_root[i].ctrl && ctrl_names(controllers, t->o->cg_root[i].ctrl))
+			return false;
+	return true;
+}
+
+/*
+ * The RPC's cg_root (runc puts amber in the container's new cgroups and
+ * names them): amber restores the cgroups at the paths they had, so each
+ * must be the root process's path in the image; a moved container is refused.
+ */
+static int check_cg_root(const struct tree *t)
+{
+	const CgSet *s = set_of(t->pstree[0]->pid);
+
+	for (size_t i = 0; s && i < t->o->nr_cg_root; i++) {
+		const struct cg_root *r = &t->o->cg_root[i];
+
+		for (size_t j = 0; j < s->n_members; j++) {
+			const CgMember *m = s->members[j];
+
+			if (!applies(t, r, m->controllers) || !strcmp(m->path, r->path))
+				continue;
+			pr_err("option cg_root: cgroup %s of hierarchy '%s' is not the root "
+			       "process's in the image (%s): amber restores the cgroups at the "
+			       "paths they had, not below another root",
+			       r->path, m->controllers, m->path);
+			return -EOPNOTSUPP;
+		}
+	}
+	return 0;
+}
+
 static bool mode_is(const struct tree *t, const char *mode)
 {
 	return !strcmp(t->o->manage_cgroups ? t->o->manage_cgroups : "soft", mode);
@@ -877,6 +926,8 @@ static int cgroup_restore_tree(struct tree *t)
 			   "cgroup.img");
 	if (!ret)
 		ret = check_loaded(t);
+	if (!ret)
+		ret = check_cg_root(t);
 	if (!ret)
 		ret = find_hiers(t->fd_base);
 	/* every cgroup reachable (or makeable) before anything is made */

@@ -1332,9 +1332,45 @@ static int open_as_owner(struct tree *t, RegFile *f)
 	return t->desc_fd[f->id];
 }
 
+/*
+ * The RPC's inherit_fd: the client hands the restored tree a file of its own
+ * in place of one of the image (runc: the container's stdio pipes, which
+ * were runc's and are a new runc's now).  The key names the dumped file:
+ * "pipe:[INODE]" for a pipe, else its path.  -ENOENT: none names it.
+ */
+static int inherited(const struct tree *t, const RegFile *f)
+{
+	char key[40];
+
+	snprintf(key, sizeof(key), "pipe:[%llu]", (unsigned long long)f->pipe_id);
+	for (size_t i = 0; i < t->o->nr_inherit_fd; i++) {
+		const struct inherit_fd *h = &t->o->inherit_fd[i];
+		int fd;
+
+		if (f->kind == FILE_KIND__FILE_PIPE ? strcmp(h->key, key)
+						    : !f->path || strcmp(h->key, f->path))
+			continue;
+		/* the client's description itself, as it gave it (offset, flags, contents) */
+		fd = fcntl(h->fd, F_DUPFD_CLOEXEC, t->fd_base);
+		if (fd < 0) {
+			pr_err("inherit_fd %s: cannot take fd %d for %s: %m", h->key, h->fd,
+			       f->path);
+			return -errno;
+		}
+		pr_info("file %u (%s) is the client's fd %d (inherit_fd %s)", f->id, f->path, h->fd,
+			h->key);
+		return fd;
+	}
+	return -ENOENT;
+}
+
 static int open_desc(struct tree *t, RegFile *f)
 {
 	int fd;
+
+	fd = inherited(t, f);
+	if (fd != -ENOENT)
+		return fd;
 
 	/* with -j, the terminal is the restorer's own, not the image's to pick */
 	if (f->kind == FILE_KIND__FILE_TTY) {

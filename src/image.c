@@ -304,8 +304,19 @@ free_set:
 	return ret;
 }
 
-/* Nothing in the directory but what this dump will write. */
-static int check_empty(int dirfd, const char *dir)
+/*
+ * Nothing in the directory but what this dump will write.  An RPC client's
+ * directory may hold the client's own files (runc writes descriptors.json
+ * before the DUMP): regular files not named as amber names its own (*.img).
+ */
+static bool client_file(const struct dirent *de)
+{
+	size_t len = strlen(de->d_name);
+
+	return de->d_type == DT_REG && (len < 4 || strcmp(de->d_name + len - 4, ".img"));
+}
+
+static int check_empty(int dirfd, const char *dir, bool client_files)
 {
 	int fd = sys_openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
 	const char *found = NULL;
@@ -323,7 +334,8 @@ static int check_empty(int dirfd, const char *dir)
 		return -ENOMEM;
 	}
 	while ((de = readdir(d)))
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+		    !(client_files && client_file(de))) {
 			found = de->d_name;
 			break;
 		}
@@ -408,7 +420,7 @@ int img_dir_create(const char *dir, bool *created)
 	/* Checked on the fd: what was made or found, not what the path names now. */
 	ret = check_private(fd, dir);
 	if (!ret)
-		ret = check_empty(fd, dir);
+		ret = check_empty(fd, dir, false);
 	if (ret) {
 		close(fd);
 		return ret;
@@ -428,7 +440,7 @@ int img_dir_adopt(int dirfd, const char *dir)
 	}
 	ret = check_private(fd, dir);
 	if (!ret)
-		ret = check_empty(fd, dir);
+		ret = check_empty(fd, dir, true);
 	if (ret) {
 		close(fd);
 		return ret;

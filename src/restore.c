@@ -364,12 +364,13 @@ static void __attribute__((noreturn)) child_setup(struct tree *t, size_t idx, bo
 
 /* The tree, for CLONE_VM children, which start with nothing but an index. */
 static struct tree *vm_tree;
-static pid_t amber_pid; /* the root's parent */
+static pid_t amber_pid;	  /* the helpers' parent */
+static pid_t root_parent; /* the root's: amber, or amber's own with rst_sibling */
 
-/* The parent the root sees: amber, or none when it is its pid namespace's init. */
+/* The parent the root sees: root_parent, or none when it is its pid namespace's init. */
 static pid_t root_ppid(const struct tree *t)
 {
-	return t->own_pidns ? 0 : amber_pid;
+	return t->own_pidns ? 0 : root_parent;
 }
 
 /* The parent idx sees (getppid()): in a nested pid namespace, its pid there; 0 from outside. */
@@ -442,12 +443,14 @@ static void __attribute__((noreturn)) helper_main(struct tree *t, struct tree_he
 static long clone_pid(uint32_t creator, uint32_t pid, uint32_t nested, uint64_t flags)
 {
 	pid_t tids[2] = {(pid_t)nested, (pid_t)pid};
+	/* clone3 takes no exit signal with CLONE_PARENT: the child gets amber's own */
+	int sig = (flags & CLONE_PARENT) ? 0 : SIGCHLD;
 	long r;
 
 	if (nested)
-		r = sys_clone3_set_tids(tids, 2, SIGCHLD, flags);
+		r = sys_clone3_set_tids(tids, 2, sig, flags);
 	else /* the init of a new pid namespace: pid 1 in it, any pid on the host */
-		r = sys_clone3_set_tid((flags & CLONE_NEWPID) ? 1 : pid, SIGCHLD, flags);
+		r = sys_clone3_set_tid((flags & CLONE_NEWPID) ? 1 : pid, sig, flags);
 
 	if (r >= 0)
 		return r;
@@ -584,6 +587,9 @@ static int fork_children(struct tree *t, uint32_t creator)
 		} else {
 			if ((!creator && t->own_pidns) || c->nested_init)
 				flags |= CLONE_NEWPID;
+			/* the RPC's rst_sibling: the client (runc) is the root's parent */
+			if (!creator && t->o->rst_sibling)
+				flags |= CLONE_PARENT;
 			pid = clone_pid(creator, c->pid, c->nested_pid, flags);
 			if (pid == 0)
 				child_main(t, i);
@@ -744,9 +750,10 @@ static void __attribute__((noreturn)) child_setup(struct tree *t, size_t idx, bo
 		child_report(report_fd, "cannot enter its namespaces");
 		_exit(1);
 	}
-	/* the init of the tree's pid namespace: that namespace's proc, before anyone reads it */
-	if (!idx && t->own_pidns && mnt_restore_proc(t)) {
-		child_report(report_fd, "cannot mount the proc of its pid namespace");
+	/* the root: the proc of its pid namespace and the sysfs of its network namespace,
+	 * with what is on them, before anyone reads them (ns/mnt.c) */
+	if (!idx && mnt_restore_proc(t)) {
+		child_report(report_fd, "cannot make its proc or sysfs mounts");
 		_exit(1);
 	}
 	/* Sessions first: children are created in their parent's session. */
@@ -829,6 +836,15 @@ fail:
 	return syncs_error(t, errno);
 }
 
+/* The root has namespaces of its own: setup-namespaces is a stage of this restore. */
+static bool has_namespaces(const struct tree *t)
+{
+	const PstreeEntry *r = t->pstree[0];
+
+	return t->own_pidns || r->uts_ns || r->ipc_ns || r->time_ns || r->cgroup_ns || r->net_ns ||
+	       r->mnt_ns || r->user_ns;
+}
+
 static int seize_and_go(struct tree *t, size_t idx)
 {
 	pid_t pid = host_pid(t, idx);
@@ -854,6 +870,13 @@ static int create_tree(struct tree *t)
 
 	vm_tree = t;
 	amber_pid = getpid();
+	root_parent = t->o->rst_sibling ? getppid() : amber_pid;
+	if (t->o->rst_sibling && t->creator[0]) {
+		pr_err("option rst_sibling: the root %u is made by a helper (its session or group "
+		       "leader is gone), which cannot make it the client's child",
+		       t->pstree[0]->pid);
+		return -EOPNOTSUPP;
+	}
 	/* the root, made by a helper, comes back to amber when that exits */
 	if (t->creator[0] && prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) {
 		pr_err("cannot become a child subreaper: %m");
@@ -1045,6 +1068,9 @@ static int do_restore(struct opts *o, uint32_t *root)
 	stats_start(ST_FORKING);
 	ret = create_tree(&t);
 	close_tree_fds(&t);
+	/* CRIU's stage for the runtime (runc's prestart hooks fill an empty netns) */
+	if (!ret && has_namespaces(&t))
+		ret = action_run(o, "setup-namespaces", host_pid(&t, 0));
 	stats_stop(ST_FORKING);
 	stats_start(ST_RESTORE);
 	stats_add(SC_PROCESSES, t.nr_procs);

@@ -91,6 +91,7 @@ static int *clones;		      /* restore: MNT_BIND's detached copies, by index */
 static struct ext_mnt {
 	char *a, *b;
 	bool used;
+	bool optional; /* the RPC's ext_mnt: a map of what may be there, as CRIU reads it */
 } * exts;
 static size_t nr_exts;
 
@@ -215,6 +216,11 @@ static const char *under(const char *path, const char *dir)
 
 int mnt_external(const char *arg)
 {
+	return mnt_external_map(arg, false);
+}
+
+int mnt_external_map(const char *arg, bool optional)
+{
 	const char *p = arg + strlen("mnt["), *q = strchr(p, ']');
 	struct ext_mnt *nx;
 
@@ -231,6 +237,7 @@ int mnt_external(const char *arg)
 	exts[nr_exts].a = strndup(p, (size_t)(q - p));
 	exts[nr_exts].b = strdup(q + 2);
 	exts[nr_exts].used = false;
+	exts[nr_exts].optional = optional;
 	if (!exts[nr_exts].a || !exts[nr_exts].b) {
 		free(exts[nr_exts].a);
 		free(exts[nr_exts].b);
@@ -266,7 +273,7 @@ static const char *ext_path_of(const char *key)
 static int exts_used(const char *what)
 {
 	for (size_t i = 0; i < nr_exts; i++)
-		if (!exts[i].used) {
+		if (!exts[i].used && !exts[i].optional) {
 			pr_err("--external mnt[%s]:%s: the tree has no %s %s", exts[i].a, exts[i].b,
 			       what, exts[i].a);
 			return -ENOENT;
@@ -344,6 +351,10 @@ static int host_path(const MntEntry *e, const struct minfo *own, size_t nr_own, 
 		if (own[i].dev != e->dev || !rest)
 			continue;
 		bool top = !strcmp(own[i].mountpoint, "/");
+
+		/* the whole of a mount whose root is "/": its mount point, no "/" after */
+		if (!strcmp(rest, "/"))
+			rest = "";
 
 		if (asprintf(src, "%s%s", top ? "" : own[i].mountpoint,
 			     top && !*rest ? "/" : rest) < 0) {
@@ -711,29 +722,49 @@ static bool is_root(const MntEntry *e)
 /*
  * A proc of a tree that is its own pid namespace shows that namespace,
  * which exists only once the tree's init does: the init mounts it
- * (mnt_restore_proc), amber leaves its mount point empty.
+ * (mnt_restore_proc), amber leaves its mount point empty.  So is a sysfs of
+ * a tree with a network namespace of its own (it shows the mounter's).  So are second
+ * mounts of it (a runtime's read-only /proc/sys bind) and every mount on
+ * one of those (masked /proc files): they need the proc below them.
  */
 static bool init_makes(const struct tree *t, const MntEntry *e)
 {
-	return t->own_pidns && e->kind == MNT_KIND__MNT_NEW && !strcmp(e->fstype, "proc");
+	if (e->kind != MNT_KIND__MNT_NEW)
+		return false;
+	/* a sysfs shows its mounter's network namespace: the init's, which has entered it */
+	return (t->own_pidns && !strcmp(e->fstype, "proc")) ||
+	       (t->nr_pstree && t->pstree[0]->net_ns && !strcmp(e->fstype, "sysfs"));
 }
 
-/* What the init cannot make: a second mount of its proc, or one on top of it. */
-static int check_init_proc(const struct tree *t, const MntEntry *e)
+/* Marks by_init: the init's procs and, to a fixed point, every mount on one. */
+static void mark_by_init(const struct tree *t)
 {
-	const struct mnt *p = find(e->parent);
-	const char *what = NULL;
+	bool more = true;
 
-	if (init_makes(t, e) && strcmp(e->root, "/"))
-		what = "a second mount of";
-	else if (p && p->e != e && init_makes(t, p->e))
-		what = "a mount on";
-	if (!what)
+	for (size_t i = 0; i < nr_mnts; i++)
+		mnts[i].by_init = init_makes(t, mnts[i].e);
+	while (more) {
+		more = false;
+		for (size_t i = 0; i < nr_mnts; i++) {
+			const struct mnt *p = find(mnts[i].e->parent);
+
+			if (!mnts[i].by_init && p && p != &mnts[i] && p->by_init)
+				more = mnts[i].by_init = true;
+		}
+	}
+}
+
+/* What the init cannot make: amber's own mount (a copy of the host's) on its proc. */
+static int check_init_proc(const struct tree *t, const struct mnt *m)
+{
+	const MntEntry *e = m->e;
+
+	if (!m->by_init || e->kind != MNT_KIND__MNT_HOST)
 		return 0;
-	pr_err("mnt.img: mount %u at %s is %s the proc of the tree's pid namespace, which its "
-	       "init makes once it exists; amber does not restore that yet",
-	       e->id, e->mountpoint, what);
-	return -EOPNOTSUPP;
+	pr_err("mnt.img: mount %u at %s is amber's own on the proc of the tree's pid "
+	       "namespace, which its init makes once it exists; the image is corrupt",
+	       e->id, e->mountpoint);
+	return -EBADMSG;
 }
 
 static int check_entry(const MntEntry *e, size_t idx)
@@ -900,8 +931,10 @@ int mnt_restore_read(struct tree *t)
 		ret = check_entry(mnts[i].e, i);
 		roots += !ret && is_root(mnts[i].e);
 	}
+	if (!ret)
+		mark_by_init(t);
 	for (size_t i = 0; !ret && i < nr_mnts; i++)
-		ret = check_init_proc(t, mnts[i].e);
+		ret = check_init_proc(t, &mnts[i]);
 	if (!ret && nr_mnts && roots != 1) {
 		pr_err("mnt.img: %zu root mounts; the image is corrupt", roots);
 		ret = -EBADMSG;
@@ -1246,10 +1279,8 @@ static int build(struct tree *t)
 		}
 	if (!made && !ret)
 		ret = keep_host(t);
-	for (size_t i = 0; i < nr_mnts; i++) {
-		mnts[i].by_init = init_makes(t, mnts[i].e);
+	for (size_t i = 0; i < nr_mnts; i++)
 		made += mnts[i].by_init;
-	}
 	for (size_t i = 0; !ret && i < nr_mnts; i++) {
 		MntEntry *e = mnts[i].e;
 		int fd;
@@ -1332,33 +1363,62 @@ static int mnt_restore_tree(struct tree *t)
 	return 0;
 }
 
-int mnt_restore_proc(const struct tree *t)
+/* The init's: its proc, then what is on it, each once its parent and source exist. */
+int mnt_restore_proc(struct tree *t)
 {
+	size_t left = 0;
 	int ret = 0;
 
-	for (size_t i = 0; !ret && i < nr_mnts; i++) {
-		const MntEntry *e = mnts[i].e;
-		char *data;
+	for (size_t i = 0; i < nr_mnts; i++)
+		left += mnts[i].by_init;
+	while (!ret && left) {
+		size_t before = left;
 
-		if (!mnts[i].by_init)
-			continue;
-		data = fs_data(e);
-		if (!data)
-			return -ENOMEM;
-		if (mount(e->source, e->mountpoint, e->fstype, 0, data)) {
-			ret = -errno;
-			pr_err("mount %u: cannot mount a proc of the tree's pid namespace (%s) at "
-			       "%s: %m",
-			       e->id, data, e->mountpoint);
+		for (size_t i = 0; !ret && i < nr_mnts; i++) {
+			MntEntry *e = mnts[i].e;
+			char *data;
+
+			if (!mnts[i].by_init || mnts[i].fd >= 0 || !ready(e))
+				continue;
+			left--;
+			if (strcmp(e->fstype, "proc") || !init_makes(t, e) ||
+			    strcmp(e->root, "/")) {
+				ret = make_mount(t, &mnts[i], i);
+				continue;
+			}
+			data = fs_data(e);
+			if (!data)
+				return -ENOMEM;
+			if (mount(e->source, e->mountpoint, e->fstype, 0, data)) {
+				ret = -errno;
+				pr_err("mount %u: cannot mount a proc of the tree's pid namespace "
+				       "(%s) at %s: %m",
+				       e->id, data, e->mountpoint);
+			}
+			free(data);
+			if (!ret) {
+				int fd = sys_openat(AT_FDCWD, e->mountpoint, O_PATH | O_CLOEXEC, 0);
+
+				mnts[i].fd = fd;
+				if (fd < 0) {
+					pr_err("mount %u: cannot open its mount point %s", e->id,
+					       e->mountpoint);
+					ret = -EIO;
+				}
+			}
+			if (!ret)
+				ret = propagate(e, false, false);
+			if (!ret)
+				ret = remount(e);
+			if (!ret)
+				pr_debug("made mount %u at %s (a proc of the tree's pid namespace)",
+					 e->id, e->mountpoint);
 		}
-		free(data);
-		if (!ret)
-			ret = propagate(e, false, false);
-		if (!ret)
-			ret = remount(e);
-		if (!ret)
-			pr_debug("made mount %u at %s (a proc of the tree's pid namespace)", e->id,
-				 e->mountpoint);
+		if (!ret && left == before) {
+			pr_err("mnt.img: mounts on the tree's proc that wait for each other; the "
+			       "image is corrupt");
+			ret = -EBADMSG;
+		}
 	}
 	return ret;
 }

@@ -761,7 +761,7 @@ static int netns_owner(pid_t pid, struct netns *n)
 	return ret;
 }
 
-static int add_netns(pid_t pid, uint64_t ino, uint32_t *id)
+static int add_netns(pid_t pid, uint64_t ino, uint32_t *id, bool empty)
 {
 	struct netns *nn = realloc(nets, (nr_nets + 1) * sizeof(*nn));
 	char path[64];
@@ -790,8 +790,16 @@ static int add_netns(pid_t pid, uint64_t ino, uint32_t *id)
 	nr_nets++;
 	*id = e->id;
 	ret = netns_owner(pid, &nets[nr_nets - 1]);
-	if (!ret)
-		ret = read_fresh();
+	if (ret)
+		return ret;
+	/* the runtime sets it up again itself (runc, podman): only its existence is kept */
+	if (empty) {
+		e->has_empty = e->empty = true;
+		pr_info("pid %d: network namespace %u (inode %llu) left empty (empty_ns)", pid,
+			e->id, (unsigned long long)ino);
+		return 0;
+	}
+	ret = read_fresh();
 	if (!ret)
 		ret = netns_enter(e->id);
 	if (ret)
@@ -801,7 +809,7 @@ static int add_netns(pid_t pid, uint64_t ino, uint32_t *id)
 	return ret;
 }
 
-static int net_id(pid_t pid, uint32_t *id)
+static int net_id(pid_t pid, uint32_t *id, bool empty)
 {
 	struct stat own, st;
 	char path[64];
@@ -826,7 +834,7 @@ static int net_id(pid_t pid, uint32_t *id)
 			*id = nets[i].e->id;
 			return 0;
 		}
-	return add_netns(pid, st.st_ino, id);
+	return add_netns(pid, st.st_ino, id, empty);
 }
 
 static int write_netns_img(struct tree *t)
@@ -856,7 +864,7 @@ static int netns_dump_tree(struct tree *t)
 		pid_t pid = t->dprocs[p]->pid;
 		PstreeEntry *e = tree_entry(t, (uint32_t)pid);
 
-		ret = net_id(pid, &e->net_ns);
+		ret = net_id(pid, &e->net_ns, t->o->empty_netns);
 		e->has_net_ns = e->net_ns != 0;
 	}
 	if (!ret)
@@ -1183,6 +1191,10 @@ static int check_entry(const NetnsEntry *e, size_t idx)
 	for (size_t k = 0; k < idx; k++)
 		if (loaded[k]->id == e->id)
 			return corrupt(e->id, "%s", "listed twice");
+	if (e->empty)
+		return e->n_links || e->n_addrs || e->n_routes || e->n_sysctls || e->nft
+			       ? corrupt(e->id, "%s", "contents for a namespace left empty")
+			       : 0;
 	ret = check_links(e);
 	if (!ret)
 		ret = check_addrs(e);
@@ -1727,12 +1739,16 @@ made:
 }
 
 /* Once every namespace exists (a veth pair may join two): links, addresses, routes, rules. */
-static int fill_netns(struct netns *n)
+static int fill_netns(struct tree *t, struct netns *n)
 {
 	int ret = netns_enter(n->e->id);
 
-	if (!ret)
+	/* left empty for the runtime: the image's (empty_ns at dump) or the client's word */
+	if (!ret && !n->e->empty && !t->o->empty_netns)
 		ret = configure(n->e);
+	else if (!ret)
+		pr_info("network namespace %u made empty (empty_ns): the runtime sets it up",
+			n->e->id);
 	netns_leave(n->e->id);
 	if (!ret)
 		pr_info("made network namespace %u: %zu links, %zu addresses, %zu routes, %zu "
@@ -1783,7 +1799,7 @@ static int netns_restore_tree(struct tree *t)
 	for (size_t i = 0; !ret && i < nr_nets; i++)
 		ret = make_netns(t, &nets[i]);
 	for (size_t i = 0; !ret && i < nr_nets; i++)
-		ret = fill_netns(&nets[i]);
+		ret = fill_netns(t, &nets[i]);
 	return ret;
 }
 

@@ -169,13 +169,16 @@ int netns_restore_process(const struct tree *t, uint32_t pid);
  * (tmpfs.c).  restore: mnt.img read and checked before anything exists.
  */
 int mnt_external(const char *arg);
+/* The same; optional: naming nothing of the tree or image is no error (the RPC's ext_mnt). */
+int mnt_external_map(const char *arg, bool optional);
 int mnt_restore_read(struct tree *t);
 /*
- * In the restored init of a tree that is its own pid namespace, before
- * anything: the procs of its mount namespace, which show that pid
- * namespace (amber's would show the host's pids); 0 or -errno, logged.
+ * In the restored root, in its namespaces, before anything: the procs of
+ * its mount namespace when it is its own pid namespace's init (amber's
+ * would show the host's pids), the sysfs when it has a network namespace
+ * of its own (likewise), and every mount on them; 0 or -errno, logged.
  */
-int mnt_restore_proc(const struct tree *t);
+int mnt_restore_proc(struct tree *t);
 /* In the tree's namespace: tmpfs-ID.img of mount e (its contents field set). */
 int tmpfs_dump(struct tree *t, pid_t pid, MntEntry *e);
 /* In the new namespace: the files of tmpfs m, made new, whose root root is. */

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,18 +111,19 @@ static int refuse_unsupported(const RpcOpts *ro, int type)
 		 "lazy (post-copy) restore is not implemented"},
 		{"ext_unix_sk", ro->has_ext_unix_sk && ro->ext_unix_sk,
 		 "a unix socket whose peer is outside the tree is refused, not kept as external"},
-		{"evasive_devices", ro->has_evasive_devices && ro->evasive_devices,
-		 "device files are reopened at their paths only"},
 		{"veths", ro->n_veths > 0,
 		 "not mapped yet: give the veths as external veth[IF]:HOST strings"},
 		{"cpu_cap", ro->has_cpu_cap, "amber checks the CPU features it needs itself"},
 		{"force_irmap", ro->has_force_irmap && ro->force_irmap,
 		 "inotify watches are resolved through /proc"},
 		{"exec_cmd", ro->n_exec_cmd > 0, "amber runs no command after a restore"},
-		{"cg_root", ro->n_cg_root > 0, "cgroups come back at the paths they had"},
-		{"rst_sibling", ro->has_rst_sibling && ro->rst_sibling,
-		 "the restored root is a child of amber's, not of the client"},
-		{"inherit_fd", ro->n_inherit_fd > 0, "amber restores every fd from the image"},
+		{"cg_root", type == RPC_TYPE__RPC_DUMP && ro->n_cg_root > 0,
+		 "it is a restore option"},
+		{"rst_sibling",
+		 type == RPC_TYPE__RPC_DUMP && ro->has_rst_sibling && ro->rst_sibling,
+		 "it is a restore option"},
+		{"inherit_fd", type == RPC_TYPE__RPC_DUMP && ro->n_inherit_fd > 0,
+		 "it is a restore option"},
 		{"auto_ext_mnt", ro->has_auto_ext_mnt && ro->auto_ext_mnt, nomnt},
 		{"ext_sharing", ro->has_ext_sharing && ro->ext_sharing, nomnt},
 		{"ext_masters", ro->has_ext_masters && ro->ext_masters, nomnt},
@@ -130,8 +132,10 @@ static int refuse_unsupported(const RpcOpts *ro, int type)
 		{"unix_sk_ino", ro->n_unix_sk_ino > 0, "external unix sockets are not supported"},
 		{"irmap_scan_paths", ro->n_irmap_scan_paths > 0,
 		 "inotify watches are resolved through /proc"},
-		{"empty_ns", ro->has_empty_ns && ro->empty_ns,
-		 "namespaces are not left empty for the client to fill"},
+		/* CLONE_NEWNET (runc's default) is mapped below; the others the
+		 * runtime cannot fill itself */
+		{"empty_ns", ro->has_empty_ns && (ro->empty_ns & ~(uint32_t)CLONE_NEWNET),
+		 "only the network namespace (CLONE_NEWNET) is left empty for the client"},
 		{"join_ns", ro->n_join_ns > 0, "the restore does not join given namespaces"},
 		{"cgroup_props", ro->cgroup_props != NULL,
 		 "the dumped cgroup settings are the ones restored"},
@@ -144,9 +148,16 @@ static int refuse_unsupported(const RpcOpts *ro, int type)
 		 "a sysctl that cannot be restored fails the restore"},
 		{"status_fd", ro->has_status_fd,
 		 "amber has no page server or lazy-pages daemon to say ready"},
-		{"orphan_pts_master", ro->has_orphan_pts_master && ro->orphan_pts_master,
+		/* runc always asks; without a terminal there is no pty to hand over (a
+		 * slave whose master is outside the tree is refused at dump) */
+		{"orphan_pts_master",
+		 ro->has_orphan_pts_master && ro->orphan_pts_master && ro->has_shell_job &&
+			 ro->shell_job,
 		 "a pty whose master is outside the tree is not handed to the client"},
-		{"config_file", ro->config_file != NULL, "give the options in the request"},
+		/* runc names /etc/criu/runc.conf whether it exists or not: CRIU reads
+		 * nothing from a missing one, amber no file at all */
+		{"config_file", ro->config_file && access(ro->config_file, F_OK) == 0,
+		 "the RPC reads no configuration file: give the options in the request"},
 		{"lsm_profile", ro->lsm_profile != NULL, "LSM profiles are not set"},
 		{"tls",
 		 (ro->has_tls && ro->tls) || ro->tls_cacert || ro->tls_cacrl || ro->tls_cert ||
@@ -216,7 +227,9 @@ static int map_externals(const RpcOpts *ro, bool dump, struct opts *o)
 		}
 		if (asprintf(&s, "mnt[%s]:%s", kv->key, kv->val) < 0)
 			return -ENOMEM;
-		ret = mnt_external(s); /* keeps copies */
+		/* runc names every device node, masked path and bind it could have
+		 * made; CRIU takes the ones that are mounts */
+		ret = mnt_external_map(s, true); /* keeps copies */
 		free(s);
 		if (ret)
 			return ret;
@@ -278,6 +291,52 @@ static int map_cgroups(const RpcOpts *ro, struct opts *o)
 	}
 }
 
+/* cg_root: checked against the image's cgroups (cgroup.c) */
+static int map_cg_root(const RpcOpts *ro, struct opts *o)
+{
+	if (!ro->n_cg_root)
+		return 0;
+	o->cg_root = calloc(ro->n_cg_root, sizeof(*o->cg_root));
+	if (!o->cg_root)
+		return -ENOMEM;
+	for (size_t i = 0; i < ro->n_cg_root; i++) {
+		const RpcCgRoot *r = ro->cg_root[i];
+
+		if (r->path[0] != '/') {
+			pr_err("option cg_root: '%s' is not an absolute cgroup path", r->path);
+			return -EINVAL;
+		}
+		o->cg_root[i].ctrl = r->controller ? r->controller : "";
+		o->cg_root[i].path = r->path;
+	}
+	o->nr_cg_root = ro->n_cg_root;
+	return 0;
+}
+
+/* inherit_fd: fds of the worker's own (the client passed them at its start) */
+static int map_inherit_fd(const RpcOpts *ro, struct opts *o)
+{
+	if (!ro->n_inherit_fd)
+		return 0;
+	o->inherit_fd = calloc(ro->n_inherit_fd, sizeof(*o->inherit_fd));
+	if (!o->inherit_fd)
+		return -ENOMEM;
+	for (size_t i = 0; i < ro->n_inherit_fd; i++) {
+		const RpcInheritFd *h = ro->inherit_fd[i];
+
+		if (!h->key[0] || h->fd < 0 || fcntl(h->fd, F_GETFD) < 0) {
+			pr_err("option inherit_fd: key '%s': fd %d is not an open fd of amber swrk "
+			       "(the client passes it when it starts the worker)",
+			       h->key, h->fd);
+			return -EBADF;
+		}
+		o->inherit_fd[i].key = h->key;
+		o->inherit_fd[i].fd = h->fd;
+	}
+	o->nr_inherit_fd = ro->n_inherit_fd;
+	return 0;
+}
+
 static int map_netlock(const RpcOpts *ro, struct opts *o)
 {
 	if (!ro->has_network_lock)
@@ -306,6 +365,10 @@ int rpc_opts_map(const RpcOpts *ro, int type, pid_t peer, struct opts *o)
 	if (!ret)
 		ret = map_cgroups(ro, o);
 	if (!ret)
+		ret = map_cg_root(ro, o);
+	if (!ret)
+		ret = map_inherit_fd(ro, o);
+	if (!ret)
 		ret = map_netlock(ro, o);
 	if (!ret)
 		ret = map_externals(ro, dump, o);
@@ -331,6 +394,11 @@ int rpc_opts_map(const RpcOpts *ro, int type, pid_t peer, struct opts *o)
 	o->display_stats = ro->has_display_stats && ro->display_stats;
 	o->ghost_limit = ro->has_ghost_limit ? ro->ghost_limit : 1 << 20;
 	o->rpc_notify = ro->has_notify_scripts && ro->notify_scripts;
+	o->empty_netns = ro->has_empty_ns && (ro->empty_ns & CLONE_NEWNET);
+	/* evasive_devices is a permission (another path to a device node), asks for
+	 * nothing: amber reopens a device at its path or fails the restore naming it */
+	/* the worker runs such a restore itself: the client is its parent (swrk.c) */
+	o->rst_sibling = !dump && ro->has_rst_sibling && ro->rst_sibling;
 	/* a dump's: the restore has nothing to freeze */
 	o->freeze_cgroup =
 		dump && ro->freeze_cgroup && ro->freeze_cgroup[0] ? ro->freeze_cgroup : NULL;

@@ -26,6 +26,9 @@
 #include "log.h"
 #include "rpc/rpc.h"
 
+/* The worker ran an operation itself (rst_sibling): it exits after the answer. */
+static bool last;
+
 /* What the operation's child hands back to the worker. */
 struct op_result {
 	int ret;
@@ -108,6 +111,17 @@ static int run_op(int sk, pid_t peer, const RpcRequest *req, RpcResponse *resp, 
 	int p[2], status;
 	pid_t child;
 
+	/*
+	 * rst_sibling: the root must be the client's child, so the process that
+	 * makes it (CLONE_PARENT) must be: the worker itself, which then serves
+	 * no further request (the operation's globals stay behind in it).
+	 */
+	if (req->type == RPC_TYPE__RPC_RESTORE && req->opts && req->opts->has_rst_sibling &&
+	    req->opts->rst_sibling) {
+		op_child(sk, peer, req, r);
+		last = true;
+		goto answer;
+	}
 	if (pipe2(p, O_CLOEXEC)) {
 		r->ret = -errno;
 		snprintf(r->msg, sizeof(r->msg), "cannot make a pipe: %s", strerror(errno));
@@ -145,6 +159,7 @@ static int run_op(int sk, pid_t peer, const RpcRequest *req, RpcResponse *resp, 
 				 type_name(req->type), child, WEXITSTATUS(status));
 		pr_err("%s", r->msg);
 	}
+answer:
 	if (!r->ret && req->type == RPC_TYPE__RPC_RESTORE) {
 		static RpcRestoreResult rr = RPC_RESTORE_RESULT__INIT;
 
@@ -282,7 +297,9 @@ static int serve_one(int sk, pid_t peer)
 		resp.cr_errmsg = r.msg;
 	}
 	ret = rpc_send(sk, &resp);
-	return ret == -EPIPE ? 1 : ret;
+	if (!ret && last)
+		pr_info("swrk: the restore ran in the worker (rst_sibling): done");
+	return ret == -EPIPE || (!ret && last) ? 1 : ret;
 }
 
 int cmd_swrk(int argc, char **argv)

@@ -198,6 +198,30 @@ static int parse_opts(char *arg, bool with_pid, RpcOpts *o)
 		} else if (!strncmp(tok, "cgmode=", 7)) {
 			o->has_manage_cgroups_mode = true;
 			o->manage_cgroups_mode = atoi(tok + 7);
+		} else if (!strncmp(tok, "empty_ns=", 9)) {
+			o->has_empty_ns = true;
+			o->empty_ns = (uint32_t)strtoul(tok + 9, NULL, 0);
+		} else if (!strncmp(tok, "cg_root=", 8) && strchr(tok + 8, ':') && !o->n_cg_root) {
+			/* cg_root=CONTROLLER:PATH (CONTROLLER may be empty), one */
+			static RpcCgRoot cr, *crs[1] = {&cr};
+
+			rpc_cg_root__init(&cr);
+			cr.controller = tok + 8;
+			cr.path = strchr(tok + 8, ':');
+			*cr.path++ = 0;
+			o->cg_root = crs;
+			o->n_cg_root = 1;
+		} else if (!strncmp(tok, "inherit_fd=", 11) && strrchr(tok + 11, ':') &&
+			   !o->n_inherit_fd) {
+			/* inherit_fd=KEY:FD, one (FD: the worker's) */
+			static RpcInheritFd h, *hs[1] = {&h};
+
+			rpc_inherit_fd__init(&h);
+			h.key = tok + 11;
+			*strrchr(tok + 11, ':') = 0;
+			h.fd = atoi(h.key + strlen(h.key) + 1);
+			o->inherit_fd = hs;
+			o->n_inherit_fd = 1;
 		} else {
 			printf("unknown option %s\n", tok);
 			return -1;

@@ -133,6 +133,7 @@ t_netns_image_refused() {
 		"0.links.0.kind=vxlan" || ok=1
 	refused netns_userns "owned by the tree's user namespace, which ns.img does not have" \
 		netns.img "0.in_userns=1" || ok=1
+	refused netns_empty "contents for a namespace left empty" netns.img "0.empty=true" || ok=1
 	refused netns_pstree "pid [0-9]* is in network namespace 7, which netns.img does not have" \
 		pstree.img "0.net_ns=7" || ok=1
 	netns_host_same || ok=1

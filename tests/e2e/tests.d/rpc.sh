@@ -1,7 +1,7 @@
 # amber swrk (src/rpc/): CRIU's RPC as runc drives it, played by build/tools/rpc_client
 # (a socketpair, amber swrk FD on one end, one request per packet, NOTIFYs answered).
 TESTS+=(rpc_version_malformed rpc_dump_restore rpc_notify_refused rpc_refused_options
-	rpc_mntroot rpc_close_mid_request rpc_criu_alias rpc_runc)
+	rpc_mntroot rpc_close_mid_request rpc_criu_alias rpc_runc rpc_runc_refused)
 
 RPC_CLIENT=$ROOT/build/tools/rpc_client
 
@@ -49,8 +49,9 @@ t_rpc_version_malformed() {
 }
 
 # One worker: DUMP of counter (images_dir_fd, work_dir_fd, log_file, notify_scripts),
-# then RESTORE; the stages come as NOTIFYs in CRIU's order, the restored counter goes
-# on counting and passes its checks.
+# then RESTORE (first one with a cg_root other than the image's cgroups: refused); the
+# stages come as NOTIFYs in CRIU's order, the restored counter goes on counting and
+# passes its checks.
 rpc_dumped() {
 	is_gone "$PID" || wait_for 10 is_gone "$PID"
 }
@@ -62,8 +63,12 @@ t_rpc_dump_restore() {
 	rpc_img
 	rpc_to "$W/out" -n "$W/notify" "$AMBER" \
 		"dump=$W/img,$PID,notify,work=$W/work,log=dump.log,log_level=4" \
+		"restore=$W/img,cg_root=:/amber-elsewhere" \
 		"restore=$W/img,notify,work=$W/work,log=restore.log,log_level=4" ||
 		{ fail "rpc_client failed"; attach "$W/rpc.err"; attach "$W/work/dump.log"; attach "$W/work/restore.log"; return 1; }
+	# runc's cg_root must be where the image's cgroups were: amber does not move them
+	has_line "$W/out" "^restore fail errno=95 msg=option cg_root: cgroup /amber-elsewhere of hierarchy" \
+		"RESTORE with cg_root elsewhere" || return 1
 	has_line "$W/out" '^dump ok type=1$' "DUMP" || { attach "$W/work/dump.log"; return 1; }
 	has_line "$W/out" "^restore ok pid=$PID type=2\$" "RESTORE" || { attach "$W/work/restore.log"; return 1; }
 	has_line "$W/out" '^worker exit 0$' "the worker's exit" || return 1
@@ -118,9 +123,14 @@ t_rpc_refused_options() {
 	rpc_to "$W/out" "$AMBER" "dump=$W/img,$PID,ext_unix_sk" \
 		"dump=$W/img,$PID,external=net[4026531840]:extnet" "dump=$W/img,$PID,cgmode=5" \
 		"dump=$W/img,$PID,external=veth[eth0]:h0" "pre_dump=$W/img,$PID" \
-		"restore=$W/img,external=mnt[k]:$W,external=dev[1/2]:x" ||
+		"restore=$W/img,external=mnt[k]:$W,external=dev[1/2]:x" \
+		"dump=$W/img,$PID,empty_ns=0x48000000" "dump=$W/img,$PID,cg_root=:/x" \
+		"restore=$W/img,inherit_fd=pipe:[1]:99" ||
 		{ fail "rpc_client failed"; attach "$W/rpc.err"; return 1; }
+	has_line "$W/out" "^restore fail errno=9 msg=option inherit_fd: key 'pipe:\[1\]': fd 99 is not an open fd" \
+		"RESTORE with an inherit_fd the worker does not have" || return 1
 	for o in ext_unix_sk "external is not supported: 'net\[4026531840\]:extnet'" \
+		"empty_ns is not supported: only the network namespace" "cg_root is not supported: it is a restore option" \
 		"manage_cgroups_mode is not supported: strict" \
 		"external is not supported on DUMP: 'veth\[eth0\]:h0'"; do
 		has_line "$W/out" "^dump fail errno=95 msg=option $o" "the refusal of $o" || return 1
@@ -204,44 +214,145 @@ t_rpc_criu_alias() {
 		has_line "$W/out" '^worker exit 0$' "criu swrk's exit"
 }
 
-# runc checkpoint --criu (a link named criu to amber) reaches amber through the RPC:
-# runc's VERSION check passes, and the DUMP of a container is refused with the option
-# named in runc's dump.log (empty_ns: a namespace runc would fill itself), the
-# container running on.  (runc's containers need options amber does not take yet: empty_ns.)
-rpc_runc_checkpoint() {
-	local id=$1 rc n
-	runc --root "$W/state" run -d "$id" </dev/null >"$W/runc.out" 2>&1 ||
-		{ fail "runc run failed"; attach "$W/runc.out"; return 1; }
-	wait_for 15 test -e "$W/bundle/rootfs/t/ready" || { fail "the container's counter did not start"; return 1; }
-	mkdir -p "$W/img" "$W/work"
-	timeout -k 5 60 runc --root "$W/state" --criu "$W/criu" checkpoint --image-path "$W/img" \
-		--work-path "$W/work" "$id" >"$W/checkpoint.out" 2>&1
-	rc=$?
-	attach "$W/checkpoint.out" 10
-	[ $rc != 0 ] || { fail "runc checkpoint succeeded (amber cannot dump a container yet)"; return 1; }
-	grep -q "criu failed: type DUMP errno 95" "$W/checkpoint.out" ||
-		{ fail "runc did not get amber's refusal of the DUMP"; return 1; }
-	grep -q "option empty_ns is not supported" "$W/work/dump.log" ||
-		{ fail "runc's dump.log does not name the refused option"; attach "$W/work/dump.log"; return 1; }
-	runc --root "$W/state" state "$id" | grep -q '"status": "running"' ||
-		{ fail "the container is not running after the refused checkpoint"; return 1; }
-	n=$(lines "$W/bundle/rootfs/t/count.log")
-	wait_for 5 eval '[ "$(lines "$W/bundle/rootfs/t/count.log")" -gt $n ]' ||
-		{ fail "the container's counter stopped counting"; return 1; }
+# runc's container: a bundle with the static counter, run detached with its stdout and
+# stderr a pipe to cat (runc hands a restored container its new stdio pipes through
+# inherit_fd), stdin /dev/null.  rpc_runc_bundle ID; rpc_runc_run ID OUT.
+rpc_runc_bundle() {
+	mkdir -p "$W/bundle/rootfs/t" "$W/bundle/rootfs/proc" "$W/bundle/rootfs/dev" "$W/bundle/rootfs/sys"
+	cp "$PROGS/counter-static" "$W/bundle/rootfs/counter"
+	ln -sf "$AMBER" "$W/criu"
+	(cd "$W/bundle" && runc spec) || { fail "runc spec failed"; return 1; }
+	jq --arg s "${AMBER_TEST_SABOTAGE:-0}" '.process.terminal = false | .process.args = ["/counter", "/t"] |
+		.root.readonly = false | .process.env += ["AMBER_TEST_SABOTAGE=" + $s]' \
+		"$W/bundle/config.json" >"$W/config.json" && mv "$W/config.json" "$W/bundle/config.json" ||
+		{ fail "cannot edit config.json"; return 1; }
 }
+# runc CMD... in the bundle, stdio as above, output piped into $W/$OUT (cat in background)
+rpc_runc_bg() {
+	local out=$1
+	shift
+	echo "+ runc $*" >>"$W/log"
+	(cd "$W/bundle" && timeout -k 5 60 runc --root "$W/state" --criu "$W/criu" "$@" </dev/null 2>&1 |
+		cat >"$W/$out") &
+}
+rpc_runc_state() { runc --root "$W/state" state "$1" 2>/dev/null | jq -r "$2"; }
+rpc_runc_ckpt() { # ID DIR [ARGS...]
+	local id=$1 dir=$2
+	shift 2
+	mkdir -p "$W/$dir" "$W/work-$dir"
+	echo "+ runc checkpoint $* $id" >>"$W/log"
+	(cd "$W/bundle" && timeout -k 5 60 runc --root "$W/state" --criu "$W/criu" checkpoint \
+		--image-path "$W/$dir" --work-path "$W/work-$dir" "$@" "$id") >"$W/$dir.out" 2>&1
+}
+
+# runc checkpoint and restore with amber as its criu (a link named criu):
+# --leave-running first (the container runs on), then a checkpoint that ends the
+# container (runc forgets it, the counter is gone), then runc restore -d: runc says it
+# runs with the restored pid, which is pid 1 of its own pid namespace and runc's child
+# (rst_sibling) until runc exits, runc ps and exec reach it, its stdout is the new runc's
+# pipe (inherit_fd), its /sys its own network namespace's; it is checkpointed and
+# restored once more, and after go the counter's own checks pass there (count.log
+# whole: no line lost or twice over the three checkpoints).
 t_rpc_runc() {
 	[ $SELFTEST = 1 ] && return 77
 	command -v runc >/dev/null || { note "runc is not installed (make setup)"; return 77; }
 	local id=amber-rpc-$$ rc
-	mkdir -p "$W/bundle/rootfs/t" "$W/bundle/rootfs/proc" "$W/bundle/rootfs/dev" "$W/bundle/rootfs/sys"
-	cp "$PROGS/counter-static" "$W/bundle/rootfs/counter"
-	ln -s "$AMBER" "$W/criu"
-	(cd "$W/bundle" && runc spec) || { fail "runc spec failed"; return 1; }
-	jq '.process.terminal = false | .process.args = ["/counter", "/t"] | .root.readonly = false' \
-		"$W/bundle/config.json" >"$W/config.json" && mv "$W/config.json" "$W/bundle/config.json" ||
-		{ fail "cannot edit config.json"; return 1; }
-	(cd "$W/bundle" && rpc_runc_checkpoint "$id")
+	rpc_runc_bundle || return 1
+	rpc_runc_case "$id"
 	rc=$?
 	runc --root "$W/state" delete -f "$id" >>"$W/log" 2>&1
+	wait
 	return $rc
+}
+rpc_runc_case() {
+	local id=$1 pid n st
+	rpc_runc_bg run.out run -d "$id"
+	wait_for 15 test -e "$W/bundle/rootfs/t/ready" || { fail "the container's counter did not start"; attach "$W/run.out"; return 1; }
+	pid=$(rpc_runc_state "$id" .pid)
+	rpc_runc_ckpt "$id" img1 --leave-running ||
+		{ fail "runc checkpoint --leave-running failed"; attach "$W/img1.out"; attach "$W/work-img1/dump.log" 20; return 1; }
+	[ "$(rpc_runc_state "$id" .status)" = running ] && [ "$(rpc_runc_state "$id" .pid)" = "$pid" ] ||
+		{ fail "the container is not running on after --leave-running"; return 1; }
+	test -s "$W/img1/inventory.img" || { fail "--leave-running wrote no image"; return 1; }
+	n=$(lines "$W/bundle/rootfs/t/count.log")
+	wait_for 5 eval '[ "$(lines "$W/bundle/rootfs/t/count.log")" -gt $n ]' ||
+		{ fail "the counter stopped after --leave-running"; return 1; }
+	rpc_runc_ckpt "$id" img ||
+		{ fail "runc checkpoint failed"; attach "$W/img.out"; attach "$W/work-img/dump.log" 20; return 1; }
+	grep -q "left empty (empty_ns)" "$W/work-img/dump.log" ||
+		{ fail "dump.log does not say the network namespace was left empty"; return 1; }
+	wait_for 10 eval '! kill -0 $pid 2>/dev/null' || { fail "the container's init $pid lives on after the checkpoint"; return 1; }
+	runc --root "$W/state" state "$id" >/dev/null 2>&1 && { fail "runc still knows the container after the checkpoint"; return 1; }
+	n=$(lines "$W/bundle/rootfs/t/count.log")
+
+	rpc_runc_bg restore.out restore -d --image-path "$W/img" --work-path "$W/work-img" "$id"
+	wait_for 30 eval '[ "$(rpc_runc_state "$id" .status)" = running ]' ||
+		{ fail "runc restore -d: the container is not running"; attach "$W/restore.out"; attach "$W/work-img/restore.log" 20; return 1; }
+	pid=$(rpc_runc_state "$id" .pid)
+	note "restored: runc says pid $pid; $(grep -m1 'empty (empty_ns)' "$W/work-img/restore.log")"
+	[ "$(readlink "/proc/$pid/exe")" = "$W/bundle/rootfs/counter" ] || [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = counter ] ||
+		{ fail "runc's pid $pid is not the restored counter"; return 1; }
+	[ "$(status_field "$pid" NSpid | awk '{print $NF}')" = 1 ] ||
+		{ fail "the restored init is not pid 1 of its pid namespace ($(status_field "$pid" NSpid))"; return 1; }
+	grep -q "stage setup-namespaces: the client said go on" "$W/work-img/restore.log" ||
+		{ fail "runc was not notified of setup-namespaces"; return 1; }
+	grep -q "file .* is the client's fd 1 (inherit_fd pipe:" "$W/work-img/restore.log" ||
+		{ fail "the restored stdout is not the new runc's pipe (inherit_fd)"; attach "$W/work-img/restore.log" 20; return 1; }
+	wait_for 5 eval '[ "$(lines "$W/bundle/rootfs/t/count.log")" -gt $n ]' ||
+		{ fail "the restored counter does not count"; return 1; }
+	runc --root "$W/state" ps "$id" >"$W/ps.out" 2>&1 && grep -qw "$pid" "$W/ps.out" ||
+		{ fail "runc ps does not show the restored pid $pid"; attach "$W/ps.out"; return 1; }
+	# exec joins the restored namespaces: the counter without arguments says its usage
+	runc --root "$W/state" exec "$id" /counter >"$W/exec.out" 2>&1
+	st=$?
+	[ $st = 2 ] && grep -q usage "$W/exec.out" || { fail "runc exec into the restored container: $st"; attach "$W/exec.out"; return 1; }
+	# its sysfs is its network namespace's (runc's default has no links but lo)
+	[ "$(ls "/proc/$pid/root/sys/class/net" | tr '\n' ' ')" = "lo " ] ||
+		{ fail "the restored /sys shows links of another network namespace: $(ls "/proc/$pid/root/sys/class/net" | tr '\n' ' ')"; return 1; }
+	# the restored container is one runc and amber checkpoint and restore again
+	rpc_runc_ckpt "$id" img2 ||
+		{ fail "runc checkpoint of the restored container failed"; attach "$W/img2.out"; attach "$W/work-img2/dump.log" 20; return 1; }
+	wait_for 10 eval '! kill -0 $pid 2>/dev/null' || { fail "the restored init $pid lives on after the second checkpoint"; return 1; }
+	wait
+	rpc_runc_bg restore.out restore -d --image-path "$W/img2" --work-path "$W/work-img2" "$id"
+	wait_for 30 eval '[ "$(rpc_runc_state "$id" .status)" = running ]' ||
+		{ fail "the second runc restore -d: the container is not running"; attach "$W/restore.out"; attach "$W/work-img2/restore.log" 20; return 1; }
+	pid=$(rpc_runc_state "$id" .pid)
+	touch "$W/bundle/rootfs/t/go"
+	wait_for 15 eval '! kill -0 $pid 2>/dev/null' || { fail "the restored counter did not finish after go"; return 1; }
+	wait
+	attach "$W/restore.out"
+	grep -q "^ok: count.log holds" "$W/restore.out" && grep -q " 0 failed" "$W/restore.out" ||
+		{ fail "the restored counter's own checks failed (or its output did not reach the new runc's pipe)"; return 1; }
+}
+
+# What amber still refuses reaches runc as an error naming it, and the container runs on:
+# runc checkpoint --auto-dedup (incremental images: amber has none).  (runc's own
+# --empty-ns takes only network, which amber maps.)
+t_rpc_runc_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	command -v runc >/dev/null || { note "runc is not installed (make setup)"; return 77; }
+	local id=amber-rpcr-$$ rc
+	rpc_runc_bundle || return 1
+	rpc_runc_refused_case "$id"
+	rc=$?
+	runc --root "$W/state" delete -f "$id" >>"$W/log" 2>&1
+	wait
+	return $rc
+}
+rpc_runc_refused_case() {
+	local id=$1 n
+	rpc_runc_bg run.out run -d "$id"
+	wait_for 15 test -e "$W/bundle/rootfs/t/ready" || { fail "the container's counter did not start"; return 1; }
+	rpc_runc_ckpt "$id" img --auto-dedup && { fail "runc checkpoint --auto-dedup succeeded"; return 1; }
+	attach "$W/img.out" 10
+	grep -q "criu failed: type DUMP errno 95" "$W/img.out" ||
+		{ fail "runc did not get amber's refusal of the DUMP"; return 1; }
+	grep -q "option auto_dedup is not supported" "$W/work-img/dump.log" ||
+		{ fail "runc's dump.log does not name the refused option"; attach "$W/work-img/dump.log"; return 1; }
+	[ "$(rpc_runc_state "$id" .status)" = running ] ||
+		{ fail "the container is not running after the refused checkpoint"; return 1; }
+	n=$(lines "$W/bundle/rootfs/t/count.log")
+	wait_for 5 eval '[ "$(lines "$W/bundle/rootfs/t/count.log")" -gt $n ]' ||
+		{ fail "the container's counter stopped counting"; return 1; }
 }
