@@ -398,6 +398,11 @@ int locks_dump_fd(struct dump_ctx *ctx, int fd, unsigned flags, bool locked, Reg
 	return ret;
 }
 
+static const char *owner_kind(int type)
+{
+	return type == F_OWNER_TID ? "thread" : type == F_OWNER_PGRP ? "process group" : "process";
+}
+
 /* Is the owner of signals one the restore recreates: a thread, process or group of the tree? */
 static bool owner_in_tree(struct tree *t, int type, pid_t pid)
 {
@@ -463,10 +468,7 @@ static int locks_dump(struct dump_ctx *ctx)
 			pr_err("pid %d: fd %d (%s) sends its signals (O_ASYNC, lease breaks) to %s "
 			       "%d; owners of signals in a tree with a nested pid namespace are "
 			       "not dumped yet: F_SETOWN it to 0 first",
-			       ctx->pid, queries[i].fd, queries[i].f->path,
-			       own.type == F_OWNER_TID	  ? "thread"
-			       : own.type == F_OWNER_PGRP ? "process group"
-							  : "process",
+			       ctx->pid, queries[i].fd, queries[i].f->path, owner_kind(own.type),
 			       own.pid);
 			return -EOPNOTSUPP;
 		}
@@ -474,10 +476,7 @@ static int locks_dump(struct dump_ctx *ctx)
 			pr_err("pid %d: fd %d (%s) sends its signals (O_ASYNC, lease breaks) to %s "
 			       "%d, outside the dumped tree; dump a tree that holds it, or "
 			       "F_SETOWN it to 0 first",
-			       ctx->pid, queries[i].fd, queries[i].f->path,
-			       own.type == F_OWNER_TID	  ? "thread"
-			       : own.type == F_OWNER_PGRP ? "process group"
-							  : "process",
+			       ctx->pid, queries[i].fd, queries[i].f->path, owner_kind(own.type),
 			       own.pid);
 			return -EOPNOTSUPP;
 		}
