@@ -761,6 +761,38 @@ static int netns_owner(pid_t pid, struct netns *n)
 	return ret;
 }
 
+/* Inside the namespace: lo alone (an empty namespace's). */
+static int read_lo(NetnsEntry *e)
+{
+	struct rtnl_link *l = NULL;
+	struct nl_sock *sk;
+	NetLink *k;
+	int err, ret = nl_open(&sk, e->id);
+
+	if (ret)
+		return ret;
+	err = rtnl_link_get_kernel(sk, 1, NULL, &l);
+	nl_socket_free(sk);
+	if (err < 0)
+		return 0; /* no lo (a kernel without it): nothing to keep */
+	e->links = calloc(1, sizeof(*e->links));
+	k = malloc(sizeof(*k));
+	if (!e->links || !k) {
+		free(k);
+		rtnl_link_put(l);
+		return -ENOMEM;
+	}
+	net_link__init(k);
+	e->links[e->n_links++] = k;
+	k->ifindex = 1;
+	k->name = strdup("lo");
+	k->kind = strdup("loopback");
+	k->mtu = rtnl_link_get_mtu(l);
+	k->up = !!(rtnl_link_get_flags(l) & IFF_UP);
+	rtnl_link_put(l);
+	return k->name && k->kind ? 0 : -ENOMEM;
+}
+
 static int add_netns(pid_t pid, uint64_t ino, uint32_t *id, bool empty)
 {
 	struct netns *nn = realloc(nets, (nr_nets + 1) * sizeof(*nn));
@@ -792,12 +824,20 @@ static int add_netns(pid_t pid, uint64_t ino, uint32_t *id, bool empty)
 	ret = netns_owner(pid, &nets[nr_nets - 1]);
 	if (ret)
 		return ret;
-	/* the runtime sets it up again itself (runc, podman): only its existence is kept */
+	/*
+	 * The runtime sets it up again itself (runc, podman): only its existence
+	 * is kept, and lo's state, which every namespace has and no runtime
+	 * makes again (runc 1.1 does not): its sockets on 127.0.0.1 need it up.
+	 */
 	if (empty) {
 		e->has_empty = e->empty = true;
 		pr_info("pid %d: network namespace %u (inode %llu) left empty (empty_ns)", pid,
 			e->id, (unsigned long long)ino);
-		return 0;
+		ret = netns_enter(e->id);
+		if (!ret)
+			ret = read_lo(e);
+		netns_leave(e->id);
+		return ret;
 	}
 	ret = read_fresh();
 	if (!ret)
@@ -1191,10 +1231,11 @@ static int check_entry(const NetnsEntry *e, size_t idx)
 	for (size_t k = 0; k < idx; k++)
 		if (loaded[k]->id == e->id)
 			return corrupt(e->id, "%s", "listed twice");
-	if (e->empty)
-		return e->n_links || e->n_addrs || e->n_routes || e->n_sysctls || e->nft
+	if (e->empty) /* lo alone */
+		return e->n_links > 1 || (e->n_links && strcmp(e->links[0]->kind, "loopback")) ||
+			       e->n_addrs || e->n_routes || e->n_sysctls || e->nft
 			       ? corrupt(e->id, "%s", "contents for a namespace left empty")
-			       : 0;
+			       : e->n_links ? check_links(e) : 0;
 	ret = check_links(e);
 	if (!ret)
 		ret = check_addrs(e);
@@ -1738,17 +1779,38 @@ made:
 	return ret;
 }
 
+/* An empty namespace's lo, up with its MTU as at dump (the only link an empty one keeps). */
+static int lo_only(const NetnsEntry *e)
+{
+	struct nl_sock *sk;
+	int ret = 0;
+
+	for (size_t i = 0; !ret && i < e->n_links; i++) {
+		if (strcmp(e->links[i]->kind, "loopback"))
+			continue;
+		ret = nl_open(&sk, e->id);
+		if (!ret) {
+			ret = set_up(sk, e, e->links[i]);
+			nl_socket_free(sk);
+		}
+	}
+	return ret;
+}
+
 /* Once every namespace exists (a veth pair may join two): links, addresses, routes, rules. */
 static int fill_netns(struct tree *t, struct netns *n)
 {
 	int ret = netns_enter(n->e->id);
 
-	/* left empty for the runtime: the image's (empty_ns at dump) or the client's word */
-	if (!ret && !n->e->empty && !t->o->empty_netns)
+	/* left empty for the runtime: the image's (empty_ns at dump) or the client's word;
+	 * but lo as it was */
+	if (!ret && !n->e->empty && !t->o->empty_netns) {
 		ret = configure(n->e);
-	else if (!ret)
+	} else if (!ret) {
 		pr_info("network namespace %u made empty (empty_ns): the runtime sets it up",
 			n->e->id);
+		ret = lo_only(n->e);
+	}
 	netns_leave(n->e->id);
 	if (!ret)
 		pr_info("made network namespace %u: %zu links, %zu addresses, %zu routes, %zu "
