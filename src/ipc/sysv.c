@@ -18,7 +18,7 @@
  * and the restore makes them again, each with its old id (the kernel's
  * shm/sem/msg_next_id, CONFIG_CHECKPOINT_RESTORE) and key.  Semaphore undo
  * lists (SEM_UNDO) are not readable: with semaphore sets in the image, a
- * process that has one (kcmp KCMP_SYSVSEM against amber, which has none) is
+ * process that has one (kcmp KCMP_SYSVSEM against a child forked for that, which has none) is
  * refused.
  *
  * Reading changes nothing: segments are read through /proc/PID/map_files of
@@ -36,6 +36,8 @@
  * removed again once attached.  A failed restore removes what it made.
  */
 #include <errno.h>
+#include <sys/wait.h>
+#include <sys/prctl.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/magic.h>
@@ -182,6 +184,8 @@ static bool own_vmas(const struct dump_ctx *ctx)
 	return !ctx->shares_vm;
 }
 
+static int undo_compare(struct tree *t, pid_t ref, int set);
+
 /*
  * A process's undo list exists once it did a semop with SEM_UNDO, or
  * created a thread (CLONE_SYSVSEM makes one, empty): which entries it holds
@@ -190,21 +194,44 @@ static bool own_vmas(const struct dump_ctx *ctx)
  */
 static int undo_check(struct tree *t)
 {
-	pid_t me = getpid();
-	int set = -1;
+	int set = -1, ret;
+	pid_t ref;
 
 	for (size_t i = 0; i < nr_entries && set < 0; i++)
 		if (entries[i]->sem)
 			set = entries[i]->sem->perm->id;
 	if (set < 0)
 		return 0;
+	/*
+	 * kcmp tells only whether two lists are one: compared with a child forked
+	 * now, which has none (amber's own threads share one of amber's).
+	 */
+	ref = fork();
+	if (ref < 0) {
+		pr_err("cannot fork a process to compare semaphore undo lists with: %m");
+		return -errno;
+	}
+	if (!ref) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		for (;;)
+			pause();
+	}
+	ret = undo_compare(t, ref, set);
+	kill(ref, SIGKILL);
+	while (waitpid(ref, NULL, 0) < 0 && errno == EINTR)
+		;
+	return ret;
+}
 
+/* Has a thread of the tree an undo list (one that ref, which has none, has not)? */
+static int undo_compare(struct tree *t, pid_t ref, int set)
+{
 	for (size_t p = 0; p < t->nr_procs; p++) {
 		struct dump_ctx *ctx = t->dprocs[p];
 
 		for (size_t i = 0; i < ctx->nr_threads; i++) {
 			pid_t tid = ctx->threads[i].tid;
-			int r = sys_kcmp(me, tid, KCMP_SYSVSEM, 0, 0);
+			int r = sys_kcmp(ref, tid, KCMP_SYSVSEM, 0, 0);
 
 			if (r < 0) {
 				pr_err("pid %d: cannot compare its System V semaphore undo list "
