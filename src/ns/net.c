@@ -189,6 +189,55 @@ static int nl_open(struct nl_sock **sk, uint32_t id)
 	return 0;
 }
 
+/*
+ * lo of the namespace amber is in: whether it is up (dump, e->lo_up), or
+ * bring it up (restore).  A namespace left empty for the runtime keeps only
+ * this: runc makes each container's lo up but does not again at restore,
+ * and a connection over 127.0.0.1 needs it.
+ */
+static int lo_link(const NetnsEntry *e, bool *up, bool set)
+{
+	struct rtnl_link *orig = NULL, *chg = NULL;
+	struct nl_sock *sk;
+	int err, ret = nl_open(&sk, e->id);
+
+	if (ret)
+		return ret;
+	err = rtnl_link_get_kernel(sk, 0, "lo", &orig);
+	if (err >= 0 && !set)
+		*up = !!(rtnl_link_get_flags(orig) & IFF_UP);
+	if (err >= 0 && set) {
+		chg = rtnl_link_alloc();
+		if (!chg)
+			err = -NLE_NOMEM;
+		else
+			rtnl_link_set_flags(chg, IFF_UP);
+		if (chg)
+			err = rtnl_link_change(sk, orig, chg, 0);
+	}
+	if (err < 0) {
+		pr_err("network namespace %u: cannot %s lo: %s", e->id,
+		       set ? "bring up" : "read the state of", nl_geterror(err));
+		ret = -EIO;
+	}
+	if (chg)
+		rtnl_link_put(chg);
+	if (orig)
+		rtnl_link_put(orig);
+	nl_socket_free(sk);
+	return ret;
+}
+
+static int lo_state(NetnsEntry *e)
+{
+	bool up = false;
+	int ret = lo_link(e, &up, false);
+
+	e->has_lo_up = true;
+	e->lo_up = up;
+	return ret;
+}
+
 static int put_bytes(ProtobufCBinaryData *b, struct nl_addr *a)
 {
 	b->len = nl_addr_get_len(a);
@@ -795,9 +844,13 @@ static int add_netns(pid_t pid, uint64_t ino, uint32_t *id, bool empty)
 	/* the runtime sets it up again itself (runc, podman): only its existence is kept */
 	if (empty) {
 		e->has_empty = e->empty = true;
-		pr_info("pid %d: network namespace %u (inode %llu) left empty (empty_ns)", pid,
-			e->id, (unsigned long long)ino);
-		return 0;
+		ret = netns_enter(e->id);
+		if (!ret)
+			ret = lo_state(e);
+		netns_leave(e->id);
+		pr_info("pid %d: network namespace %u (inode %llu) left empty (empty_ns)%s", pid,
+			e->id, (unsigned long long)ino, e->lo_up ? " but for lo, up" : "");
+		return ret;
 	}
 	ret = read_fresh();
 	if (!ret)
@@ -1647,15 +1700,14 @@ static int restore_lock(const struct tree *t, const NetnsEntry *e)
 {
 	if (t->o->network_lock_skip)
 		return 0;
-	return nft_cmd(
-		e,
-		"table inet " RESTORE_LOCK " {\n"
-		" chain in { type filter hook input priority -400;\n"
+	return nft_cmd(e,
+		       "table inet " RESTORE_LOCK " {\n"
+		       " chain in { type filter hook input priority -400;\n"
 		       "  iifname != \"lo\" meta l4proto tcp drop; }\n"
-		" chain out { type filter hook output priority -400;\n"
+		       " chain out { type filter hook output priority -400;\n"
 		       "  oifname != \"lo\" meta l4proto tcp drop; }\n"
-		"}\n",
-		"lock it while the restore makes its sockets");
+		       "}\n",
+		       "lock it while the restore makes its sockets");
 }
 
 /* Once per restore: every process and socket exists, none runs yet. */
@@ -1744,11 +1796,16 @@ static int fill_netns(struct tree *t, struct netns *n)
 	int ret = netns_enter(n->e->id);
 
 	/* left empty for the runtime: the image's (empty_ns at dump) or the client's word */
-	if (!ret && !n->e->empty && !t->o->empty_netns)
+	if (!ret && !n->e->empty && !t->o->empty_netns) {
 		ret = configure(n->e);
-	else if (!ret)
-		pr_info("network namespace %u made empty (empty_ns): the runtime sets it up",
-			n->e->id);
+	} else if (!ret) {
+		bool up = true;
+
+		if (n->e->empty && n->e->lo_up)
+			ret = lo_link(n->e, &up, true);
+		pr_info("network namespace %u made empty (empty_ns)%s: the runtime sets it up",
+			n->e->id, n->e->empty && n->e->lo_up ? " but for lo, up as it was" : "");
+	}
 	netns_leave(n->e->id);
 	if (!ret)
 		pr_info("made network namespace %u: %zu links, %zu addresses, %zu routes, %zu "
