@@ -3,7 +3,7 @@
 # CRIU's RPC, runc runs criu swrk from PATH).  Rootful podman with its storage under the
 # test's directory, cgroupfs (no systemd), no network; the image is `podman import`ed from
 # a rootfs the test makes (busybox and the static counter), nothing is pulled.
-TESTS+=(podman_checkpoint podman_export_import)
+TESTS+=(podman_checkpoint podman_export_import podman_tcp_established)
 
 # PM: podman with the test's storage; podman_setup makes the image, podman_cleanup removes
 # every container and image and unmounts what podman left mounted under $W/pm.
@@ -20,6 +20,7 @@ podman_setup() {
 	cp /bin/busybox "$W/rootfs/bin/busybox"
 	for a in sh cat ls sleep nc; do ln -sf busybox "$W/rootfs/bin/$a"; done
 	cp "$PROGS/counter-static" "$W/rootfs/counter"
+	cp "$PROGS/tcploop-static" "$W/rootfs/tcploop"
 	tar -C "$W/rootfs" -cf "$W/rootfs.tar" . || { fail "cannot make the rootfs tarball"; return 1; }
 	pm import "$W/rootfs.tar" amber-test:1 >"$W/import.out" 2>&1 ||
 		{ fail "podman import failed"; attach "$W/import.out"; return 1; }
@@ -35,14 +36,18 @@ podman_cleanup() {
 	findmnt -rn -o TARGET | grep -e "^$W/pm/" -e "^$PMRUN/" | sort -r | while read -r m; do umount -l "$m"; done
 	rm -rf "$W/pm" "$PMRUN"
 }
-# podman run -d NAME: the counter in its own container (no network; rlimits below
-# amber's: podman's default raises them, which needs CAP_SYS_RESOURCE)
+# podman run -d NAME [PROGRAM ARGS]: the counter (or PROGRAM /t ARGS) in its own
+# container (no network but its own lo; rlimits below amber's: podman's default raises
+# them, which needs CAP_SYS_RESOURCE)
 podman_run() {
-	pm run -d --name "$1" --network none --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 \
-		--env "AMBER_TEST_SABOTAGE=${AMBER_TEST_SABOTAGE:-0}" amber-test:1 /counter /t \
+	local c=$1 prog=${2:-/counter}
+	shift
+	shift
+	pm run -d --name "$c" --network none --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 \
+		--env "AMBER_TEST_SABOTAGE=${AMBER_TEST_SABOTAGE:-0}" amber-test:1 "$prog" /t "$@" \
 		>"$W/run.out" 2>&1 || { fail "podman run failed"; attach "$W/run.out"; return 1; }
-	podman_pid "$1" && wait_for 15 test -e "/proc/$CPID/root/t/ready" ||
-		{ fail "the container's counter did not start"; pm logs "$1" >"$W/logs.out" 2>&1; attach "$W/logs.out"; return 1; }
+	podman_pid "$c" && wait_for 15 test -e "/proc/$CPID/root/t/ready" ||
+		{ fail "the container's $prog did not start"; pm logs "$c" >"$W/logs.out" 2>&1; attach "$W/logs.out"; return 1; }
 }
 # CPID: the container's init as podman says it
 podman_pid() {
@@ -57,17 +62,18 @@ podman_counts() {
 	wait_for 5 eval '[ "$(lines "/proc/$CPID/root/t/count.log")" -gt $n ]' ||
 		{ fail "$1: the counter (pid $CPID) does not count"; return 1; }
 }
-# go, then the counter's own checks (count.log whole, no line lost or twice) in podman logs
+# go, then the program's own checks in podman logs (the counter's: count.log whole, no
+# line lost or twice; else the line OK).  podman_go NAME [OK]
 podman_go() {
-	local c=$1
+	local c=$1 ok=${2:-count.log holds}
 	touch "/proc/$CPID/root/t/go"
 	wait_for 15 eval '[ "$(podman_state "$c" .State.Status)" = exited ]' ||
-		{ fail "the counter did not finish after go"; return 1; }
+		{ fail "the program did not finish after go"; return 1; }
 	pm logs "$1" >"$W/logs.out" 2>&1
 	attach "$W/logs.out"
-	grep -q "^ok: count.log holds" "$W/logs.out" && grep -q " 0 failed" "$W/logs.out" &&
+	grep -q "^ok: $ok" "$W/logs.out" && grep -q " 0 failed" "$W/logs.out" &&
 		[ "$(podman_state "$1" .State.ExitCode)" = 0 ] ||
-		{ fail "the restored counter's own checks failed"; return 1; }
+		{ fail "the restored program's own checks failed"; return 1; }
 }
 podman_ckpt_fail() { # NAME WHAT
 	fail "$2 failed"
@@ -154,4 +160,39 @@ podman_export_case() {
 		{ fail "the restored counter is not in the new container's cgroups"; cat "/proc/$CPID/cgroup" >"$W/cg"; attach "$W/cg"; return 1; }
 	podman_counts "after restore --import" || return 1
 	podman_go $c-new
+}
+
+# An established TCP connection over the container's lo (tcploop: a client and its server
+# in one process, data queued both ways): podman container checkpoint without
+# --tcp-established is refused naming it, and the container runs on; with it (--keep: the
+# logs stay), the namespace is left empty for runc but for lo, up as it was, restore
+# --tcp-established brings the connection back on a new lo, and after go every number
+# came in order both ways and the listener accepts a new connection.
+t_podman_tcp_established() {
+	[ $SELFTEST = 1 ] && return 77
+	local rc
+	podman_setup || return
+	podman_tcp_case
+	rc=$?
+	podman_cleanup
+	return $rc
+}
+podman_tcp_case() {
+	local c=amber-pmt-$$ d
+	podman_run $c /tcploop 47493 || return 1
+	d=$(podman_state $c .StaticDir)
+	pm container checkpoint $c >"$W/ckpt.out" 2>&1 && { fail "checkpoint of an established connection without --tcp-established succeeded"; return 1; }
+	grep -q "tcp-established" "$d/dump.log" || { fail "dump.log does not name --tcp-established"; attach "$d/dump.log" 10; return 1; }
+	[ "$(podman_state $c .State.Status)" = running ] || { fail "the container is not running after the refused checkpoint"; return 1; }
+	pm container checkpoint --tcp-established --keep $c >"$W/ckpt.out" 2>&1 ||
+		podman_ckpt_fail $c "checkpoint --tcp-established" || return 1
+	grep -q "left empty (empty_ns) but for lo, up" "$d/dump.log" ||
+		{ fail "dump.log does not say lo was up"; attach "$d/dump.log" 20; return 1; }
+	pm container restore --tcp-established --keep $c >"$W/restore.out" 2>&1 ||
+		podman_restore_fail "podman container restore --tcp-established" || return 1
+	grep -q "made empty (empty_ns) but for lo, up as it was" "$d/restore.log" ||
+		{ fail "restore.log does not say lo was brought up"; attach "$d/restore.log" 20; return 1; }
+	[ "$(podman_state $c .State.Status)" = running ] || { fail "the restored container is not running"; return 1; }
+	podman_pid $c || return 1
+	podman_go $c "every number came in order both ways"
 }
