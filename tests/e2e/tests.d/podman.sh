@@ -90,8 +90,9 @@ podman_restore_fail() {
 	return 1
 }
 
-# podman container checkpoint --leave-running (the container runs on), checkpoint (podman
-# says it exited, checkpointed; the counter is gone), restore: running again, a new pid
+# podman container checkpoint --leave-running (the container runs on), checkpoint
+# --print-stats (podman says it exited, checkpointed; the counter is gone; the stats are
+# amber's), restore --print-stats: running again, a new pid
 # that is pid 1 of its pid namespace and counts on, podman exec reaches it; then go: the
 # counter's own checks pass (count.log whole over both checkpoints).
 t_podman_checkpoint() {
@@ -111,11 +112,16 @@ podman_checkpoint_case() {
 		{ fail "the container is not running on after --leave-running"; return 1; }
 	podman_counts "after --leave-running" || return 1
 	pid=$CPID
-	pm container checkpoint $c >"$W/ckpt.out" 2>&1 || podman_ckpt_fail $c "checkpoint" || return 1
+	pm container checkpoint --print-stats $c >"$W/ckpt.out" 2>"$W/ckpt.err" || { cat "$W/ckpt.err" >>"$W/ckpt.out"; podman_ckpt_fail $c "checkpoint"; } || return 1
+	# podman reads the stats-dump file amber writes in runc's work directory, as CRIU does
+	[ "$(jq '.container_statistics[0].criu_statistics.pages_written' "$W/ckpt.out")" -gt 0 ] 2>/dev/null ||
+		{ fail "checkpoint --print-stats: no pages_written"; attach "$W/ckpt.out"; return 1; }
 	wait_for 10 eval '! kill -0 $pid 2>/dev/null' || { fail "the container's init $pid lives on after the checkpoint"; return 1; }
 	[ "$(podman_state $c '.State.Status}} {{.State.Checkpointed')" = "exited true" ] ||
 		{ fail "podman does not say the container is checkpointed: $(podman_state $c '.State.Status}} {{.State.Checkpointed')"; return 1; }
-	pm container restore $c >"$W/restore.out" 2>&1 || podman_restore_fail "podman container restore" || return 1
+	pm container restore --print-stats $c >"$W/restore.out" 2>"$W/restore.err" || { cat "$W/restore.err" >>"$W/restore.out"; podman_restore_fail "podman container restore"; } || return 1
+	[ "$(jq '.container_statistics[0].criu_statistics.pages_restored' "$W/restore.out")" -gt 0 ] 2>/dev/null ||
+		{ fail "restore --print-stats: no pages_restored"; attach "$W/restore.out"; return 1; }
 	[ "$(podman_state $c .State.Status)" = running ] || { fail "the restored container is not running"; return 1; }
 	podman_pid $c || return 1
 	note "restored: podman says pid $CPID"
@@ -147,8 +153,9 @@ podman_export_case() {
 	id=$(podman_state $c .Id)
 	pm container checkpoint --export "$W/ckpt.tar.gz" --compress gzip $c >"$W/ckpt.out" 2>&1 ||
 		podman_ckpt_fail $c "checkpoint --export" || return 1
-	tar -tzf "$W/ckpt.tar.gz" >"$W/ckpt.list" 2>&1 && grep -q "checkpoint/inventory.img" "$W/ckpt.list" ||
-		{ fail "the exported archive holds no amber image"; attach "$W/ckpt.list"; return 1; }
+	tar -tzf "$W/ckpt.tar.gz" >"$W/ckpt.list" 2>&1 && grep -q "checkpoint/inventory.img" "$W/ckpt.list" &&
+		grep -qx "stats-dump" "$W/ckpt.list" ||
+		{ fail "the exported archive holds no amber image or no stats-dump"; attach "$W/ckpt.list"; return 1; }
 	pm rm $c >>"$W/log" 2>&1 || { fail "podman rm of the checkpointed container failed"; return 1; }
 	pm container restore --import "$W/ckpt.tar.gz" --name $c-new >"$W/restore.out" 2>&1 ||
 		podman_restore_fail "podman container restore --import" || return 1
