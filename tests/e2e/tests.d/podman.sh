@@ -8,6 +8,7 @@ TESTS+=(podman_checkpoint podman_export_import podman_tcp_established)
 # PM: podman with the test's storage; podman_setup makes the image, podman_cleanup removes
 # every container and image and unmounts what podman left mounted under $W/pm.
 podman_setup() {
+	PM=()
 	command -v podman >/dev/null || { note "podman is not installed (make setup)"; return 77; }
 	command -v runc >/dev/null || { note "runc is not installed (make setup)"; return 77; }
 	[ -x /bin/busybox ] || { note "busybox-static is not installed (make setup)"; return 77; }
@@ -30,6 +31,7 @@ pm() {
 	PATH="$W/bin:$PATH" timeout -k 5 90 "${PM[@]}" "$@"
 }
 podman_cleanup() {
+	[ ${#PM[@]} -gt 0 ] || return 0
 	pm rm -af -t 0 >>"$W/log" 2>&1
 	pm rmi -af >>"$W/log" 2>&1
 	local m
@@ -98,8 +100,7 @@ podman_restore_fail() {
 t_podman_checkpoint() {
 	[ $SELFTEST = 1 ] && return 77
 	local rc
-	podman_setup || return
-	podman_checkpoint_case
+	podman_setup && podman_checkpoint_case
 	rc=$?
 	podman_cleanup
 	return $rc
@@ -141,8 +142,7 @@ podman_checkpoint_case() {
 t_podman_export_import() {
 	[ $SELFTEST = 1 ] && return 77
 	local rc
-	podman_setup || return
-	podman_export_case
+	podman_setup && podman_export_case
 	rc=$?
 	podman_cleanup
 	return $rc
@@ -178,8 +178,7 @@ podman_export_case() {
 t_podman_tcp_established() {
 	[ $SELFTEST = 1 ] && return 77
 	local rc
-	podman_setup || return
-	podman_tcp_case
+	podman_setup && podman_tcp_case
 	rc=$?
 	podman_cleanup
 	return $rc
