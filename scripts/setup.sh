@@ -3,12 +3,13 @@
 set -euo pipefail
 
 # clang-14 and libclang-rt-14-dev (libFuzzer, ASan, UBSan): the fuzz targets (make fuzz)
-# runc: the rpc_runc test drives amber swrk through it (installed without criu);
-# busybox-static: the shell and nc in the runc container of rpc_runc_services
+# runc: the rpc_runc test drives amber swrk through it (installed without criu)
+# podman, busybox-static: the podman_* tests (podman with runc, a container made with podman
+# import); busybox-static also the shell and nc in the runc container of rpc_runc_services
 PKGS=(gcc make pkg-config libc6-dev protobuf-c-compiler libprotobuf-c-dev libxxhash-dev
       libcmocka-dev jq python3 tmux procps util-linux bc nftables iptables scdoc
       libnl-3-dev libnl-route-3-dev libnftables-dev iproute2
-      clang-14 libclang-rt-14-dev postgresql-15 runc busybox-static)
+      clang-14 libclang-rt-14-dev postgresql-15 runc podman busybox-static)
 
 missing=()
 for p in "${PKGS[@]}"; do

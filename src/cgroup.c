@@ -18,7 +18,9 @@
  * owner's rights.  A process is moved as soon as it exists, before its
  * memory is restored, so that its pages are charged to its own cgroup; for
  * a non-root owner's image it is moved once its credentials are its own
- * (the kernel then judges the move as the owner's).
+ * (the kernel then judges the move as the owner's).  The RPC's cg_root
+ * moves the root process's cgroups, and all below them, to the path the
+ * runtime names (a container restored under a new id).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -880,27 +882,84 @@ static bool applies(const struct tree *t, const struct cg_root *r, const char *c
 }
 
 /*
- * The RPC's cg_root (runc puts amber in the container's new cgroups and
- * names them): amber restores the cgroups at the paths they had, so each
- * must be the root process's path in the image; a moved container is refused.
+ * path below old (or old itself) as the same place below new, into *path
+ * (0 done, 1 not below old, -ENOMEM).
  */
-static int check_cg_root(const struct tree *t)
+static int reroot(char **path, const char *old, const char *new)
+{
+	size_t l = strlen(old);
+	const char *rest = *path + l;
+	char *p;
+
+	if (!strcmp(old, "/"))
+		rest = strcmp(*path, "/") ? *path : "";
+	else if (strncmp(*path, old, l) || (*rest && *rest != '/'))
+		return 1;
+	if (asprintf(&p, "%s%s", strcmp(new, "/") || !*rest ? new : "", rest) < 0)
+		return -ENOMEM;
+	free(*path);
+	*path = p;
+	return 0;
+}
+
+/*
+ * The RPC's cg_root (runc makes the container's cgroups, then names them;
+ * podman's restore --import gives a new container new ones): the root
+ * process's cgroup of each hierarchy it applies to becomes that path, and
+ * every cgroup of the image below it moves along.  A process of the tree in
+ * a cgroup outside the root's cannot follow, and is refused by name.
+ */
+static int apply_cg_root(const struct tree *t)
 {
 	const CgSet *s = set_of(t->pstree[0]->pid);
 
 	for (size_t i = 0; s && i < t->o->nr_cg_root; i++) {
 		const struct cg_root *r = &t->o->cg_root[i];
 
+		if (!clean_path(r->path)) {
+			pr_err("option cg_root: '%s' is not a clean absolute cgroup path", r->path);
+			return -EINVAL;
+		}
 		for (size_t j = 0; j < s->n_members; j++) {
-			const CgMember *m = s->members[j];
+			const CgMember *rm = s->members[j];
+			char *old;
+			int ret = 0;
 
-			if (!applies(t, r, m->controllers) || !strcmp(m->path, r->path))
+			if (!applies(t, r, rm->controllers) || !strcmp(rm->path, r->path))
 				continue;
-			pr_err("option cg_root: cgroup %s of hierarchy '%s' is not the root "
-			       "process's in the image (%s): amber restores the cgroups at the "
-			       "paths they had, not below another root",
-			       r->path, m->controllers, m->path);
-			return -EOPNOTSUPP;
+			old = strdup(rm->path);
+			if (!old)
+				return -ENOMEM;
+			pr_info("cg_root: hierarchy '%s': the image's %s becomes %s",
+				rm->controllers, old, r->path);
+			for (size_t k = 0; !ret && k < nr_loaded; k++) {
+				const CgSet *o = loaded[k]->set;
+				CgDir *d = loaded[k]->dir;
+
+				for (size_t m = 0; o && !ret && m < o->n_members; m++) {
+					CgMember *om = o->members[m];
+
+					if (strcmp(om->controllers, rm->controllers))
+						continue;
+					ret = reroot(&om->path, old, r->path);
+					if (ret == 1) {
+						pr_err("option cg_root: a process was in cgroup %s "
+						       "of "
+						       "hierarchy '%s', outside the root process's "
+						       "%s: it cannot be moved below %s",
+						       om->path, om->controllers, old, r->path);
+						ret = -EOPNOTSUPP;
+					}
+				}
+				/* the settings of cgroups outside the root's stay where they were
+				 */
+				if (d && !strcmp(d->controllers, rm->controllers) &&
+				    reroot(&d->path, old, r->path) < 0)
+					ret = -ENOMEM;
+			}
+			free(old);
+			if (ret)
+				return ret;
 		}
 	}
 	return 0;
@@ -927,7 +986,7 @@ static int cgroup_restore_tree(struct tree *t)
 	if (!ret)
 		ret = check_loaded(t);
 	if (!ret)
-		ret = check_cg_root(t);
+		ret = apply_cg_root(t);
 	if (!ret)
 		ret = find_hiers(t->fd_base);
 	/* every cgroup reachable (or makeable) before anything is made */

@@ -428,6 +428,51 @@ int img_dir_create(const char *dir, bool *created)
 	return fd;
 }
 
+/*
+ * swrk: a complete image already in the client's directory is replaced, as
+ * CRIU overwrites it (podman dumps into one checkpoint directory each time:
+ * after checkpoint --leave-running, the next checkpoint finds the last
+ * image there).  Only its regular *.img files go; anything else is refused
+ * by check_empty().
+ */
+static int drop_old_image(int dirfd, const char *dir)
+{
+	int fd, n = 0, ret = 0;
+	struct dirent *de;
+	DIR *d;
+
+	if (faccessat(dirfd, "inventory.img", F_OK, AT_SYMLINK_NOFOLLOW))
+		return 0;
+	fd = sys_openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+	if (fd < 0) {
+		pr_err("cannot list image directory %s: %s", dir, strerror(-fd));
+		return fd;
+	}
+	d = fdopendir(fd);
+	if (!d) {
+		pr_err("cannot list image directory %s: %m", dir);
+		close(fd);
+		return -ENOMEM;
+	}
+	while (!ret && (de = readdir(d))) {
+		size_t len = strlen(de->d_name);
+
+		if (de->d_type != DT_REG || len < 5 || strcmp(de->d_name + len - 4, ".img"))
+			continue;
+		if (unlinkat(dirfd, de->d_name, 0)) {
+			ret = -errno;
+			pr_err("cannot remove %s of the last image in %s: %m", de->d_name, dir);
+		}
+		n++;
+	}
+	closedir(d);
+	if (!ret)
+		pr_info("image directory %s held an image: its %d files removed, as CRIU "
+			"overwrites one",
+			dir, n);
+	return ret;
+}
+
 /* swrk: a directory the client opened; checked as img_dir_create() checks one it found. */
 int img_dir_adopt(int dirfd, const char *dir)
 {
@@ -439,6 +484,8 @@ int img_dir_adopt(int dirfd, const char *dir)
 		return ret;
 	}
 	ret = check_private(fd, dir);
+	if (!ret)
+		ret = drop_old_image(fd, dir);
 	if (!ret)
 		ret = check_empty(fd, dir, true);
 	if (ret) {

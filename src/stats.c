@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include "owner.h"
 #include "stats.h"
 #include "stats.pb-c.h"
+#include "rpc.pb-c.h"
 #include "sys.h"
 
 #define MAX_RESOURCES 64
@@ -96,6 +98,56 @@ static void fill_restore(RestoreStats *s)
 	s->pages_restored = counts[SC_PAGES_RESTORED];
 	s->processes = (uint32_t)counts[SC_PROCESSES];
 	s->total_time = total();
+}
+
+/* a CRIU-sized time: its uint32 microseconds (71 minutes at most) */
+static uint32_t us32(uint64_t us)
+{
+	return us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+}
+
+void stats_write_rpc(const char *work_dir, bool restore)
+{
+	RpcDumpStats d = RPC_DUMP_STATS__INIT;
+	RpcRestoreStats r = RPC_RESTORE_STATS__INIT;
+	RpcStats s = RPC_STATS__INIT;
+	const char *name = restore ? "stats-restore" : "stats-dump";
+	uint8_t buf[256];
+	uint32_t head[3] = {0x55105940, 0x57093306, 0};
+	char path[PATH_MAX];
+	size_t len;
+	int fd;
+
+	if (restore) {
+		r.forking_time = us32(spent[ST_FORKING]);
+		r.restore_time = us32(spent[ST_RESTORE]);
+		r.has_pages_restored = true;
+		r.pages_restored = counts[SC_PAGES_RESTORED];
+		s.restore = &r;
+	} else {
+		d.freezing_time = us32(spent[ST_FREEZING]);
+		d.frozen_time = us32(spent[ST_FROZEN] +
+				     (started[ST_FROZEN] ? now_us() - started[ST_FROZEN] : 0));
+		d.memdump_time = us32(spent[ST_MEMDUMP]);
+		d.memwrite_time = us32(spent[ST_MEMWRITE]);
+		d.pages_scanned = counts[SC_PAGES_SCANNED];
+		d.pages_skipped_parent = counts[SC_PAGES_SKIPPED_PARENT];
+		d.pages_written = counts[SC_PAGES_WRITTEN];
+		s.dump = &d;
+	}
+	len = rpc_stats__get_packed_size(&s);
+	if (len > sizeof(buf))
+		return;
+	rpc_stats__pack(&s, buf);
+	head[2] = (uint32_t)len; /* (x86: little-endian, as the file's format is) */
+	snprintf(path, sizeof(path), "%s/%s", work_dir, name);
+	/* replaced each time, as CRIU does; the client's directory, never a link in it */
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 || write(fd, head, sizeof(head)) != sizeof(head) ||
+	    write(fd, buf, len) != (ssize_t)len)
+		pr_warn("cannot write the client's %s in the work directory: %m", name);
+	if (fd >= 0)
+		close(fd);
 }
 
 int stats_write_dump(struct img_set *set)

@@ -53,6 +53,8 @@ uint64_t stats_get(enum stat_count c);
 int stats_write_dump(struct img_set *set);
 /* restore: stats-restore.img beside the image, with the owner's rights; warns only */
 void stats_write_restore(struct tree *t);
+/* swrk: CRIU's stats-dump or stats-restore in the client's work directory; warns only */
+void stats_write_rpc(const char *work_dir, bool restore);
 /* --display-stats: what this dump or restore measured, on stderr */
 void stats_print(bool restore);
 /* amber show --stats DIR: both files, where they are; 0 or 1 (some unreadable) */

@@ -1688,15 +1688,14 @@ static int restore_lock(const struct tree *t, const NetnsEntry *e)
 {
 	if (t->o->network_lock_skip)
 		return 0;
-	return nft_cmd(
-		e,
-		"table inet " RESTORE_LOCK " {\n"
-		" chain in { type filter hook input priority -400;\n"
+	return nft_cmd(e,
+		       "table inet " RESTORE_LOCK " {\n"
+		       " chain in { type filter hook input priority -400;\n"
 		       "  iifname != \"lo\" meta l4proto tcp drop; }\n"
-		" chain out { type filter hook output priority -400;\n"
+		       " chain out { type filter hook output priority -400;\n"
 		       "  oifname != \"lo\" meta l4proto tcp drop; }\n"
-		"}\n",
-		"lock it while the restore makes its sockets");
+		       "}\n",
+		       "lock it while the restore makes its sockets");
 }
 
 /* Once per restore: every process and socket exists, none runs yet. */

@@ -25,6 +25,7 @@
 #include "amber.h"
 #include "log.h"
 #include "rpc/rpc.h"
+#include "stats.h"
 
 /* The worker ran an operation itself (rst_sibling): it exits after the answer. */
 static bool last;
@@ -83,6 +84,9 @@ static void op_child(int sk, pid_t peer, const RpcRequest *req, struct op_result
 		ret = dump_run(&o);
 	else if (!ret)
 		ret = restore_run(&o, &root);
+	/* what runtimes read after CRIU (podman's --print-stats) */
+	if (!ret && o.work_dir)
+		stats_write_rpc(o.work_dir, req->type == RPC_TYPE__RPC_RESTORE);
 	r->ret = ret;
 	r->pid = (int)root;
 	if (ret)

@@ -1,7 +1,7 @@
 # amber swrk (src/rpc/): CRIU's RPC as runc drives it, played by build/tools/rpc_client
 # (a socketpair, amber swrk FD on one end, one request per packet, NOTIFYs answered).
 TESTS+=(rpc_version_malformed rpc_dump_restore rpc_notify_refused rpc_refused_options
-	rpc_mntroot rpc_close_mid_request rpc_criu_alias rpc_runc rpc_runc_refused)
+	rpc_mntroot rpc_close_mid_request rpc_criu_alias rpc_runc rpc_runc_refused rpc_cg_root_refused)
 
 RPC_CLIENT=$ROOT/build/tools/rpc_client
 
@@ -49,7 +49,7 @@ t_rpc_version_malformed() {
 }
 
 # One worker: DUMP of counter (images_dir_fd, work_dir_fd, log_file, notify_scripts),
-# then RESTORE (first one with a cg_root other than the image's cgroups: refused); the
+# then RESTORE (first one with a cg_root that is no clean path: refused); the
 # stages come as NOTIFYs in CRIU's order, the restored counter goes on counting and
 # passes its checks.
 rpc_dumped() {
@@ -63,12 +63,12 @@ t_rpc_dump_restore() {
 	rpc_img
 	rpc_to "$W/out" -n "$W/notify" "$AMBER" \
 		"dump=$W/img,$PID,notify,work=$W/work,log=dump.log,log_level=4" \
-		"restore=$W/img,cg_root=:/amber-elsewhere" \
+		"restore=$W/img,cg_root=:/amber//elsewhere" \
 		"restore=$W/img,notify,work=$W/work,log=restore.log,log_level=4" ||
 		{ fail "rpc_client failed"; attach "$W/rpc.err"; attach "$W/work/dump.log"; attach "$W/work/restore.log"; return 1; }
-	# runc's cg_root must be where the image's cgroups were: amber does not move them
-	has_line "$W/out" "^restore fail errno=95 msg=option cg_root: cgroup /amber-elsewhere of hierarchy" \
-		"RESTORE with cg_root elsewhere" || return 1
+	# (a cg_root elsewhere moves the cgroups: podman_export_import)
+	has_line "$W/out" "^restore fail errno=22 msg=option cg_root: '/amber//elsewhere' is not a clean" \
+		"RESTORE with a cg_root that is no clean path" || return 1
 	has_line "$W/out" '^dump ok type=1$' "DUMP" || { attach "$W/work/dump.log"; return 1; }
 	has_line "$W/out" "^restore ok pid=$PID type=2\$" "RESTORE" || { attach "$W/work/restore.log"; return 1; }
 	has_line "$W/out" '^worker exit 0$' "the worker's exit" || return 1
@@ -355,4 +355,42 @@ rpc_runc_refused_case() {
 	n=$(lines "$W/bundle/rootfs/t/count.log")
 	wait_for 5 eval '[ "$(lines "$W/bundle/rootfs/t/count.log")" -gt $n ]' ||
 		{ fail "the container's counter stopped counting"; return 1; }
+}
+
+# cg_root moves the root's cgroups and those below them (podman_export_import): a tree
+# whose child is in a cgroup beside the root's (cgroups: the parent in a, the child in b)
+# cannot follow, and the RESTORE is refused naming that cgroup before anything is made
+# (the new root c is not made); a RESTORE without cg_root brings both back where they were.
+t_rpc_cg_root_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	cg_hiers || return 77
+	local rc
+	cg_mk
+	rpc_cg_root_case
+	rc=$?
+	cleanup_test
+	cg_rm
+	rmdir "$CG2/$(cg_name c)" "$CGP/$(cg_name c)" 2>/dev/null
+	return $rc
+}
+rpc_cg_root_case() {
+	start_prog "$PROGS/cgroups" "$T" || return 1
+	cg_setup || return 1
+	rpc_img
+	rpc_to "$W/out" "$AMBER" "dump=$W/img,$PID" \
+		"restore=$W/img,cg_root=:/$(cg_name c),work=$W/work,log=refused.log,log_level=4" \
+		"restore=$W/img,work=$W/work,log=restore.log,log_level=4" ||
+		{ fail "rpc_client failed"; attach "$W/rpc.err"; return 1; }
+	has_line "$W/out" '^dump ok type=1$' "DUMP" || return 1
+	has_line "$W/out" "^restore fail errno=95 msg=option cg_root: a process was in cgroup /$(cg_name b) of hierarchy '.*', outside the root process's /$(cg_name a)" \
+		"RESTORE with a cg_root the child cannot follow" || { attach "$W/work/refused.log" 20; return 1; }
+	[ ! -d "$CG2/$(cg_name c)" ] && [ ! -d "$CGP/$(cg_name c)" ] ||
+		{ fail "the refused RESTORE made cgroup $(cg_name c)"; return 1; }
+	has_line "$W/out" "^restore ok pid=$PID type=2\$" "RESTORE" || { attach "$W/work/restore.log" 20; return 1; }
+	wait_for 10 is_alive "$PID" || { fail "pid $PID is not back"; return 1; }
+	echo "$PID" >>"$W/pids"
+	cg_back || return 1
+	touch "$T/go"
+	wait_for 30 test -e "$T/result" && [ "$(cat "$T/result")" = 0 ] ||
+		{ fail "the restored program failed its checks"; attach "$T/err"; return 1; }
 }
