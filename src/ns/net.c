@@ -831,12 +831,13 @@ static int add_netns(pid_t pid, uint64_t ino, uint32_t *id, bool empty)
 	 */
 	if (empty) {
 		e->has_empty = e->empty = true;
-		pr_info("pid %d: network namespace %u (inode %llu) left empty (empty_ns)", pid,
-			e->id, (unsigned long long)ino);
 		ret = netns_enter(e->id);
 		if (!ret)
 			ret = read_lo(e);
 		netns_leave(e->id);
+		pr_info("pid %d: network namespace %u (inode %llu) left empty (empty_ns)%s", pid,
+			e->id, (unsigned long long)ino,
+			e->n_links && e->links[0]->up ? " but for lo, up" : "");
 		return ret;
 	}
 	ret = read_fresh();
@@ -1806,8 +1807,10 @@ static int fill_netns(struct tree *t, struct netns *n)
 	if (!ret && !n->e->empty && !t->o->empty_netns) {
 		ret = configure(n->e);
 	} else if (!ret) {
-		pr_info("network namespace %u made empty (empty_ns): the runtime sets it up",
-			n->e->id);
+		bool lo_up = n->e->n_links && n->e->links[0]->up;
+
+		pr_info("network namespace %u made empty (empty_ns)%s: the runtime sets it up",
+			n->e->id, lo_up ? " but for lo, up as it was" : "");
 		ret = lo_only(n->e);
 	}
 	netns_leave(n->e->id);
