@@ -78,6 +78,30 @@ pty_after() {
 TESTS+=(tty_pty)
 t_tty_pty() { cycle -f fds -P pty_before -A pty_after -- "$PROGS/ptypair" "$T"; }
 
+# The same in a mount namespace of the tree with a devpts of its own (newinstance, as a
+# container has): the pair comes back in that devpts, not the host's
+TESTS+=(tty_pty_devpts)
+pty_dev() { stat -L -c %d "/proc/$PID/root/dev/pts/$(basename "$(cat "$W/pts.before")")"; }
+pty_devpts_before() {
+	pty_before || return 1
+	pty_dev >"$W/dev.before"
+	[ "$(cat "$W/dev.before")" != "$(stat -c %d /dev/pts)" ] ||
+		{ fail "the program's pty is in the host's devpts"; return 1; }
+}
+pty_devpts_after() {
+	pty_after || return 1
+	[ "$(pty_dev)" != "$(stat -c %d /dev/pts)" ] ||
+		{ fail "the restored pty is in the host's devpts"; return 1; }
+	nsenter -t "$PID" -m ls /dev/pts | grep -qx "$(basename "$(cat "$W/pts.before")")" ||
+		{ fail "the tree's devpts does not list $(cat "$W/pts.before")"; return 1; }
+}
+t_tty_pty_devpts() {
+	command -v unshare >/dev/null || return 77
+	cycle -f fds -P pty_devpts_before -A pty_devpts_after -- unshare --mount --propagation private sh -c \
+		'mount -t devpts -o newinstance,ptmxmode=0666 devpts /dev/pts && mount --bind /dev/pts/ptmx /dev/ptmx && exec "$0" "$@"' \
+		"$PROGS/ptypair" "$T"
+}
+
 # The pts number is kept though a lower one is free (the program's spare pty, closed):
 # restore must go past it.
 TESTS+=(tty_pty_number_kept)
