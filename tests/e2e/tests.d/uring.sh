@@ -1,0 +1,56 @@
+# shellcheck shell=bash
+# io_uring (progs/uring.c): two idle rings, one plain with CQEs not reaped and SQEs
+# queued, one SINGLE_ISSUER | DEFER_TASKRUN with big SQEs and CQEs and a dropped
+# SQE; after restore the same positions (the program compares its fdinfo
+# counters), CQEs, queued SQEs, flags, and both rings work.
+TESTS+=(uring uring_busy_refused uring_image_refused)
+uring_maps() { grep 'anon_inode:\[io_uring\]' "/proc/$PID/maps" | awk '{print $1, $2, $3}'; }
+uring_maps_before() { uring_maps >"$W/uring.maps"; }
+uring_maps_after() {
+	uring_maps | diff -u "$W/uring.maps" - >"$W/uring.diff" && return 0
+	fail "the rings' mappings differ after restore (- before, + after):"
+	sed 's/^/    /' "$W/uring.diff" >>"$W/log"
+	return 1
+}
+t_uring() { cycle -P uring_maps_before -A uring_maps_after -- "$PROGS/uring" "$T"; }
+
+# A read in flight on an empty pipe: the dump is refused naming the ring and
+# why, and the program runs on (its read completes once the pipe has data).
+t_uring_busy_refused() {
+	[ $SELFTEST = 1 ] && { cycle -- "$PROGS/uring" "$T" busy; return; }
+	start_prog "$PROGS/uring" "$T" busy || return 1
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v &&
+		{ fail "amber dump succeeded with an io_uring read in flight"; return 1; }
+	grep -q "pid $PID: fd 40 is an io_uring with 1 request(s) waiting" "$W/dump.log" ||
+		{ fail "the refusal does not name fd 40 and its request in flight"; attach "$W/dump.log"; return 1; }
+	runs_on "the refused dump"
+}
+
+# Crafted ring records are refused before anything is made; the unedited image
+# restores.
+t_uring_image_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	local ok=0 id k hex
+	start_prog "$PROGS/uring" "$T" || return 1
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v || { fail "amber dump failed"; attach "$W/dump.log"; return 1; }
+	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
+	id=$("$AMBER" show "$W/img" | jq -r '[.files[] | select(.io_uring)][0].id')
+	[ -n "$id" ] && [ "$id" != null ] || { fail "no io_uring in the image"; return 1; }
+	k=$("$AMBER" show "$W/img" | jq '.tasks[0].mm.vmas | map(.kind == "VMA_IO_URING") | index(true)')
+	[ "$k" != null ] || { fail "no io_uring mapping in the image"; return 1; }
+	local bad="is not a ring amber dumps"
+	refused ur_sq "$bad" files.img "$id.io_uring.sq_entries=6" || ok=1
+	refused ur_cq "$bad" files.img "$id.io_uring.cq_entries=4" || ok=1
+	refused ur_flags "$bad" files.img "$id.io_uring.flags=0x2" || ok=1
+	refused ur_head "$bad" files.img "$id.io_uring.sq_head=4000000000" || ok=1
+	refused ur_tail "$bad" files.img "$id.io_uring.cq_tail=5" || ok=1
+	refused ur_rings "$bad" files.img "$id.io_uring.rings=00" || ok=1
+	refused ur_sqes "$bad" files.img "$id.io_uring.sqes=$(printf '%0200d' 0)" || ok=1
+	# positions in the rings' bytes that are not a ring's: the SQ tail 100 ahead
+	hex=$("$AMBER" show "$W/img" | jq -r ".files[] | select(.id == $id) | .io_uring.rings")
+	refused ur_sqtail "$bad" files.img "$id.io_uring.rings=$(echo "$hex" | head -c 8)ffffffff$(echo "$hex" | tail -c +17)" || ok=1
+	refused ur_vma_off "not an io_uring's of the process" "mm-$PID.img" "vmas.$k.pgoff=4096" || ok=1
+	refused ur_vma_file "not an io_uring's of the process" "mm-$PID.img" "vmas.$k.file_id=0" || ok=1
+	[ $ok = 0 ] || return 1
+	unedited_restores
+}
