@@ -35,6 +35,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "anonfd.h"
@@ -54,6 +55,10 @@
 #define URING_MAX_CQ	 65536	    /* IORING_MAX_CQ_ENTRIES */
 #define URING_MAX_REPLAY (1U << 24) /* NOPs at restore: well under a minute */
 #define URING_PAGE	 4096UL
+#define URING_MAX_BUFS	 1024			    /* registered buffers amber restores */
+#define URING_MAX_FILES	 65536			    /* slots of an empty registered-file table */
+#define URING_MAX_BUF	 (1U << 30)		    /* the kernel's largest registered buffer */
+#define URING_TOP	 ((1UL << 47) - URING_PAGE) /* mmap's window without a hint (x86-64) */
 
 /* struct io_rings (the kernel's, the offsets io_uring_setup reports) */
 enum {
@@ -197,10 +202,16 @@ static int read_fdinfo(struct dump_ctx *ctx, int fd, int dup, char **buf)
 	return ret;
 }
 
-/* A thread of the process that is one of io_uring's workers (io-wq, SQPOLL). */
+/*
+ * io_uring's workers (io-wq) are threads of the process that amber leaves
+ * alone (dump.c); one that is not waiting for work (asleep in io_wq_worker)
+ * may run a request: refused.  Idle ones are not restored: the kernel makes
+ * workers when it needs them.
+ */
 static int uring_workers(struct dump_ctx *ctx, int fd)
 {
-	char path[300], *comm;
+	char path[300], *wchan;
+	struct proc_stat st;
 	struct dirent *d;
 	DIR *dir;
 	int ret = 0;
@@ -212,21 +223,23 @@ static int uring_workers(struct dump_ctx *ctx, int fd)
 		return -errno;
 	}
 	while (!ret && (d = readdir(dir))) {
-		if (d->d_name[0] == '.')
+		bool idle;
+
+		if (d->d_name[0] == '.' || proc_parse_stat(atoi(d->d_name), &st) ||
+		    !(st.flags & PF_IO_WORKER))
+			continue; /* or gone: an idle worker exiting */
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/wchan", ctx->pid, d->d_name);
+		if (sys_read_file(path, &wchan, NULL))
 			continue;
-		snprintf(path, sizeof(path), "/proc/%d/task/%s/comm", ctx->pid, d->d_name);
-		if (sys_read_file(path, &comm, NULL))
-			continue; /* gone: an idle worker exiting */
-		if (!strncmp(comm, "iou-", 4)) {
-			comm[strcspn(comm, "\n")] = 0;
-			pr_err("pid %d: fd %d is an io_uring and thread %s is one of io_uring's "
-			       "workers (%s): a request may be in flight there, which amber "
-			       "cannot dump; dump again once the I/O is done (an idle worker "
-			       "exits after a few seconds)",
-			       ctx->pid, fd, d->d_name, comm);
-			ret = -EBUSY;
-		}
-		free(comm);
+		idle = st.state == 'S' && !strcmp(wchan, "io_wq_worker");
+		free(wchan);
+		if (idle)
+			continue;
+		pr_err("pid %d: fd %d is an io_uring and thread %s is an io_uring worker at work "
+		       "(%s, state %c): a request may be in flight there, which amber cannot "
+		       "dump; dump again once the I/O is done",
+		       ctx->pid, fd, d->d_name, st.comm, st.state);
+		ret = -EBUSY;
 	}
 	closedir(dir);
 	return ret;
@@ -425,6 +438,98 @@ static int check_idle(struct dump_ctx *ctx, int fd, const struct uring_info *u, 
 	return 0;
 }
 
+/* Whether [addr, addr + len) is mapped in the process, without a hole. */
+static bool mapped(const struct vma *v, size_t nv, uint64_t addr, uint64_t len)
+{
+	for (size_t i = 0; i < nv && len; i++) {
+		if (v[i].end <= addr)
+			continue;
+		if (v[i].start > addr)
+			return false;
+		len -= v[i].end - addr < len ? v[i].end - addr : len;
+		addr = v[i].end;
+	}
+	return !len;
+}
+
+/*
+ * What is registered: a file table whose slots are all empty (fdinfo names
+ * the files of the others, which does not tell which files they are), and
+ * buffers (fdinfo gives each one's address and length, or none).
+ */
+static int dump_registered(struct dump_ctx *ctx, int fd, const char *buf,
+			   const struct uring_info *u, IoUringEntry *e)
+{
+	char *file = first_entry(buf, "UserFiles:");
+	const char *p = anonfd_field(buf, "UserBufs:");
+	struct vma *v = NULL;
+	size_t nv = 0;
+	uint32_t n = 0;
+	int ret;
+
+	if (file) {
+		pr_err("pid %d: fd %d is an io_uring with files registered (%s); amber cannot "
+		       "tell which files they are: unregister them before the dump",
+		       ctx->pid, fd, file + strspn(file, " "));
+		free(file);
+		return -EOPNOTSUPP;
+	}
+	if (u->user_files > URING_MAX_FILES || u->user_bufs > URING_MAX_BUFS) {
+		pr_err("pid %d: fd %d is an io_uring with %u file slots and %u buffers "
+		       "registered; amber restores up to %u and %u",
+		       ctx->pid, fd, u->user_files, u->user_bufs, URING_MAX_FILES, URING_MAX_BUFS);
+		return -EOPNOTSUPP;
+	}
+	if (u->user_files)
+		e->has_files = 1, e->files = u->user_files;
+	if (!u->user_bufs)
+		return 0;
+	e->buf_addr = calloc(u->user_bufs, sizeof(*e->buf_addr));
+	e->buf_len = calloc(u->user_bufs, sizeof(*e->buf_len));
+	if (!e->buf_addr || !e->buf_len)
+		return -ENOMEM;
+	e->n_buf_addr = e->n_buf_len = u->user_bufs;
+	ret = proc_parse_maps(ctx->pid, &v, &nv);
+	if (ret) {
+		pr_err("pid %d: cannot read its mappings: %s", ctx->pid, strerror(-ret));
+		return ret;
+	}
+	for (p = strchr(p, '\n'); !ret && p && p[1] == ' '; p = strchr(p + 1, '\n')) {
+		unsigned long long addr;
+		unsigned idx, len;
+		char none[8];
+
+		if (sscanf(p + 1, "%u: %7s", &idx, none) == 2 && !strcmp(none, "<none>") &&
+		    idx == n) {
+			n++; /* an empty slot: no address, length 0 */
+			continue;
+		}
+		if (sscanf(p + 1, "%u: 0x%llx/%u", &idx, &addr, &len) != 3 || idx != n || !len ||
+		    len > URING_MAX_BUF) {
+			ret = -EOPNOTSUPP;
+			break;
+		}
+		if (!mapped(v, nv, addr, len)) {
+			pr_err("pid %d: fd %d is an io_uring with buffer %u (%#llx, %u bytes) "
+			       "registered over memory no longer mapped; amber would register "
+			       "what is mapped there now: unregister it before the dump",
+			       ctx->pid, fd, idx, addr, len);
+			ret = -EOPNOTSUPP;
+			break;
+		}
+		e->buf_addr[n] = addr;
+		e->buf_len[n++] = len;
+	}
+	proc_free_vmas(v, nv);
+	if (!ret && n != u->user_bufs)
+		ret = -EOPNOTSUPP;
+	if (ret == -EOPNOTSUPP && n != u->user_bufs)
+		pr_err("pid %d: fd %d: its io_uring fdinfo lists %u of its %u registered buffers "
+		       "as amber knows them",
+		       ctx->pid, fd, n, u->user_bufs);
+	return ret;
+}
+
 static int uring_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 {
 	struct uring_info u;
@@ -450,23 +555,24 @@ static int uring_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 		free(buf);
 		return -EOPNOTSUPP;
 	}
-	free(buf);
 	sq = u.sq_mask + 1;
 	cq = u.cq_mask + 1;
 	if (u.sq_thread != -1) {
 		pr_err("pid %d: fd %d is an io_uring with a polling thread (IORING_SETUP_SQPOLL, "
 		       "thread %ld), which amber does not restore",
 		       ctx->pid, fd, u.sq_thread);
+		free(buf);
 		return -EOPNOTSUPP;
 	}
-	if (u.user_files || u.user_bufs || u.personalities) {
-		pr_err("pid %d: fd %d is an io_uring with %s registered; amber does not restore "
-		       "them yet: unregister them before the dump",
-		       ctx->pid, fd,
-		       u.user_files  ? "files"
-		       : u.user_bufs ? "buffers"
-				     : "personalities");
-		return -EOPNOTSUPP;
+	ret = u.personalities ? -EOPNOTSUPP : dump_registered(ctx, fd, buf, &u, e);
+	free(buf);
+	if (ret) {
+		if (u.personalities)
+			pr_err("pid %d: fd %d is an io_uring with personalities registered "
+			       "(credentials), which amber does not restore: unregister them "
+			       "before the dump",
+			       ctx->pid, fd);
+		return ret;
 	}
 	if (u.polls || u.overflows) {
 		pr_err("pid %d: fd %d is an io_uring with %u request(s) waiting (its poll list) "
@@ -528,8 +634,14 @@ static int uring_check(struct tree *t, const RegFile *f)
 	    ((cq != 2 * sq) && !(e->flags & IORING_SETUP_CQSIZE)) ||
 	    e->rings.len != rings_len(e->flags, sq, cq) ||
 	    e->sqes.len != (size_t)sq * sqe_size(e->flags) || h > URING_MAX_REPLAY ||
+	    (e->has_files && (!e->files || e->files > URING_MAX_FILES)) ||
+	    e->n_buf_addr != e->n_buf_len || e->n_buf_len > URING_MAX_BUFS ||
 	    (f->flags & ~(O_ACCMODE | O_NONBLOCK)) != 0)
 		goto corrupt;
+	for (size_t i = 0; i < e->n_buf_len; i++)
+		if (e->buf_len[i] > URING_MAX_BUF || !e->buf_len[i] != !e->buf_addr[i] ||
+		    e->buf_addr[i] >= URING_TOP || e->buf_len[i] > URING_TOP - e->buf_addr[i])
+			goto corrupt;
 	r = e->rings.data;
 	dropped = rd(r, R_SQ_DROPPED);
 	if (rd(r, R_SQ_HEAD) != h || rd(r, R_CQ_TAIL) != e->cq_tail || rd(r, R_SQ_FLAGS) ||
@@ -604,6 +716,18 @@ static int uring_open_child(struct restore_ctx *ctx, RegFile *f)
 		       e->cq_entries);
 		ret = -EOPNOTSUPP;
 		goto close_fd;
+	}
+	if (e->has_files) {
+		struct io_uring_rsrc_register rr = {.nr = e->files,
+						    .flags = IORING_RSRC_REGISTER_SPARSE};
+
+		ret = sys_io_uring_register(fd, IORING_REGISTER_FILES2, &rr, sizeof(rr));
+		if (ret) {
+			pr_err("pid %d: cannot register an empty table of %u files with the "
+			       "io_uring of file %u: %s",
+			       ctx->pid, e->files, f->id, strerror(-ret));
+			goto close_fd;
+		}
 	}
 	rings = mmap(NULL, rlen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, IORING_OFF_SQ_RING);
 	sqes = mmap(NULL, slen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, IORING_OFF_SQES);
@@ -835,7 +959,6 @@ static int uring_dump_proc(struct dump_ctx *ctx)
  * places it where the only room left is, every other gap of the address
  * space taken meanwhile by an inaccessible placeholder.
  */
-#define URING_TOP ((1UL << 47) - URING_PAGE) /* mmap's window without a hint (x86-64) */
 
 struct gaps {
 	struct infect_sc *sc;
@@ -940,6 +1063,29 @@ static int place_ring(struct restore_ctx *ctx, const VmaEntry *e)
 	return 0;
 }
 
+/* The buffers of the ring at fd, registered again over the restored memory. */
+static int register_bufs(struct restore_ctx *ctx, int fd, const RegFile *f)
+{
+	const IoUringEntry *e = f->io_uring;
+	struct iovec iov[URING_MAX_BUFS];
+	long r;
+	int ret;
+
+	for (size_t i = 0; i < e->n_buf_len; i++)
+		iov[i] = (struct iovec){(void *)(uintptr_t)e->buf_addr[i], e->buf_len[i]};
+	ret = infect_write(&ctx->inf, ctx->inf.scratch, iov, e->n_buf_len * sizeof(iov[0]));
+	if (ret)
+		return ret;
+	r = infect_call(&ctx->inf, SYS_io_uring_register, fd, IORING_REGISTER_BUFFERS,
+			(long)ctx->inf.scratch, (long)e->n_buf_len, 0, 0);
+	if (r) {
+		pr_err("pid %d: cannot register the %zu buffers of the io_uring at fd %d again: %s",
+		       ctx->pid, e->n_buf_len, fd, strerror((int)-r));
+		return r < 0 ? (int)r : -EIO;
+	}
+	return 0;
+}
+
 static int uring_restore_inject(struct restore_ctx *ctx)
 {
 	int ret = 0;
@@ -947,6 +1093,19 @@ static int uring_restore_inject(struct restore_ctx *ctx)
 	for (size_t i = 0; !ret && !ctx->shares_vm && ctx->mm && i < ctx->mm->n_vmas; i++)
 		if (ctx->mm->vmas[i]->kind == VMA_KIND__VMA_IO_URING)
 			ret = place_ring(ctx, ctx->mm->vmas[i]);
+	/* once per ring: at its first fd (a table shared with the parent is the parent's) */
+	for (size_t i = 0; !ret && i < ctx->nr_fds; i++) {
+		const RegFile *f = ctx->files[ctx->fds[i]->file_id];
+		bool first = true;
+
+		if (f->kind != FILE_KIND__FILE_IO_URING || !f->io_uring->n_buf_len ||
+		    tree_entry(ctx->tree, (uint32_t)ctx->pid)->clone_files)
+			continue;
+		for (size_t k = 0; k < i; k++)
+			first = first && ctx->fds[k]->file_id != ctx->fds[i]->file_id;
+		if (first)
+			ret = register_bufs(ctx, (int)ctx->fds[i]->fd, f);
+	}
 	return ret;
 }
 

@@ -2,9 +2,11 @@
 /*
  * uring: two idle io_urings (raw syscalls).
  *  A (fd 40): 8 SQEs, 16 CQEs, no flags; 1000 NOPs and 200 reads of data.txt
- *     submitted and reaped (its positions wrapped many times), then 3 reads
- *     completed and not reaped, and 2 SQEs queued and not submitted (a read and
- *     a NOP), its mappings made by the program with liburing's sizes.
+ *     submitted and reaped (its positions wrapped many times), one NOP run by an
+ *     io-wq worker (IOSQE_ASYNC: the worker stays, idle), then 3 reads completed
+ *     and not reaped, and 2 SQEs queued and not submitted (a read and a NOP),
+ *     its mappings made by the program with liburing's sizes; 3 buffers
+ *     registered (the middle one empty) and an empty table of 3 files.
  *  B (fd 41): SINGLE_ISSUER | DEFER_TASKRUN | SQE128 | CQE32, 4 SQEs and 32
  *     CQEs (CQSIZE); 77 NOPs and one SQE dropped (an index outside the ring),
  *     one NOP completed and not reaped.
@@ -12,7 +14,8 @@
  * After "go": the rings' positions in the shared memory and fdinfo's counters
  * are as before; the unreaped CQEs come with their user_data, res and bytes
  * read; the queued SQEs run when submitted; new requests work, also a read
- * through a file registered now; B is still SINGLE_ISSUER (another process's
+ * through a file put in the table now, and into a registered buffer (the
+ * table has 3 slots still); B is still SINGLE_ISSUER (another process's
  * io_uring_register fails EEXIST) with the main thread as its issuer, and its
  * CQEs and SQEs have their big sizes (else user_data would not match).
  *
@@ -21,6 +24,7 @@
  */
 #include <linux/io_uring.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 
 #include "prog.h"
@@ -126,12 +130,12 @@ static int reap(struct ring *r, struct io_uring_cqe *out)
 	return 1;
 }
 
-/* The counters of fdinfo amber must bring back, one line each. */
+/* The counters of fdinfo amber must bring back, one line each (and the buffers). */
 static void counters(int fd, char *out, size_t len)
 {
 	static const char *keys[] = {
-		"SqMask:", "SqHead:", "SqTail:",       "CachedSqHead:", "CqMask:",
-		"CqHead:", "CqTail:", "CachedCqTail:", "SQEs:",		"CQEs:"};
+		"SqMask:", "SqHead:",	    "SqTail:", "CachedSqHead:", "CqMask:",    "CqHead:",
+		"CqTail:", "CachedCqTail:", "SQEs:",   "CQEs:",		"UserFiles:", "UserBufs:"};
 	char path[64], line[256];
 	FILE *f;
 
@@ -140,11 +144,20 @@ static void counters(int fd, char *out, size_t len)
 	if (!f)
 		prog_die("fdinfo");
 	*out = 0;
-	while (fgets(line, sizeof(line), f))
+	while (fgets(line, sizeof(line), f)) {
+		unsigned idx;
+		char rest[8];
+
+		/* a registered buffer: "    N: 0xADDR/LEN" or "    N: <none>" */
+		if (sscanf(line, "%u: %7s", &idx, rest) == 2 &&
+		    (!strncmp(rest, "0x", 2) || !strcmp(rest, "<none>")) &&
+		    strlen(out) + strlen(line) < len)
+			strcat(out, line);
 		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 			if (!strncmp(line, keys[i], strlen(keys[i])) &&
 			    strlen(out) + strlen(line) < len)
 				strcat(out, line);
+	}
 	fclose(f);
 }
 
@@ -178,6 +191,10 @@ int main(int argc, char **argv)
 {
 	static const char data[] = "0123456789abcdefghijklmnopqrstuvwxyz";
 	static char b1[8], b2[8], b3[8], q1[8], n1[8], f1[8];
+	static char reg0[8192] __attribute__((aligned(4096))), reg2[100];
+	struct iovec bufs[3] = {{reg0, sizeof(reg0)}, {NULL, 0}, {reg2, sizeof(reg2)}};
+	struct io_uring_files_update up;
+	int none[3] = {-1, -1, -1};
 	char ca[1024], cb[1024], ca2[1024], cb2[1024];
 	struct io_uring_cqe cqe;
 	struct ring a, b;
@@ -202,6 +219,12 @@ int main(int argc, char **argv)
 		if (enter(&a, 1, 1) != 1 || !reap(&a, &cqe) || cqe.user_data != 0x1000u + i)
 			prog_die("round %d", i);
 	}
+	nop(&a, 0x1f)->flags = IOSQE_ASYNC; /* an io-wq worker runs it, and stays */
+	if (enter(&a, 1, 1) != 1 || !reap(&a, &cqe) || cqe.user_data != 0x1f)
+		prog_die("the NOP run by a worker");
+	if (syscall(SYS_io_uring_register, 40, IORING_REGISTER_BUFFERS, bufs, 3) ||
+	    syscall(SYS_io_uring_register, 40, IORING_REGISTER_FILES, none, 3))
+		prog_die("registering buffers and an empty file table");
 	rd(&a, fd, b1, 4, 0, 0xa1);
 	rd(&a, fd, b2, 5, 10, 0xa2);
 	rd(&a, fd, b3, 6, 20, 0xa3);
@@ -271,12 +294,25 @@ int main(int argc, char **argv)
 	n = enter(&a, 1, 1) == 1 && reap(&a, &cqe) && cqe.user_data == 0x61 && cqe.res == 3 &&
 	    !memcmp(n1, "xyz", 3);
 	CHECK(n, "a new read on ring A");
-	n = (int)syscall(SYS_io_uring_register, 40, IORING_REGISTER_FILES, &fd, 1);
-	CHECK(n == 0, "data.txt registered on ring A (%d)", n);
-	rd(&a, 0, f1, 2, 1, 0x62)->flags = IOSQE_FIXED_FILE;
+	up = (struct io_uring_files_update){.offset = 1, .fds = (uintptr_t)&fd};
+	n = (int)syscall(SYS_io_uring_register, 40, IORING_REGISTER_FILES_UPDATE, &up, 1);
+	CHECK(n == 1, "data.txt put in slot 1 of ring A's file table (%d)", n);
+	up.offset = 3;
+	n = (int)syscall(SYS_io_uring_register, 40, IORING_REGISTER_FILES_UPDATE, &up, 1);
+	CHECK(n < 0 && errno == EINVAL, "a table of 3 slots: no slot 3 (%d)", n);
+	rd(&a, 1, f1, 2, 1, 0x62)->flags = IOSQE_FIXED_FILE;
 	n = enter(&a, 1, 1) == 1 && reap(&a, &cqe) && cqe.user_data == 0x62 && cqe.res == 2 &&
 	    !memcmp(f1, "12", 2);
 	CHECK(n, "a read through the registered file");
+	{
+		struct io_uring_sqe *sqe = rd(&a, fd, reg2 + 10, 5, 30, 0x63);
+
+		sqe->opcode = IORING_OP_READ_FIXED;
+		sqe->buf_index = 2;
+	}
+	n = enter(&a, 1, 1) == 1 && reap(&a, &cqe) && cqe.user_data == 0x63 && cqe.res == 5 &&
+	    !memcmp(reg2 + 10, "uvwxy", 5);
+	CHECK(n, "a read into registered buffer 2 (res %d)", cqe.res);
 
 	n = reap(&b, &cqe) && cqe.user_data == 0xb1 && !cqe.res;
 	CHECK(n, "ring B's CQE not reaped (32-byte CQEs)");

@@ -1,8 +1,9 @@
 # shellcheck shell=bash
-# io_uring (progs/uring.c): two idle rings, one plain with CQEs not reaped and SQEs
-# queued, one SINGLE_ISSUER | DEFER_TASKRUN with big SQEs and CQEs and a dropped
-# SQE; after restore the same positions (the program compares its fdinfo
-# counters), CQEs, queued SQEs, flags, and both rings work.
+# io_uring (progs/uring.c): two idle rings, one plain with CQEs not reaped, SQEs
+# queued, buffers and an empty file table registered and an idle io-wq worker, one
+# SINGLE_ISSUER | DEFER_TASKRUN with big SQEs and CQEs and a dropped SQE; after
+# restore the same positions (the program compares its fdinfo counters and
+# registered buffers), CQEs, queued SQEs, flags, and both rings work.
 TESTS+=(uring uring_busy_refused uring_image_refused)
 uring_maps() { grep 'anon_inode:\[io_uring\]' "/proc/$PID/maps" | awk '{print $1, $2, $3}'; }
 uring_maps_before() { uring_maps >"$W/uring.maps"; }
@@ -30,12 +31,14 @@ t_uring_busy_refused() {
 # restores.
 t_uring_image_refused() {
 	[ $SELFTEST = 1 ] && return 77
-	local ok=0 id k hex
+	local ok=0 id ida k hex
 	start_prog "$PROGS/uring" "$T" || return 1
 	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v || { fail "amber dump failed"; attach "$W/dump.log"; return 1; }
 	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
 	id=$("$AMBER" show "$W/img" | jq -r '[.files[] | select(.io_uring)][0].id')
 	[ -n "$id" ] && [ "$id" != null ] || { fail "no io_uring in the image"; return 1; }
+	ida=$("$AMBER" show "$W/img" | jq -r '[.files[] | select(.io_uring.files)][0].id')
+	[ -n "$ida" ] && [ "$ida" != null ] || { fail "no io_uring with registrations in the image"; return 1; }
 	k=$("$AMBER" show "$W/img" | jq '.tasks[0].mm.vmas | map(.kind == "VMA_IO_URING") | index(true)')
 	[ "$k" != null ] || { fail "no io_uring mapping in the image"; return 1; }
 	local bad="is not a ring amber dumps"
@@ -46,11 +49,16 @@ t_uring_image_refused() {
 	refused ur_tail "$bad" files.img "$id.io_uring.cq_tail=5" || ok=1
 	refused ur_rings "$bad" files.img "$id.io_uring.rings=00" || ok=1
 	refused ur_sqes "$bad" files.img "$id.io_uring.sqes=$(printf '%0200d' 0)" || ok=1
+	refused ur_files "$bad" files.img "$ida.io_uring.files=0" || ok=1
+	refused ur_nbufs "$bad" files.img "$ida.io_uring.buf_len=8192,100" || ok=1
+	refused ur_buflen "$bad" files.img "$ida.io_uring.buf_len=8192,5,100" || ok=1
+	refused ur_bufaddr "$bad" files.img "$ida.io_uring.buf_addr=0,0,140737488351232" || ok=1
 	# positions in the rings' bytes that are not a ring's: the SQ tail 100 ahead
 	hex=$("$AMBER" show "$W/img" | jq -r ".files[] | select(.id == $id) | .io_uring.rings")
 	refused ur_sqtail "$bad" files.img "$id.io_uring.rings=$(echo "$hex" | head -c 8)ffffffff$(echo "$hex" | tail -c +17)" || ok=1
 	refused ur_vma_off "not an io_uring's of the process" "mm-$PID.img" "vmas.$k.pgoff=4096" || ok=1
-	refused ur_vma_file "not an io_uring's of the process" "mm-$PID.img" "vmas.$k.file_id=0" || ok=1
+	refused ur_vma_file "not an io_uring's of the process" "mm-$PID.img" \
+		"vmas.$k.file_id=$("$AMBER" show "$W/img" | jq '[.files[] | select(.io_uring | not)][0].id')" || ok=1
 	[ $ok = 0 ] || return 1
 	unedited_restores
 }
