@@ -251,10 +251,8 @@ static int uring_workers(struct dump_ctx *ctx, int fd)
  */
 static int probe_flags(struct dump_ctx *ctx, int fd, int dup, uint32_t *flags)
 {
-	struct {
-		struct io_uring_probe p;
-		struct io_uring_probe_op op;
-	} probe;
+	/* a probe of one op: the header and its op, zeroed (the kernel wants that) */
+	uint64_t probe[(sizeof(struct io_uring_probe) + sizeof(struct io_uring_probe_op)) / 8 + 1];
 	int r;
 
 	r = sys_io_uring_enter(dup, 0, 0, 0);
@@ -278,8 +276,8 @@ static int probe_flags(struct dump_ctx *ctx, int fd, int dup, uint32_t *flags)
 		       ctx->pid, fd, strerror(-r));
 		return r;
 	}
-	memset(&probe, 0, sizeof(probe));
-	r = sys_io_uring_register(dup, IORING_REGISTER_PROBE, &probe, 1);
+	memset(probe, 0, sizeof(probe));
+	r = sys_io_uring_register(dup, IORING_REGISTER_PROBE, probe, 1);
 	if (r == -EEXIST)
 		*flags |= IORING_SETUP_SINGLE_ISSUER;
 	else if (r == -EACCES) {
