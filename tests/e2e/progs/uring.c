@@ -21,11 +21,22 @@
  *
  * With "busy": A has a read in flight on an empty pipe (fd 100); the dump must
  * be refused.  After "go" the program writes to the pipe and reaps it.
+ *
+ * With "worker", "files", "eventfd", "sqpoll", "nosqarray", "shared": A (fd 40)
+ * has what amber refuses: an open of a FIFO without a writer run by an io-wq
+ * worker (IOSQE_ASYNC), the pipe registered as a file, an eventfd registered, an SQ
+ * polling thread, no SQ array, a child process holding it too.  After "go" a
+ * NOP goes through A (the worker's open completes once the FIFO has a writer).
  */
 #include <linux/io_uring.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
+#include <sys/eventfd.h>
 #include <sys/wait.h>
+
+#ifndef IORING_SETUP_NO_SQARRAY
+#define IORING_SETUP_NO_SQARRAY (1U << 16)
+#endif
 
 #include "prog.h"
 
@@ -82,7 +93,8 @@ static struct io_uring_sqe *queue(struct ring *r, unsigned index)
 	struct io_uring_sqe *sqe = sqe_at(r, slot);
 
 	memset(sqe, 0, r->sqe_size);
-	U32(r->sq, r->p.sq_off.array)[slot] = index == ~0u ? slot : index;
+	if (!(r->p.flags & IORING_SETUP_NO_SQARRAY))
+		U32(r->sq, r->p.sq_off.array)[slot] = index == ~0u ? slot : index;
 	__atomic_store_n(U32(r->sq, r->p.sq_off.tail), tail + 1, __ATOMIC_RELEASE);
 	return sqe;
 }
@@ -112,8 +124,12 @@ static struct io_uring_sqe *rd(struct ring *r, int fd, void *buf, unsigned len, 
 
 static int enter(struct ring *r, unsigned n, unsigned wait)
 {
-	return (int)syscall(SYS_io_uring_enter, r->fd, n, wait, wait ? IORING_ENTER_GETEVENTS : 0,
-			    NULL, 0);
+	unsigned flags = wait ? IORING_ENTER_GETEVENTS : 0;
+
+	/* an SQ polling thread asleep is woken up; it returns n at once */
+	if (r->p.flags & IORING_SETUP_SQPOLL)
+		flags |= IORING_ENTER_SQ_WAKEUP;
+	return (int)syscall(SYS_io_uring_enter, r->fd, n, wait, flags, NULL, 0);
 }
 
 /* The next CQE, or NULL; consumed. */
@@ -187,6 +203,74 @@ static int busy(void)
 	return prog_done();
 }
 
+static int refused(const char *mode)
+{
+	struct io_uring_cqe cqe;
+	uint64_t want = 0x77;
+	unsigned flags = 0;
+	struct ring a;
+	int p[2], efd, n = 0, st;
+	pid_t child = 0;
+
+	if (pipe(p) || dup2(p[0], 100) != 100)
+		prog_die("pipe");
+	if (!strcmp(mode, "sqpoll"))
+		flags = IORING_SETUP_SQPOLL;
+	else if (!strcmp(mode, "nosqarray"))
+		flags = IORING_SETUP_NO_SQARRAY;
+	setup(&a, 8, flags, 0, 40);
+	if (!strcmp(mode, "files") &&
+	    syscall(SYS_io_uring_register, 40, IORING_REGISTER_FILES, &p[0], 1))
+		prog_die("registering the pipe");
+	efd = eventfd(0, 0);
+	if (!strcmp(mode, "eventfd") &&
+	    (efd < 0 || syscall(SYS_io_uring_register, 40, IORING_REGISTER_EVENTFD, &efd, 1)))
+		prog_die("registering an eventfd");
+	if (!strcmp(mode, "worker")) { /* an open of a FIFO without a writer blocks */
+		struct io_uring_sqe *sqe = nop(&a, 0x78);
+
+		if (mkfifo(prog_path("fifo"), 0600))
+			prog_die("mkfifo");
+		sqe->opcode = IORING_OP_OPENAT;
+		sqe->flags = IOSQE_ASYNC;
+		sqe->fd = AT_FDCWD;
+		sqe->addr = (uintptr_t)prog_path("fifo");
+		sqe->open_flags = O_RDONLY;
+		if (enter(&a, 1, 0) != 1)
+			prog_die("the worker's open");
+	}
+	if (!strcmp(mode, "shared")) {
+		child = fork();
+		if (child < 0)
+			prog_die("fork");
+		if (!child) { /* holds fd 40 until "go" */
+			while (access(prog_path("go"), F_OK))
+				usleep(10000);
+			_exit(0);
+		}
+	}
+	prog_ready();
+	prog_wait_go();
+	if (prog_sabotage())
+		want = 0x76;
+	if (!strcmp(mode, "worker")) {
+		int w = open(prog_path("fifo"), O_WRONLY | O_NONBLOCK);
+
+		for (int i = 0; i < 200 && !(n = reap(&a, &cqe)); i++)
+			if (enter(&a, 0, 0) < 0 || usleep(10000))
+				prog_die("io_uring_enter");
+		CHECK(w >= 0 && n && cqe.user_data == 0x78 && cqe.res >= 0,
+		      "the worker's open completed (%d)", n ? cqe.res : 0);
+	}
+	nop(&a, 0x77);
+	n = enter(&a, 1, 1) == 1 && reap(&a, &cqe) && cqe.user_data == want;
+	CHECK(n, "a NOP through ring A (%s)", mode);
+	if (child)
+		CHECK(waitpid(child, &st, 0) == child && WIFEXITED(st) && !WEXITSTATUS(st),
+		      "the child holding ring A too");
+	return prog_done();
+}
+
 int main(int argc, char **argv)
 {
 	static const char data[] = "0123456789abcdefghijklmnopqrstuvwxyz";
@@ -206,6 +290,8 @@ int main(int argc, char **argv)
 	n = prog_init(argc, argv);
 	if (n < argc && !strcmp(argv[n], "busy"))
 		return busy();
+	if (n < argc)
+		return refused(argv[n]);
 	fd = open("data.txt", O_RDWR | O_CREAT | O_TRUNC, 0644);
 	if (fd < 0 || write(fd, data, 36) != 36)
 		prog_die("data.txt");

@@ -4,7 +4,8 @@
 # SINGLE_ISSUER | DEFER_TASKRUN with big SQEs and CQEs and a dropped SQE; after
 # restore the same positions (the program compares its fdinfo counters and
 # registered buffers), CQEs, queued SQEs, flags, and both rings work.
-TESTS+=(uring uring_busy_refused uring_image_refused)
+TESTS+=(uring uring_busy_refused uring_image_refused uring_worker_refused uring_files_refused)
+TESTS+=(uring_eventfd_refused uring_sqpoll_refused uring_nosqarray_refused uring_shared_refused)
 uring_maps() { grep 'anon_inode:\[io_uring\]' "/proc/$PID/maps" | awk '{print $1, $2, $3}'; }
 uring_maps_before() { uring_maps >"$W/uring.maps"; }
 uring_maps_after() {
@@ -62,3 +63,26 @@ t_uring_image_refused() {
 	[ $ok = 0 ] || return 1
 	unedited_restores
 }
+
+# What amber does not restore is refused at dump, naming the ring and what; the
+# program runs on and its ring works (progs/uring.c's modes).
+uring_refused() { # MODE PATTERN (@PID@: the program's pid)
+	[ $SELFTEST = 1 ] && { cycle -- "$PROGS/uring" "$T" "$1"; return; }
+	start_prog "$PROGS/uring" "$T" "$1" || return 1
+	set -- "$1" "${2//@PID@/$PID}"
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v &&
+		{ fail "amber dump succeeded with an io_uring ($1)"; return 1; }
+	grep -q -- "$2" "$W/dump.log" ||
+		{ fail "the refusal does not say '$2'"; attach "$W/dump.log"; return 1; }
+	runs_on "the refused dump"
+}
+t_uring_worker_refused() {
+	uring_refused worker "pid @PID@: fd 40 is an io_uring and thread [0-9]* is an io_uring worker at work (iou-wrk-@PID@"
+}
+t_uring_files_refused() {
+	uring_refused files "pid @PID@: fd 40 is an io_uring with files registered (0: pipe:\[[0-9]*\]); amber cannot tell which"
+}
+t_uring_eventfd_refused() { uring_refused eventfd "pid @PID@: fd 40 is an io_uring with an eventfd registered"; }
+t_uring_sqpoll_refused() { uring_refused sqpoll "pid @PID@: fd 40 is an io_uring with a polling thread (IORING_SETUP_SQPOLL"; }
+t_uring_nosqarray_refused() { uring_refused nosqarray "pid @PID@: fd 40 is an io_uring without an SQ array (IORING_SETUP_NO_SQARRAY)"; }
+t_uring_shared_refused() { uring_refused shared "fd 40 (io_uring) is shared with pid"; }
