@@ -25,7 +25,8 @@
  * extra words for CQE32 and SQE128 rings and no SQE at all for a ring without
  * an SQ array (NO_SQARRAY): with the process frozen, amber moves the
  * positions the kernel only reads from the shared memory so that one of each
- * is listed, and puts them back.
+ * is listed, and puts them back.  Without an SQ array, the size of the SQE
+ * region tells SQE128 (the pages mincore sees in amber's mapping of it).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -50,7 +51,7 @@
 /* What amber restores; CQSIZE is always given at restore. */
 #define URING_FLAGS                                                                                \
 	(IORING_SETUP_CQSIZE | IORING_SETUP_SQE128 | IORING_SETUP_CQE32 |                          \
-	 IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN)
+	 IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_NO_SQARRAY)
 #define URING_MAX_SQ	 32768	    /* IORING_MAX_ENTRIES */
 #define URING_MAX_CQ	 65536	    /* IORING_MAX_CQ_ENTRIES */
 #define URING_MAX_REPLAY (1U << 24) /* NOPs at restore: well under a minute */
@@ -311,11 +312,51 @@ static void *map_rings(struct dump_ctx *ctx, int fd, int dup, size_t len)
 }
 
 /*
+ * Without an SQ array, the SQE region's size: the kernel maps as many of
+ * its pages as it has, and mincore sees which are there.  A ring of up to
+ * 32 SQEs has one page either way.
+ */
+static int probe_sqe_size(struct dump_ctx *ctx, int fd, int dup, uint32_t sq, uint32_t *flags)
+{
+	size_t big = page_up((size_t)sq * 128), small = page_up((size_t)sq * 64), n = 0;
+	unsigned char vec[URING_MAX_SQ * 128 / URING_PAGE];
+	void *m;
+
+	if (big == small) {
+		pr_err("pid %d: fd %d is an io_uring without an SQ array "
+		       "(IORING_SETUP_NO_SQARRAY) of %u SQEs; amber cannot tell whether they "
+		       "are 64 or 128 bytes (it can from 64 SQEs on)",
+		       ctx->pid, fd, sq);
+		return -EOPNOTSUPP;
+	}
+	m = mmap(NULL, big, PROT_READ, MAP_SHARED, dup, IORING_OFF_SQES);
+	if (m == MAP_FAILED || mincore(m, big, vec)) {
+		pr_err("pid %d: fd %d (io_uring): cannot see its SQEs' pages: %m", ctx->pid, fd);
+		if (m != MAP_FAILED)
+			munmap(m, big);
+		return -errno;
+	}
+	munmap(m, big);
+	while (n < big / URING_PAGE && (vec[n] & 1))
+		n++;
+	if (n * URING_PAGE == big)
+		*flags |= IORING_SETUP_SQE128;
+	else if (n * URING_PAGE != small) {
+		pr_err("pid %d: fd %d (io_uring): its SQEs take %zu pages, not the %zu or %zu of "
+		       "%u SQEs",
+		       ctx->pid, fd, n, small / URING_PAGE, big / URING_PAGE, sq);
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
+/*
  * CQE32, SQE128 and NO_SQARRAY from fdinfo with one CQE and one SQE listed
  * (see the top).  The SQ array's first word lies in the region's last page
  * even without an array (the CQEs end 64 bytes into a page).
  */
-static int probe_layout(struct dump_ctx *ctx, int fd, int dup, uint32_t cq, uint32_t *flags)
+static int probe_layout(struct dump_ctx *ctx, int fd, int dup, uint32_t sq, uint32_t cq,
+			uint32_t *flags)
 {
 	uint32_t cq_head, sq_head, sq_tail, a0;
 	char *buf = NULL, *cqe, *sqe;
@@ -362,12 +403,9 @@ static int probe_layout(struct dump_ctx *ctx, int fd, int dup, uint32_t cq, uint
 		return ret;
 	sqe = first_entry(buf, "SQEs:");
 	free(buf);
-	if (!sqe) {
-		/* NO_SQARRAY: fdinfo lists no SQE; 64 and 128 bytes look alike */
-		pr_err("pid %d: fd %d is an io_uring without an SQ array "
-		       "(IORING_SETUP_NO_SQARRAY); amber cannot tell the size of its SQEs",
-		       ctx->pid, fd);
-		return -EOPNOTSUPP;
+	if (!sqe) { /* NO_SQARRAY: fdinfo lists no SQE */
+		*flags |= IORING_SETUP_NO_SQARRAY;
+		return probe_sqe_size(ctx, fd, dup, sq, flags);
 	}
 	if (strstr(sqe, ", e0:"))
 		*flags |= IORING_SETUP_SQE128;
@@ -590,7 +628,7 @@ static int uring_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 	if (ret)
 		return ret;
 
-	ret = probe_layout(ctx, fd, dup, cq, &flags);
+	ret = probe_layout(ctx, fd, dup, sq, cq, &flags);
 	if (ret)
 		return ret;
 	if (cq != 2 * sq)
@@ -668,7 +706,8 @@ static int nops(int fd, void *rings, void *sqes, uint32_t flags, uint32_t n, boo
 		memset(sqe, 0, sqe_size(flags));
 		sqe->opcode = IORING_OP_NOP;
 		sqe->flags = skip ? IOSQE_CQE_SKIP_SUCCESS : 0;
-		*ring_u32(rings, aoff + idx * 4) = idx;
+		if (!(flags & IORING_SETUP_NO_SQARRAY))
+			*ring_u32(rings, aoff + idx * 4) = idx;
 	}
 	__atomic_store_n(ring_u32(rings, R_SQ_TAIL), tail + n, __ATOMIC_RELEASE);
 	r = sys_io_uring_enter(fd, n, skip ? 0 : n, IORING_ENTER_GETEVENTS);

@@ -10,6 +10,8 @@
  *  B (fd 41): SINGLE_ISSUER | DEFER_TASKRUN | SQE128 | CQE32, 4 SQEs and 32
  *     CQEs (CQSIZE); 77 NOPs and one SQE dropped (an index outside the ring),
  *     one NOP completed and not reaped.
+ *  C (fd 42): NO_SQARRAY | SQE128, 64 SQEs; 100 NOPs, one completed and not
+ *     reaped, one queued.
  *
  * After "go": the rings' positions in the shared memory and fdinfo's counters
  * are as before; the unreaped CQEs come with their user_data, res and bytes
@@ -24,9 +26,10 @@
  *
  * With "worker", "files", "eventfd", "sqpoll", "nosqarray", "shared": A (fd 40)
  * has what amber refuses: an open of a FIFO without a writer run by an io-wq
- * worker (IOSQE_ASYNC), the pipe registered as a file, an eventfd registered, an SQ
- * polling thread, no SQ array, a child process holding it too.  After "go" a
- * NOP goes through A (the worker's open completes once the FIFO has a writer).
+ * worker (IOSQE_ASYNC), the pipe registered as a file, an eventfd registered,
+ * an SQ polling thread, no SQ array in a ring of 8 SQEs, a child process
+ * holding it too.  After "go" a NOP goes through A (the worker's open completes
+ * once the FIFO has a writer).
  */
 #include <linux/io_uring.h>
 #include <sys/mman.h>
@@ -279,9 +282,9 @@ int main(int argc, char **argv)
 	struct iovec bufs[3] = {{reg0, sizeof(reg0)}, {NULL, 0}, {reg2, sizeof(reg2)}};
 	struct io_uring_files_update up;
 	int none[3] = {-1, -1, -1};
-	char ca[1024], cb[1024], ca2[1024], cb2[1024];
+	char ca[1024], cb[1024], cc[1024], ca2[1024], cb2[1024], cc2[1024];
 	struct io_uring_cqe cqe;
-	struct ring a, b;
+	struct ring a, b, c;
 	unsigned a_sq_tail, a_cq_head, b_dropped;
 	uint64_t want_q = 0x51;
 	int fd, n, st;
@@ -342,8 +345,18 @@ int main(int argc, char **argv)
 	b_dropped = *U32(b.sq, b.p.sq_off.dropped);
 	if (b_dropped != 1)
 		prog_die("ring B dropped %u SQEs", b_dropped);
+	setup(&c, 64, IORING_SETUP_NO_SQARRAY | IORING_SETUP_SQE128, 0, 42);
+	for (int i = 0; i < 100; i++)
+		if (!nop(&c, 0x3000 + i) || enter(&c, 1, 1) != 1 || !reap(&c, &cqe) ||
+		    cqe.user_data != 0x3000u + i)
+			prog_die("ring C round %d", i);
+	nop(&c, 0xc1);
+	if (enter(&c, 1, 1) != 1)
+		prog_die("ring C's last NOP");
+	nop(&c, 0xc2);
 	counters(40, ca, sizeof(ca));
 	counters(41, cb, sizeof(cb));
+	counters(42, cc, sizeof(cc));
 
 	prog_ready();
 	prog_wait_go();
@@ -352,6 +365,8 @@ int main(int argc, char **argv)
 
 	counters(40, ca2, sizeof(ca2));
 	counters(41, cb2, sizeof(cb2));
+	counters(42, cc2, sizeof(cc2));
+	CHECK(!strcmp(cc, cc2), "ring C's fdinfo counters as before:\n%s", cc2);
 	CHECK(!strcmp(ca, ca2), "ring A's fdinfo counters as before:\n%s", ca2);
 	CHECK(!strcmp(cb, cb2), "ring B's fdinfo counters as before:\n%s", cb2);
 	CHECK(*U32(a.sq, a.p.sq_off.tail) == a_sq_tail && *U32(a.cq, a.p.cq_off.head) == a_cq_head,
@@ -405,6 +420,9 @@ int main(int argc, char **argv)
 	nop(&b, 0xb2);
 	n = enter(&b, 1, 1) == 1 && reap(&b, &cqe) && cqe.user_data == 0xb2;
 	CHECK(n, "a new NOP on ring B (128-byte SQEs, DEFER_TASKRUN from the main thread)");
+	n = reap(&c, &cqe) && cqe.user_data == 0xc1 && enter(&c, 1, 1) == 1 && reap(&c, &cqe) &&
+	    cqe.user_data == 0xc2;
+	CHECK(n, "ring C's CQE not reaped, then its queued SQE (no SQ array, 128-byte SQEs)");
 	child = fork();
 	if (!child) {
 		struct io_uring_probe pr[2];

@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # io_uring (progs/uring.c): two idle rings, one plain with CQEs not reaped, SQEs
 # queued, buffers and an empty file table registered and an idle io-wq worker, one
-# SINGLE_ISSUER | DEFER_TASKRUN with big SQEs and CQEs and a dropped SQE; after
+# SINGLE_ISSUER | DEFER_TASKRUN with big SQEs and CQEs and a dropped SQE, one
+# without an SQ array with big SQEs; after
 # restore the same positions (the program compares its fdinfo counters and
 # registered buffers), CQEs, queued SQEs, flags, and both rings work.
 TESTS+=(uring uring_busy_refused uring_image_refused uring_worker_refused uring_files_refused)
@@ -84,5 +85,7 @@ t_uring_files_refused() {
 }
 t_uring_eventfd_refused() { uring_refused eventfd "pid @PID@: fd 40 is an io_uring with an eventfd registered"; }
 t_uring_sqpoll_refused() { uring_refused sqpoll "pid @PID@: fd 40 is an io_uring with a polling thread (IORING_SETUP_SQPOLL"; }
-t_uring_nosqarray_refused() { uring_refused nosqarray "pid @PID@: fd 40 is an io_uring without an SQ array (IORING_SETUP_NO_SQARRAY)"; }
+t_uring_nosqarray_refused() {
+	uring_refused nosqarray "pid @PID@: fd 40 is an io_uring without an SQ array (IORING_SETUP_NO_SQARRAY) of 8 SQEs; amber cannot tell"
+}
 t_uring_shared_refused() { uring_refused shared "fd 40 (io_uring) is shared with pid"; }
