@@ -5,7 +5,7 @@
 # without an SQ array with big SQEs; after
 # restore the same positions (the program compares its fdinfo counters and
 # registered buffers), CQEs, queued SQEs, flags, and both rings work.
-TESTS+=(uring uring_busy_refused uring_image_refused uring_worker_refused uring_files_refused)
+TESTS+=(uring uring_leave_running uring_busy_refused uring_image_refused uring_worker_refused uring_files_refused)
 TESTS+=(uring_eventfd_refused uring_sqpoll_refused uring_nosqarray_refused uring_shared_refused)
 uring_maps() { grep 'anon_inode:\[io_uring\]' "/proc/$PID/maps" | awk '{print $1, $2, $3}'; }
 uring_maps_before() { uring_maps >"$W/uring.maps"; }
@@ -16,6 +16,19 @@ uring_maps_after() {
 	return 1
 }
 t_uring() { cycle -P uring_maps_before -A uring_maps_after -- "$PROGS/uring" "$T"; }
+
+# A dump that leaves the program running (-R) moves the positions the kernel
+# only reads while it probes the rings, and puts them back: the program's own
+# checks (fdinfo counters, CQEs, queued SQEs) pass on the original rings.
+t_uring_leave_running() {
+	[ $SELFTEST = 1 ] && return 77
+	start_prog "$PROGS/uring" "$T" || return 1
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -R -v ||
+		{ fail "amber dump -R failed"; attach "$W/dump.log"; return 1; }
+	grep -q "io_uring 64/128, flags 0x10400" "$W/dump.log" ||
+		{ fail "the dump did not probe ring C's flags"; attach "$W/dump.log"; return 1; }
+	runs_on "the dump with -R"
+}
 
 # A read in flight on an empty pipe: the dump is refused naming the ring and
 # why, and the program runs on (its read completes once the pipe has data).
