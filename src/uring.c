@@ -566,8 +566,17 @@ static int dump_registered(struct dump_ctx *ctx, int fd, const char *buf,
 	return ret;
 }
 
+/* The rings dumped, to be looked at again once the process's dump is done. */
+static struct dumped {
+	pid_t pid;
+	int fd;
+	uint32_t sq_head, cq_tail;
+} * dumped;
+static size_t nr_dumped;
+
 static int uring_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 {
+	struct dumped *late;
 	struct uring_info u;
 	IoUringEntry *e;
 	uint32_t flags = 0, sq, cq;
@@ -645,6 +654,12 @@ static int uring_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 	e->flags = flags;
 	e->sq_head = u.cached_sq_head;
 	e->cq_tail = u.cached_cq_tail;
+	/* amber's dup goes with this call: the late look is through /proc */
+	late = realloc(dumped, (nr_dumped + 1) * sizeof(*late));
+	if (!late)
+		return -ENOMEM;
+	dumped = late;
+	dumped[nr_dumped++] = (struct dumped){ctx->pid, fd, e->sq_head, e->cq_tail};
 	pr_info("pid %d: fd %d: io_uring %u/%u, flags %#x, SQ %u..%u, CQ %u..%u", ctx->pid, fd, sq,
 		cq, flags, e->sq_head, rd(e->rings.data, R_SQ_TAIL), rd(e->rings.data, R_CQ_HEAD),
 		e->cq_tail);
@@ -1146,8 +1161,62 @@ static int uring_restore_inject(struct restore_ctx *ctx)
 	return ret;
 }
 
+/*
+ * A request amber did not see in flight (none of the signs) that completed
+ * while the process was frozen moved the kernel's CQ tail: refused, as for
+ * AIO rings.  One still pending when the dump ends is not seen (README).
+ */
+static int uring_dump_late(struct dump_ctx *ctx)
+{
+	for (size_t i = 0; i < nr_dumped; i++) {
+		struct uring_info u;
+		char path[64], *buf;
+		int ret;
+
+		if (dumped[i].pid != ctx->pid)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/fdinfo/%d", ctx->pid, dumped[i].fd);
+		ret = sys_read_file(path, &buf, NULL);
+		if (!ret) {
+			ret = parse_info(buf, &u);
+			free(buf);
+		}
+		if (ret) {
+			pr_err("pid %d: cannot read the fdinfo of fd %d (io_uring) again: %s",
+			       ctx->pid, dumped[i].fd, strerror(-ret));
+			return ret;
+		}
+		if (u.cached_sq_head != dumped[i].sq_head ||
+		    u.cached_cq_tail != dumped[i].cq_tail) {
+			pr_err("pid %d: fd %d is an io_uring that had a request in flight (its CQ "
+			       "tail went from %u to %u during the dump); amber cannot dump "
+			       "requests in flight: dump again once the program's I/O is done",
+			       ctx->pid, dumped[i].fd, dumped[i].cq_tail, u.cached_cq_tail);
+			return -EBUSY;
+		}
+	}
+	return 0;
+}
+
+/* The dump is over (or failed): the next one (amber swrk) starts afresh. */
+static int uring_dump_done(struct tree *t)
+{
+	free(dumped);
+	dumped = NULL;
+	nr_dumped = 0;
+	return 0;
+}
+
+static void uring_dump_undo(struct tree *t)
+{
+	uring_dump_done(t);
+}
+
 const struct resource_ops uring_ops = {
 	.name = "io_uring",
 	.dump = uring_dump_proc,
+	.dump_late = uring_dump_late,
+	.dump_tree_late = uring_dump_done,
+	.dump_undo = uring_dump_undo,
 	.restore_inject = uring_restore_inject,
 };
