@@ -908,7 +908,7 @@ int uring_check_vmas(struct restore_ctx *ctx)
 		if (e->kind != VMA_KIND__VMA_IO_URING)
 			continue;
 		if (!uring_off(e->pgoff) || !e->has_file_id || e->file_id >= ctx->nr_files ||
-		    ctx->files[e->file_id]->kind != FILE_KIND__FILE_IO_URING ||
+		    !ctx->files || ctx->files[e->file_id]->kind != FILE_KIND__FILE_IO_URING ||
 		    vma_fd(ctx, e) < 0 || e->prot & PROT_EXEC) {
 			pr_err("mm-%d.img: mapping %llx-%llx is not an io_uring's of the process; "
 			       "the image is corrupt",
