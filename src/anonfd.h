@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Anonymous-inode files (see files.h): eventfd.c, epoll.c, signalfd.c,
- * timerfd.c, inotify.c, ... (io_uring: uring.c, made in the process).  Their state is read from the
- * fdinfo of amber's own dup of the description (the same open file description as the target's fd),
- * and they are recreated by amber before the restored processes exist.
+ * timerfd.c, inotify.c, ...  Their state is read from the fdinfo of amber's
+ * own dup of the description (the same open file description as the target's
+ * fd), and they are recreated by amber before the restored processes exist
+ * (but io_uring instances, which uring.c makes in the restored process).
  */
 #ifndef AMBER_ANONFD_H
 #define AMBER_ANONFD_H

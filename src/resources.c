@@ -5,7 +5,8 @@
  *    behind mappings (mem), then cwd/root (paths above are amber's), limits
  *    last (a low RLIMIT_NOFILE would stop amber placing fds);
  *  - restore_inject: the address space first (everything else points into
- *    it), AIO rings in it (aio), then the threads (cloned by the leader),
+ *    it), AIO rings in it (aio), io_uring rings mapped in it (uring), then
+ *    the threads (cloned by the leader),
  *    credentials late (creds), file locks and O_ASYNC owners after the mappings and credentials
  *    (locks), scheduling after the credentials too (the kernel checks it
  *    against the thread's own uid and rlimits), per-thread pointers last
