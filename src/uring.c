@@ -11,10 +11,11 @@
  * ring.  Restore: the process, before its memory is replaced, sets up a ring
  * of the same sizes and flags, brings the kernel's positions to the dumped
  * ones with NOPs (each takes one SQE and posts one CQE; one with
- * IOSQE_CQE_SKIP_SUCCESS only takes the SQE) and writes the rings back;
- * mem.c then maps them where they were.  A ring whose CQ tail is not its SQ
- * head less the SQEs dropped is refused: amber cannot tell a request in
- * flight from a CQE skipped or a multishot's extra ones.
+ * IOSQE_CQE_SKIP_SUCCESS only takes the SQE; a MSG_RING from a helper ring
+ * only posts a CQE) and writes the rings back; uring_ops then maps them
+ * where they were.  A ring that posted fewer CQEs than it took SQEs (less
+ * those dropped) is refused: amber cannot tell a request in flight from a
+ * CQE skipped.  More CQEs (MSG_RING's, a multishot request's) are replayed.
  *
  * The kernel shows no ring's setup flags.  Probes tell some without changing
  * the ring: io_uring_enter with nothing to do fails EBADFD on a ring not
@@ -438,7 +439,7 @@ static int check_idle(struct dump_ctx *ctx, int fd, const struct uring_info *u, 
 		      uint32_t sq, uint32_t cq)
 {
 	uint32_t dropped = rd(rings, R_SQ_DROPPED), sqf = rd(rings, R_SQ_FLAGS);
-	uint32_t h = u->cached_sq_head, t = u->cached_cq_tail;
+	uint32_t h = u->cached_sq_head, t = u->cached_cq_tail, extra;
 
 	if (rd(rings, R_SQ_HEAD) != h || rd(rings, R_CQ_TAIL) != t || sqf ||
 	    rd(rings, R_SQ_MASK) != sq - 1 || rd(rings, R_CQ_MASK) != cq - 1 ||
@@ -455,20 +456,20 @@ static int check_idle(struct dump_ctx *ctx, int fd, const struct uring_info *u, 
 		       ctx->pid, fd, h, rd(rings, R_SQ_TAIL), sq, rd(rings, R_CQ_HEAD), t, cq);
 		return -EOPNOTSUPP;
 	}
-	if (t != h - dropped) {
+	/* CQEs without an SQE: MSG_RING's from other rings, a multishot's that ended */
+	extra = t - (h - dropped);
+	if ((int32_t)extra < 0) {
 		pr_err("pid %d: fd %d is an io_uring that took %u SQEs (%u dropped) and posted %u "
-		       "CQEs: %s; amber cannot tell a request in flight from a skipped or a "
-		       "multishot CQE: dump again once every request completed",
-		       ctx->pid, fd, h, dropped, t,
-		       t < h - dropped ? "requests in flight (or CQEs skipped)"
-				       : "more CQEs than requests (multishot, MSG_RING)");
+		       "CQEs: requests in flight (or CQEs skipped with IOSQE_CQE_SKIP_SUCCESS, "
+		       "which amber cannot tell apart); dump again once every request completed",
+		       ctx->pid, fd, h, dropped, t);
 		return -EBUSY;
 	}
-	if (h > URING_MAX_REPLAY) {
-		pr_err("pid %d: fd %d is an io_uring that took %u SQEs; amber brings a ring back "
-		       "to its positions one NOP at a time and does so for up to %u (see README, "
-		       "Limits)",
-		       ctx->pid, fd, h, URING_MAX_REPLAY);
+	if ((uint64_t)h + extra > URING_MAX_REPLAY) {
+		pr_err("pid %d: fd %d is an io_uring that took %u SQEs and posted %u CQEs; amber "
+		       "brings a ring back to its positions one request at a time and does so "
+		       "for up to %u (see README, Limits)",
+		       ctx->pid, fd, h, t, URING_MAX_REPLAY);
 		return -EOPNOTSUPP;
 	}
 	return 0;
@@ -697,7 +698,8 @@ static int uring_check(struct tree *t, const RegFile *f)
 	dropped = rd(r, R_SQ_DROPPED);
 	if (rd(r, R_SQ_HEAD) != h || rd(r, R_CQ_TAIL) != e->cq_tail || rd(r, R_SQ_FLAGS) ||
 	    rd(r, R_SQ_MASK) != sq - 1 || rd(r, R_CQ_MASK) != cq - 1 || rd(r, R_SQ_ENTRIES) != sq ||
-	    rd(r, R_CQ_ENTRIES) != cq || dropped > h || e->cq_tail != h - dropped ||
+	    rd(r, R_CQ_ENTRIES) != cq || dropped > h || (int32_t)(e->cq_tail - (h - dropped)) < 0 ||
+	    (uint64_t)h + (e->cq_tail - (h - dropped)) > URING_MAX_REPLAY ||
 	    rd(r, R_SQ_TAIL) - h > sq || e->cq_tail - rd(r, R_CQ_HEAD) > cq)
 		goto corrupt;
 	return 0;
@@ -735,6 +737,61 @@ static int nops(int fd, void *rings, void *sqes, uint32_t flags, uint32_t n, boo
 }
 
 /*
+ * n CQEs without an SQE on the ring at fd (rings mapped): MSG_RINGs from a
+ * helper ring of the process's, whose own CQEs are skipped, then reaped.
+ */
+static int msgs(int fd, void *rings, uint32_t n)
+{
+	struct io_uring_params p;
+	size_t rlen, slen = 8 * 64;
+	void *hr = MAP_FAILED, *hs = MAP_FAILED;
+	uint32_t batch = rd(rings, R_CQ_ENTRIES) < 8 ? rd(rings, R_CQ_ENTRIES) : 8;
+	int h, ret = 0;
+
+	memset(&p, 0, sizeof(p));
+	h = sys_io_uring_setup(8, &p);
+	if (h < 0)
+		return h;
+	rlen = page_up(p.sq_off.array + 8 * 4);
+	hr = mmap(NULL, rlen, PROT_READ | PROT_WRITE, MAP_SHARED, h, IORING_OFF_SQ_RING);
+	hs = mmap(NULL, slen, PROT_READ | PROT_WRITE, MAP_SHARED, h, IORING_OFF_SQES);
+	if (hr == MAP_FAILED || hs == MAP_FAILED)
+		ret = -errno;
+	for (uint32_t done = 0, k; !ret && done < n; done += k) {
+		uint32_t tail = rd(hr, R_SQ_TAIL);
+		int r;
+
+		k = n - done < batch ? n - done : batch;
+		for (uint32_t i = 0; i < k; i++) {
+			uint32_t idx = (tail + i) & 7;
+			struct io_uring_sqe *sqe = (struct io_uring_sqe *)hs + idx;
+
+			memset(sqe, 0, sizeof(*sqe));
+			sqe->opcode = IORING_OP_MSG_RING; /* IORING_MSG_DATA: addr 0 */
+			sqe->fd = fd;
+			sqe->flags = IOSQE_CQE_SKIP_SUCCESS;
+			*ring_u32(hr, p.sq_off.array + idx * 4) = idx;
+		}
+		__atomic_store_n(ring_u32(hr, R_SQ_TAIL), tail + k, __ATOMIC_RELEASE);
+		r = sys_io_uring_enter(h, k, 0, 0);
+		/* the target's CQEs (posted by its own task's work if DEFER_TASKRUN) */
+		if (r == (int)k)
+			r = sys_io_uring_enter(fd, 0, k, IORING_ENTER_GETEVENTS);
+		if (r < 0)
+			ret = r;
+		__atomic_store_n(ring_u32(rings, R_CQ_HEAD),
+				 __atomic_load_n(ring_u32(rings, R_CQ_TAIL), __ATOMIC_ACQUIRE),
+				 __ATOMIC_RELEASE);
+	}
+	if (hr != MAP_FAILED)
+		munmap(hr, rlen);
+	if (hs != MAP_FAILED)
+		munmap(hs, slen);
+	close(h);
+	return ret;
+}
+
+/*
  * In the restored process (its main thread: a SINGLE_ISSUER ring's issuer),
  * before its memory is replaced: the ring, at the dumped positions and with
  * the dumped rings' contents.  mem.c maps it where it was.
@@ -742,7 +799,7 @@ static int nops(int fd, void *rings, void *sqes, uint32_t flags, uint32_t n, boo
 static int uring_open_child(struct restore_ctx *ctx, RegFile *f)
 {
 	const IoUringEntry *e = f->io_uring;
-	uint32_t posted = e->cq_tail, batch = e->sq_entries;
+	uint32_t posted = e->sq_head - rd(e->rings.data, R_SQ_DROPPED), batch = e->sq_entries;
 	size_t rlen = page_up(e->rings.len), slen = page_up(e->sqes.len);
 	struct io_uring_params p;
 	void *rings = MAP_FAILED, *sqes = MAP_FAILED;
@@ -799,6 +856,8 @@ static int uring_open_child(struct restore_ctx *ctx, RegFile *f)
 		ret = nops(fd, rings, sqes, e->flags, n, skip);
 		done += n;
 	}
+	if (!ret && e->cq_tail != posted)
+		ret = msgs(fd, rings, e->cq_tail - posted);
 	if (!ret && (rd(rings, R_SQ_HEAD) != e->sq_head || rd(rings, R_CQ_TAIL) != e->cq_tail))
 		ret = -EIO;
 	if (ret) {

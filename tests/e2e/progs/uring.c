@@ -3,8 +3,9 @@
  * uring: two idle io_urings (raw syscalls).
  *  A (fd 40): 8 SQEs, 16 CQEs, no flags; 1000 NOPs and 200 reads of data.txt
  *     submitted and reaped (its positions wrapped many times), one NOP run by an
- *     io-wq worker (IOSQE_ASYNC: the worker stays, idle), then 3 reads completed
- *     and not reaped, and 2 SQEs queued and not submitted (a read and a NOP),
+ *     io-wq worker (IOSQE_ASYNC: the worker stays, idle), two CQEs sent by
+ *     another ring (MSG_RING, one not reaped), then 3 reads completed and not
+ *     reaped, and 2 SQEs queued and not submitted (a read and a NOP),
  *     its mappings made by the program with liburing's sizes; 3 buffers
  *     registered (the middle one empty) and an empty table of 3 files.
  *  B (fd 41): SINGLE_ISSUER | DEFER_TASKRUN | SQE128 | CQE32, 4 SQEs and 32
@@ -284,7 +285,7 @@ int main(int argc, char **argv)
 	int none[3] = {-1, -1, -1};
 	char ca[1024], cb[1024], cc[1024], ca2[1024], cb2[1024], cc2[1024];
 	struct io_uring_cqe cqe;
-	struct ring a, b, c;
+	struct ring a, b, c, h;
 	unsigned a_sq_tail, a_cq_head, b_dropped;
 	uint64_t want_q = 0x51;
 	int fd, n, st;
@@ -314,6 +315,23 @@ int main(int argc, char **argv)
 	if (syscall(SYS_io_uring_register, 40, IORING_REGISTER_BUFFERS, bufs, 3) ||
 	    syscall(SYS_io_uring_register, 40, IORING_REGISTER_FILES, none, 3))
 		prog_die("registering buffers and an empty file table");
+	/* two CQEs without an SQE of A's: messages from another ring */
+	setup(&h, 4, 0, 0, 43);
+	for (int i = 0; i < 2; i++) {
+		struct io_uring_sqe *sqe = nop(&h, 0xe0 + i);
+
+		sqe->opcode = IORING_OP_MSG_RING; /* IORING_MSG_DATA */
+		sqe->fd = 40;
+		sqe->len = 41 + i;   /* the CQE's res */
+		sqe->off = 0xd0 + i; /* its user_data */
+	}
+	if (enter(&h, 2, 2) != 2 || !reap(&h, &cqe) || !reap(&h, &cqe) || !reap(&a, &cqe) ||
+	    cqe.user_data != 0xd0 || cqe.res != 41)
+		prog_die("messages from another ring");
+	close(43); /* its mappings stay: amber refuses them, so unmap them */
+	munmap(h.sq, h.p.sq_off.array + h.p.sq_entries * 4);
+	munmap(h.cq, h.p.cq_off.cqes + h.p.cq_entries * h.cqe_size);
+	munmap(h.sqes, h.p.sq_entries * h.sqe_size);
 	rd(&a, fd, b1, 4, 0, 0xa1);
 	rd(&a, fd, b2, 5, 10, 0xa2);
 	rd(&a, fd, b3, 6, 20, 0xa3);
@@ -376,15 +394,15 @@ int main(int argc, char **argv)
 	      *U32(b.sq, b.p.sq_off.dropped));
 
 	n = 0;
-	for (int i = 0; i < 3 && reap(&a, &cqe); i++) {
-		static const uint64_t want[] = {0xa1, 0xa2, 0xa3};
-		static const int res[] = {4, 5, 6};
+	for (int i = 0; i < 4 && reap(&a, &cqe); i++) {
+		static const uint64_t want[] = {0xd1, 0xa1, 0xa2, 0xa3};
+		static const int res[] = {42, 4, 5, 6};
 
 		n += cqe.user_data == want[i] && cqe.res == res[i];
 	}
-	CHECK(n == 3 && !memcmp(b1, "0123", 4) && !memcmp(b2, "abcde", 5) &&
+	CHECK(n == 4 && !memcmp(b1, "0123", 4) && !memcmp(b2, "abcde", 5) &&
 		      !memcmp(b3, "klmnop", 6),
-	      "ring A's three CQEs not reaped, with their data (%d)", n);
+	      "ring A's four CQEs not reaped (a message, three reads), with their data (%d)", n);
 	CHECK(!reap(&a, &cqe), "and no other");
 	n = enter(&a, 2, 2);
 	CHECK(n == 2, "the two queued SQEs submitted (%d)", n);

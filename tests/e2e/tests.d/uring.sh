@@ -1,6 +1,7 @@
 # shellcheck shell=bash
-# io_uring (progs/uring.c): two idle rings, one plain with CQEs not reaped, SQEs
-# queued, buffers and an empty file table registered and an idle io-wq worker, one
+# io_uring (progs/uring.c): idle rings, one plain with CQEs not reaped (one sent by
+# another ring's MSG_RING), SQEs queued, buffers and an empty file table
+# registered and an idle io-wq worker, one
 # SINGLE_ISSUER | DEFER_TASKRUN with big SQEs and CQEs and a dropped SQE, one
 # without an SQ array with big SQEs; after
 # restore the same positions (the program compares its fdinfo counters and
