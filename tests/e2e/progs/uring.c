@@ -9,8 +9,8 @@
  *     its mappings made by the program with liburing's sizes; 3 buffers
  *     registered (the middle one empty) and an empty table of 3 files.
  *  B (fd 41): SINGLE_ISSUER | DEFER_TASKRUN | SQE128 | CQE32, 4 SQEs and 32
- *     CQEs (CQSIZE); 77 NOPs and one SQE dropped (an index outside the ring),
- *     one NOP completed and not reaped.
+ *     CQEs (CQSIZE); 77 NOPs, a message from another ring (reaped) and one SQE
+ *     dropped (an index outside the ring), one NOP completed and not reaped.
  *  C (fd 42): NO_SQARRAY | SQE128, 64 SQEs; 100 NOPs, one completed and not
  *     reaped, one queued.
  *
@@ -328,10 +328,6 @@ int main(int argc, char **argv)
 	if (enter(&h, 2, 2) != 2 || !reap(&h, &cqe) || !reap(&h, &cqe) || !reap(&a, &cqe) ||
 	    cqe.user_data != 0xd0 || cqe.res != 41)
 		prog_die("messages from another ring");
-	close(43); /* its mappings stay: amber refuses them, so unmap them */
-	munmap(h.sq, h.p.sq_off.array + h.p.sq_entries * 4);
-	munmap(h.cq, h.p.cq_off.cqes + h.p.cq_entries * h.cqe_size);
-	munmap(h.sqes, h.p.sq_entries * h.sqe_size);
 	rd(&a, fd, b1, 4, 0, 0xa1);
 	rd(&a, fd, b2, 5, 10, 0xa2);
 	rd(&a, fd, b3, 6, 20, 0xa3);
@@ -354,6 +350,17 @@ int main(int argc, char **argv)
 		if (enter(&b, 1, 1) != 1 || !reap(&b, &cqe) || cqe.user_data != 0x2000u + i)
 			prog_die("ring B round %d", i);
 	}
+	/* a message too, posted by B's own task (DEFER_TASKRUN) when it waits */
+	nop(&h, 0xe2)->opcode = IORING_OP_MSG_RING;
+	sqe_at(&h, *U32(h.sq, h.p.sq_off.tail) - 1)->fd = 41;
+	sqe_at(&h, *U32(h.sq, h.p.sq_off.tail) - 1)->off = 0xd2;
+	if (enter(&h, 1, 1) != 1 || !reap(&h, &cqe) || enter(&b, 0, 1) < 0 || !reap(&b, &cqe) ||
+	    cqe.user_data != 0xd2)
+		prog_die("a message to ring B");
+	close(43); /* its mappings stay: amber refuses them, so unmap them */
+	munmap(h.sq, h.p.sq_off.array + h.p.sq_entries * 4);
+	munmap(h.cq, h.p.cq_off.cqes + h.p.cq_entries * h.cqe_size);
+	munmap(h.sqes, h.p.sq_entries * h.sqe_size);
 	queue(&b, 99); /* dropped: no such SQE */
 	if (enter(&b, 1, 0) < 0)
 		prog_die("the dropped SQE");
