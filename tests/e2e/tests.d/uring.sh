@@ -1,4 +1,3 @@
-# shellcheck shell=bash
 # io_uring (progs/uring.c): idle rings, one plain with CQEs not reaped (one sent by
 # another ring's MSG_RING), SQEs queued, buffers and an empty file table
 # registered and an idle io-wq worker, one
