@@ -299,6 +299,7 @@ extern const struct resource_ops ipc_ops;	 /* ipc/sysv.c: System V IPC, message 
 extern const struct resource_ops seccomp_ops;	 /* seccomp.c: strict mode, filters */
 extern const struct resource_ops membarrier_ops; /* membarrier.c: registrations */
 extern const struct resource_ops aio_ops;	 /* aio.c: io_setup contexts */
+extern const struct resource_ops uring_ops;	 /* uring.c: io_uring, what only calls show */
 
 /* A command's options (opts.c): 0, or -errno with the reason logged. */
 int opts_parse(int argc, char **argv, struct opts *o, int cmd);

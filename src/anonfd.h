@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Anonymous-inode files (see files.h): eventfd.c, epoll.c, signalfd.c,
- * timerfd.c, inotify.c.  Their state is read from the fdinfo of amber's own
- * dup of the description (the same open file description as the target's
- * fd), and they are recreated by amber before the restored processes exist.
+ * timerfd.c, inotify.c, ...  Their state is read from the fdinfo of amber's
+ * own dup of the description (the same open file description as the target's
+ * fd), and they are recreated by amber before the restored processes exist
+ * (but io_uring instances, which uring.c makes in the restored process).
  */
 #ifndef AMBER_ANONFD_H
 #define AMBER_ANONFD_H
@@ -24,6 +25,7 @@ extern const struct fd_type inotify_type;  /* inotify.c: watches with their wd n
 extern const struct fd_type pidfd_type;	   /* pidfd.c: a process of the tree */
 extern const struct fd_type fanotify_type; /* fanotify.c: a group and its marks */
 extern const struct fd_type bpfmap_type;   /* bpfmap.c: array and hash maps, contents */
+extern const struct fd_type uring_type;	   /* uring.c: an idle io_uring, its rings */
 
 #define MAX_HANDLE 128 /* MAX_HANDLE_SZ */
 

@@ -312,6 +312,14 @@ static int seize_thread(struct dump_ctx *ctx, pid_t tid)
 	return pidns_dump_add(ctx->tree, ctx->pid, tid);
 }
 
+/* io_uring's workers run the kernel's code: not frozen, not restored (uring.c) */
+static bool io_worker(pid_t tid)
+{
+	struct proc_stat st;
+
+	return !proc_parse_stat(tid, &st) && (st.flags & PF_IO_WORKER);
+}
+
 /*
  * Freeze every thread.  Threads may be created while we go, so the list is
  * read again until a pass finds nothing new.
@@ -340,7 +348,7 @@ static int seize_threads(struct dump_ctx *ctx)
 			pid_t tid = atoi(de->d_name);
 			int ret;
 
-			if (tid <= 0 || have_thread(ctx, tid))
+			if (tid <= 0 || have_thread(ctx, tid) || io_worker(tid))
 				continue;
 			ret = seize_thread(ctx, tid);
 			if (ret) {

@@ -812,6 +812,20 @@ static int late_locks_refused(struct dump_ctx *ctx, int fd, unsigned flags, RegF
 	return -EOPNOTSUPP;
 }
 
+/* A kind one process alone may hold (fd_type.single_process) in two processes. */
+static int shared_refused(struct fdslot *s, size_t i, RegFile *f)
+{
+	const struct fd_type *ft = type_of(f);
+
+	if (!ft || !ft->single_process || i == 0 || s[i - 1].id != s[i].id ||
+	    s[i - 1].ctx == s[i].ctx)
+		return 0;
+	pr_err("pid %d: fd %d (%s) is shared with pid %d (fd %d); amber makes it again in one "
+	       "process and cannot share it (close it in all but one before the dump)",
+	       s[i].ctx->pid, s[i].fd, ft->name, s[i - 1].ctx->pid, s[i - 1].fd);
+	return -EOPNOTSUPP;
+}
+
 static int files_dump_tree(struct tree *t)
 {
 	struct fdslot *s = NULL;
@@ -847,7 +861,10 @@ static int files_dump_tree(struct tree *t)
 				goto free_slots;
 		}
 		s[i].id = id;
-		ret = locks_dump_fd(s[i].ctx, s[i].fd, s[i].flags, s[i].locked, t->files.f[id]);
+		ret = shared_refused(s, i, t->files.f[id]);
+		if (!ret)
+			ret = locks_dump_fd(s[i].ctx, s[i].fd, s[i].flags, s[i].locked,
+					    t->files.f[id]);
 		if (!ret)
 			ret = late_locks_refused(s[i].ctx, s[i].fd, s[i].flags, t->files.f[id]);
 		if (ret)

@@ -78,6 +78,12 @@ struct fd_type {
 	int (*dump_done)(struct tree *t);
 	/* Optional, dump: the processes run on; see resource_ops.dump_undo. */
 	void (*dump_undo)(void);
+	/*
+	 * An open_child kind that one process alone may hold (an io_uring is
+	 * made again in the process, with its memory): refused at dump when
+	 * fds of two processes share the description.
+	 */
+	bool single_process;
 };
 
 extern const struct fd_type *const fd_types[]; /* NULL-terminated */

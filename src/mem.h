@@ -97,4 +97,11 @@ int aio_dump_ring(struct dump_ctx *ctx, VmaEntry *e);
 /* A VMA_AIO entry of an image: a ring io_setup can make, head, tail, events. */
 bool aio_ring_valid(const VmaEntry *e);
 
+/* ---- io_uring rings (uring.c: made with their fd, mapped after the memory) ---- */
+
+/* At dump, a VMA of an io_uring: v->file_id, the ring's (the process's fd). */
+int uring_vma_file(struct dump_ctx *ctx, struct vma *v);
+/* At restore, every VMA_IO_URING of the image: a ring's, of one of the process's fds. */
+int uring_check_vmas(struct restore_ctx *ctx);
+
 #endif

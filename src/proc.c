@@ -71,6 +71,7 @@ int proc_parse_stat(pid_t pid, struct proc_stat *st)
 	st->env_start = F(50);
 	st->env_end = F(51);
 	st->exit_code = (int)F(52);
+	st->flags = F(9);
 #undef F
 	return 0;
 }

@@ -21,7 +21,10 @@ struct proc_stat {
 	unsigned long start_data, end_data, start_brk;
 	unsigned long arg_start, arg_end, env_start, env_end;
 	int exit_code;
+	unsigned long flags; /* PF_* */
 };
+
+#define PF_IO_WORKER 0x10 /* an io_uring worker: the kernel's thread in the process */
 
 struct proc_status {
 	unsigned uid[4], gid[4];

@@ -5,7 +5,8 @@
  *    behind mappings (mem), then cwd/root (paths above are amber's), limits
  *    last (a low RLIMIT_NOFILE would stop amber placing fds);
  *  - restore_inject: the address space first (everything else points into
- *    it), AIO rings in it (aio), then the threads (cloned by the leader),
+ *    it), AIO rings in it (aio), io_uring rings mapped in it (uring), then
+ *    the threads (cloned by the leader),
  *    credentials late (creds), file locks and O_ASYNC owners after the mappings and credentials
  *    (locks), scheduling after the credentials too (the kernel checks it
  *    against the thread's own uid and rlimits), per-thread pointers last
@@ -33,8 +34,8 @@
 #include "amber.h"
 
 const struct resource_ops *const resources[] = {
-	&ns_ops,      &cgroup_ops,     &mnt_ops,  &netns_ops,	 &task_ops,  &files_ops,
-	&tty_ops,     &mem_ops,	       &aio_ops,  &threads_ops,	 &fs_ops,    &rlimits_ops,
-	&signals_ops, &timers_ops,     &ipc_ops,  &seccomp_ops,	 &creds_ops, &locks_ops,
-	&sched_ops,   &membarrier_ops, &regs_ops, &mnt_exit_ops, NULL,
+	&ns_ops,      &cgroup_ops,  &mnt_ops,	     &netns_ops, &task_ops,	&files_ops,
+	&tty_ops,     &mem_ops,	    &aio_ops,	     &uring_ops, &threads_ops,	&fs_ops,
+	&rlimits_ops, &signals_ops, &timers_ops,     &ipc_ops,	 &seccomp_ops,	&creds_ops,
+	&locks_ops,   &sched_ops,   &membarrier_ops, &regs_ops,	 &mnt_exit_ops, NULL,
 };

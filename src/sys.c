@@ -478,6 +478,27 @@ long sys_bpf(int cmd, void *attr, unsigned size)
 	return r < 0 ? -errno : r;
 }
 
+int sys_io_uring_setup(unsigned entries, void *params)
+{
+	long r = syscall(SYS_io_uring_setup, entries, params);
+
+	return r < 0 ? -errno : (int)r;
+}
+
+int sys_io_uring_enter(int fd, unsigned to_submit, unsigned min_complete, unsigned flags)
+{
+	long r = syscall(SYS_io_uring_enter, fd, to_submit, min_complete, flags, NULL, 0);
+
+	return r < 0 ? -errno : (int)r;
+}
+
+int sys_io_uring_register(int fd, unsigned op, void *arg, unsigned nr_args)
+{
+	long r = syscall(SYS_io_uring_register, fd, op, arg, nr_args);
+
+	return r < 0 ? -errno : (int)r;
+}
+
 int sys_membarrier(int cmd, unsigned flags)
 {
 	long r = syscall(SYS_membarrier, cmd, flags, 0);

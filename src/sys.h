@@ -118,5 +118,10 @@ int sys_seccomp(unsigned op, unsigned flags, const void *args);
 int sys_membarrier(int cmd, unsigned flags);
 /* bpf(2): the result (an fd, 0) or -errno. */
 long sys_bpf(int cmd, void *attr, unsigned size);
+/* io_uring (uring.c): the result (an fd, a count, 0) or -errno.  params is
+ * a struct io_uring_params; enter passes no signal mask. */
+int sys_io_uring_setup(unsigned entries, void *params);
+int sys_io_uring_enter(int fd, unsigned to_submit, unsigned min_complete, unsigned flags);
+int sys_io_uring_register(int fd, unsigned op, void *arg, unsigned nr_args);
 
 #endif

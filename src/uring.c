@@ -1,0 +1,1281 @@
+// SPDX-License-Identifier: MIT
+/*
+ * io_uring: an idle ring (no request in flight, nothing registered) comes
+ * back with its sizes, the setup flags amber can tell, its positions and
+ * what lies in its rings: CQEs not reaped yet, SQEs queued and not submitted.
+ *
+ * The kernel keeps two positions of its own, the next SQE it takes (its
+ * cached SQ head) and the next CQE it posts (its cached CQ tail); the rest of
+ * the ring is memory shared with the process (struct io_rings, the CQEs, the
+ * SQ array and the SQEs), read at dump through amber's own mapping of the
+ * ring.  Restore: the process, before its memory is replaced, sets up a ring
+ * of the same sizes and flags, brings the kernel's positions to the dumped
+ * ones with NOPs (each takes one SQE and posts one CQE; one with
+ * IOSQE_CQE_SKIP_SUCCESS only takes the SQE; a MSG_RING from a helper ring
+ * only posts a CQE) and writes the rings back; uring_ops then maps them
+ * where they were.  A ring that posted fewer CQEs than it took SQEs (less
+ * those dropped) is refused: amber cannot tell a request in flight from a
+ * CQE skipped.  More CQEs (MSG_RING's, a multishot request's) are replayed.
+ *
+ * The kernel shows no ring's setup flags.  Probes tell some without changing
+ * the ring: io_uring_enter with nothing to do fails EBADFD on a ring not
+ * enabled yet (R_DISABLED); waiting for 0 events fails EEXIST for another
+ * task than a DEFER_TASKRUN ring's; io_uring_register fails EEXIST for
+ * another task than a SINGLE_ISSUER ring's.  fdinfo lists the CQEs between
+ * the CQ head and tail and the SQEs between the SQ head and tail, their
+ * extra words for CQE32 and SQE128 rings and no SQE at all for a ring without
+ * an SQ array (NO_SQARRAY): with the process frozen, amber moves the
+ * positions the kernel only reads from the shared memory so that one of each
+ * is listed, and puts them back.  Without an SQ array, the size of the SQE
+ * region tells SQE128 (the pages mincore sees in amber's mapping of it).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/io_uring.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "anonfd.h"
+#include "mem.h"
+#include "proc.h"
+
+#ifndef IORING_SETUP_NO_SQARRAY
+#define IORING_SETUP_NO_SQARRAY (1U << 16)
+#endif
+#define URING_PBUF_STATUS 26 /* IORING_REGISTER_PBUF_STATUS (6.8) */
+
+/* What amber restores; CQSIZE is always given at restore. */
+#define URING_FLAGS                                                                                \
+	(IORING_SETUP_CQSIZE | IORING_SETUP_SQE128 | IORING_SETUP_CQE32 |                          \
+	 IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_NO_SQARRAY)
+#define URING_MAX_SQ	 32768	    /* IORING_MAX_ENTRIES */
+#define URING_MAX_CQ	 65536	    /* IORING_MAX_CQ_ENTRIES */
+#define URING_MAX_REPLAY (1U << 24) /* NOPs at restore: well under a minute */
+#define URING_PAGE	 4096UL
+#define URING_MAX_BUFS	 1024			    /* registered buffers amber restores */
+#define URING_MAX_FILES	 65536			    /* slots of an empty registered-file table */
+#define URING_MAX_BUF	 (1U << 30)		    /* the kernel's largest registered buffer */
+#define URING_TOP	 ((1UL << 47) - URING_PAGE) /* mmap's window without a hint (x86-64) */
+
+/* struct io_rings (the kernel's, the offsets io_uring_setup reports) */
+enum {
+	R_SQ_HEAD = 0,
+	R_SQ_TAIL = 4,
+	R_CQ_HEAD = 8,
+	R_CQ_TAIL = 12,
+	R_SQ_MASK = 16,
+	R_CQ_MASK = 20,
+	R_SQ_ENTRIES = 24,
+	R_CQ_ENTRIES = 28,
+	R_SQ_DROPPED = 32,
+	R_SQ_FLAGS = 36,
+	R_CQ_FLAGS = 40,
+	R_CQ_OVERFLOW = 44,
+	R_CQES = 64,
+};
+
+static uint32_t *ring_u32(void *rings, size_t off)
+{
+	return (uint32_t *)((char *)rings + off);
+}
+
+static uint32_t rd(const void *rings, size_t off)
+{
+	uint32_t v;
+
+	memcpy(&v, (const char *)rings + off, sizeof(v));
+	return v;
+}
+
+static size_t sqe_size(uint32_t flags)
+{
+	return flags & IORING_SETUP_SQE128 ? 128 : 64;
+}
+
+/*
+ * Where the SQ array starts: after the CQEs, cache-line aligned (the kernel's
+ * rings_size(), which doubles the header too for 32-byte CQEs).
+ */
+static size_t array_off(uint32_t flags, uint32_t cq)
+{
+	size_t off = (R_CQES + (size_t)cq * 16) << !!(flags & IORING_SETUP_CQE32);
+
+	return (off + 63) & ~(size_t)63;
+}
+
+static size_t rings_len(uint32_t flags, uint32_t sq, uint32_t cq)
+{
+	return array_off(flags, cq) + (flags & IORING_SETUP_NO_SQARRAY ? 0 : (size_t)sq * 4);
+}
+
+static size_t page_up(size_t n)
+{
+	return (n + URING_PAGE - 1) & ~(URING_PAGE - 1);
+}
+
+static bool pow2(uint32_t n)
+{
+	return n && !(n & (n - 1));
+}
+
+static bool uring_match(const char *link, const struct stat *st)
+{
+	return !strcmp(link, "anon_inode:[io_uring]");
+}
+
+/* The counters of fdinfo (kernel 5.19+: CachedSqHead, CachedCqTail). */
+struct uring_info {
+	uint32_t sq_mask, sq_head, sq_tail, cached_sq_head;
+	uint32_t cq_mask, cq_head, cq_tail, cached_cq_tail;
+	long sq_thread;
+	uint32_t user_files, user_bufs;
+	bool personalities;
+	unsigned polls, overflows;
+};
+
+static int parse_info(const char *buf, struct uring_info *u)
+{
+	static const struct {
+		const char *key;
+		size_t off;
+	} keys[] = {
+		{"SqMask:", offsetof(struct uring_info, sq_mask)},
+		{"SqHead:", offsetof(struct uring_info, sq_head)},
+		{"SqTail:", offsetof(struct uring_info, sq_tail)},
+		{"CachedSqHead:", offsetof(struct uring_info, cached_sq_head)},
+		{"CqMask:", offsetof(struct uring_info, cq_mask)},
+		{"CqHead:", offsetof(struct uring_info, cq_head)},
+		{"CqTail:", offsetof(struct uring_info, cq_tail)},
+		{"CachedCqTail:", offsetof(struct uring_info, cached_cq_tail)},
+		{"UserFiles:", offsetof(struct uring_info, user_files)},
+		{"UserBufs:", offsetof(struct uring_info, user_bufs)},
+	};
+	const char *p, *poll, *ovf;
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		p = anonfd_field(buf, keys[i].key);
+		if (!p)
+			return -ENOENT;
+		*(uint32_t *)((char *)u + keys[i].off) = (uint32_t)strtoul(p, NULL, 0);
+	}
+	p = anonfd_field(buf, "SqThread:");
+	poll = anonfd_field(buf, "PollList:");
+	ovf = anonfd_field(buf, "CqOverflowList:");
+	if (!p || !poll || !ovf)
+		return -ENOENT;
+	u->sq_thread = strtol(p, NULL, 10);
+	u->personalities = anonfd_field(buf, "Personalities:") != NULL;
+	/* the lists' entries are the indented lines below their titles */
+	u->polls = u->overflows = 0;
+	for (p = strchr(poll, '\n'); p && p[1] == ' '; p = strchr(p + 1, '\n'))
+		u->polls++;
+	for (p = strchr(ovf, '\n'); p && p[1] == ' '; p = strchr(p + 1, '\n'))
+		u->overflows++;
+	return 0;
+}
+
+/* The first entry line below "title" in fdinfo (up to its end), or NULL. */
+static char *first_entry(const char *buf, const char *title)
+{
+	const char *p = anonfd_field(buf, title), *end;
+
+	p = p ? strchr(p, '\n') : NULL;
+	if (!p || p[1] != ' ')
+		return NULL;
+	end = strchr(p + 1, '\n');
+	return strndup(p + 1, end ? (size_t)(end - p - 1) : strlen(p + 1));
+}
+
+static int read_fdinfo(struct dump_ctx *ctx, int fd, int dup, char **buf)
+{
+	char path[64];
+	int ret;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", dup);
+	ret = sys_read_file(path, buf, NULL);
+	if (ret)
+		pr_err("pid %d: cannot read the fdinfo of fd %d (io_uring): %s", ctx->pid, fd,
+		       strerror(-ret));
+	return ret;
+}
+
+/*
+ * io_uring's workers (io-wq) are threads of the process that amber leaves
+ * alone (dump.c); one that is not waiting for work (asleep in io_wq_worker)
+ * may run a request: refused.  Idle ones are not restored: the kernel makes
+ * workers when it needs them.
+ */
+static int uring_workers(struct dump_ctx *ctx, int fd)
+{
+	char path[300], *wchan;
+	struct proc_stat st;
+	struct dirent *d;
+	DIR *dir;
+	int ret = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", ctx->pid);
+	dir = opendir(path);
+	if (!dir) {
+		pr_err("pid %d: cannot list its threads: %m", ctx->pid);
+		return -errno;
+	}
+	while (!ret && (d = readdir(dir))) {
+		bool idle;
+
+		if (d->d_name[0] == '.' || proc_parse_stat(atoi(d->d_name), &st) ||
+		    !(st.flags & PF_IO_WORKER))
+			continue; /* or gone: an idle worker exiting */
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/wchan", ctx->pid, d->d_name);
+		if (sys_read_file(path, &wchan, NULL))
+			continue;
+		idle = st.state == 'S' && !strcmp(wchan, "io_wq_worker");
+		free(wchan);
+		if (idle)
+			continue;
+		pr_err("pid %d: fd %d is an io_uring and thread %s is an io_uring worker at work "
+		       "(%s, state %c): a request may be in flight there, which amber cannot "
+		       "dump; dump again once the I/O is done",
+		       ctx->pid, fd, d->d_name, st.comm, st.state);
+		ret = -EBUSY;
+	}
+	closedir(dir);
+	return ret;
+}
+
+/*
+ * The flags the probes tell (see the top), 0 or -errno (refused, logged).
+ * They run in amber, on its dup: none changes the ring.
+ */
+static int probe_flags(struct dump_ctx *ctx, int fd, int dup, uint32_t *flags)
+{
+	/* a probe of one op: the header and its op, zeroed (the kernel wants that) */
+	uint64_t probe[(sizeof(struct io_uring_probe) + sizeof(struct io_uring_probe_op)) / 8 + 1];
+	int r;
+
+	r = sys_io_uring_enter(dup, 0, 0, 0);
+	if (r == -EBADFD) {
+		pr_err("pid %d: fd %d is an io_uring set up disabled (IORING_SETUP_R_DISABLED) "
+		       "and not enabled yet; amber does not restore that: enable it "
+		       "(IORING_REGISTER_ENABLE_RINGS) before the dump",
+		       ctx->pid, fd);
+		return -EOPNOTSUPP;
+	}
+	if (r < 0) {
+		pr_err("pid %d: fd %d (io_uring): io_uring_enter with nothing to do: %s", ctx->pid,
+		       fd, strerror(-r));
+		return r;
+	}
+	r = sys_io_uring_enter(dup, 0, 0, IORING_ENTER_GETEVENTS);
+	if (r == -EEXIST)
+		*flags |= IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_SINGLE_ISSUER;
+	else if (r < 0) {
+		pr_err("pid %d: fd %d (io_uring): io_uring_enter waiting for no event: %s",
+		       ctx->pid, fd, strerror(-r));
+		return r;
+	}
+	memset(probe, 0, sizeof(probe));
+	r = sys_io_uring_register(dup, IORING_REGISTER_PROBE, probe, 1);
+	if (r == -EEXIST)
+		*flags |= IORING_SETUP_SINGLE_ISSUER;
+	else if (r == -EACCES) {
+		pr_err("pid %d: fd %d is an io_uring with restrictions "
+		       "(IORING_REGISTER_RESTRICTIONS), which amber does not restore",
+		       ctx->pid, fd);
+		return -EOPNOTSUPP;
+	} else if (r < 0) {
+		pr_err("pid %d: fd %d (io_uring): IORING_REGISTER_PROBE: %s", ctx->pid, fd,
+		       strerror(-r));
+		return r;
+	}
+	if ((*flags & IORING_SETUP_SINGLE_ISSUER) && ctx->nr_threads > 1) {
+		pr_err("pid %d: fd %d is a SINGLE_ISSUER io_uring in a process of %zu threads; "
+		       "amber cannot tell which thread is its issuer (restored, it would be "
+		       "the main thread's)",
+		       ctx->pid, fd, ctx->nr_threads);
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
+/* The first len bytes of the ring region, amber's mapping (of the dup). */
+static void *map_rings(struct dump_ctx *ctx, int fd, int dup, size_t len)
+{
+	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, dup, IORING_OFF_SQ_RING);
+
+	if (m == MAP_FAILED)
+		pr_err("pid %d: fd %d (io_uring): cannot map its rings: %m", ctx->pid, fd);
+	return m;
+}
+
+/*
+ * Without an SQ array, the SQE region's size: the kernel maps as many of
+ * its pages as it has, and mincore sees which are there.  A ring of up to
+ * 32 SQEs has one page either way.
+ */
+static int probe_sqe_size(struct dump_ctx *ctx, int fd, int dup, uint32_t sq, uint32_t *flags)
+{
+	size_t big = page_up((size_t)sq * 128), small = page_up((size_t)sq * 64), n = 0;
+	unsigned char vec[URING_MAX_SQ * 128 / URING_PAGE];
+	void *m;
+
+	if (big == small) {
+		pr_err("pid %d: fd %d is an io_uring without an SQ array "
+		       "(IORING_SETUP_NO_SQARRAY) of %u SQEs; amber cannot tell whether they "
+		       "are 64 or 128 bytes (it can from 64 SQEs on)",
+		       ctx->pid, fd, sq);
+		return -EOPNOTSUPP;
+	}
+	m = mmap(NULL, big, PROT_READ, MAP_SHARED, dup, IORING_OFF_SQES);
+	if (m == MAP_FAILED || mincore(m, big, vec)) {
+		pr_err("pid %d: fd %d (io_uring): cannot see its SQEs' pages: %m", ctx->pid, fd);
+		if (m != MAP_FAILED)
+			munmap(m, big);
+		return -errno;
+	}
+	munmap(m, big);
+	while (n < big / URING_PAGE && (vec[n] & 1))
+		n++;
+	if (n * URING_PAGE == big)
+		*flags |= IORING_SETUP_SQE128;
+	else if (n * URING_PAGE != small) {
+		pr_err("pid %d: fd %d (io_uring): its SQEs take %zu pages, not the %zu or %zu of "
+		       "%u SQEs",
+		       ctx->pid, fd, n, small / URING_PAGE, big / URING_PAGE, sq);
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
+/*
+ * CQE32, SQE128 and NO_SQARRAY from fdinfo with one CQE and one SQE listed
+ * (see the top).  The SQ array's first word lies in the region's last page
+ * even without an array (the CQEs end 64 bytes into a page).
+ */
+static int probe_layout(struct dump_ctx *ctx, int fd, int dup, uint32_t sq, uint32_t cq,
+			uint32_t *flags)
+{
+	uint32_t cq_head, sq_head, sq_tail, a0;
+	char *buf = NULL, *cqe, *sqe;
+	size_t aoff, len = URING_PAGE;
+	void *rings = map_rings(ctx, fd, dup, len);
+	int ret;
+
+	if (rings == MAP_FAILED)
+		return -errno;
+	cq_head = rd(rings, R_CQ_HEAD);
+	*ring_u32(rings, R_CQ_HEAD) = rd(rings, R_CQ_TAIL) - 1;
+	ret = read_fdinfo(ctx, fd, dup, &buf);
+	*ring_u32(rings, R_CQ_HEAD) = cq_head;
+	munmap(rings, len);
+	if (ret)
+		return ret;
+	cqe = first_entry(buf, "CQEs:");
+	free(buf);
+	if (!cqe) {
+		pr_err("pid %d: fd %d (io_uring): fdinfo lists no CQE (kernel?)", ctx->pid, fd);
+		return -EOPNOTSUPP;
+	}
+	if (strstr(cqe, "extra1:"))
+		*flags |= IORING_SETUP_CQE32;
+	free(cqe);
+
+	aoff = array_off(*flags, cq);
+	len = page_up(aoff + 4);
+	rings = map_rings(ctx, fd, dup, len);
+	if (rings == MAP_FAILED)
+		return -errno;
+	sq_head = rd(rings, R_SQ_HEAD);
+	sq_tail = rd(rings, R_SQ_TAIL);
+	a0 = rd(rings, aoff);
+	*ring_u32(rings, aoff) = 0;
+	*ring_u32(rings, R_SQ_HEAD) = 0;
+	*ring_u32(rings, R_SQ_TAIL) = 1;
+	ret = read_fdinfo(ctx, fd, dup, &buf);
+	*ring_u32(rings, R_SQ_TAIL) = sq_tail;
+	*ring_u32(rings, R_SQ_HEAD) = sq_head;
+	*ring_u32(rings, aoff) = a0;
+	munmap(rings, len);
+	if (ret)
+		return ret;
+	sqe = first_entry(buf, "SQEs:");
+	free(buf);
+	if (!sqe) { /* NO_SQARRAY: fdinfo lists no SQE */
+		*flags |= IORING_SETUP_NO_SQARRAY;
+		return probe_sqe_size(ctx, fd, dup, sq, flags);
+	}
+	if (strstr(sqe, ", e0:"))
+		*flags |= IORING_SETUP_SQE128;
+	free(sqe);
+	return 0;
+}
+
+/* n bytes at IORING_OFF_* off of the ring, copied into *out (malloc'd). */
+static int copy_region(struct dump_ctx *ctx, int fd, int dup, off_t off, size_t n,
+		       ProtobufCBinaryData *out)
+{
+	void *m = mmap(NULL, page_up(n), PROT_READ, MAP_SHARED, dup, off);
+
+	if (m == MAP_FAILED) {
+		pr_err("pid %d: fd %d (io_uring): cannot map its region %#llx: %m", ctx->pid, fd,
+		       (unsigned long long)off);
+		return -errno;
+	}
+	out->data = malloc(n);
+	if (out->data) {
+		memcpy(out->data, m, n);
+		out->len = n;
+	}
+	munmap(m, page_up(n));
+	return out->data ? 0 : -ENOMEM;
+}
+
+/* Refused unless idle (see the top); u is fdinfo's, rings the dumped region. */
+static int check_idle(struct dump_ctx *ctx, int fd, const struct uring_info *u, const void *rings,
+		      uint32_t sq, uint32_t cq)
+{
+	uint32_t dropped = rd(rings, R_SQ_DROPPED), sqf = rd(rings, R_SQ_FLAGS);
+	uint32_t h = u->cached_sq_head, t = u->cached_cq_tail, extra;
+
+	if (rd(rings, R_SQ_HEAD) != h || rd(rings, R_CQ_TAIL) != t || sqf ||
+	    rd(rings, R_SQ_MASK) != sq - 1 || rd(rings, R_CQ_MASK) != cq - 1 ||
+	    rd(rings, R_SQ_ENTRIES) != sq || rd(rings, R_CQ_ENTRIES) != cq) {
+		pr_err("pid %d: fd %d is an io_uring with work pending in the kernel (SQ head "
+		       "%u of %u, CQ tail %u of %u, SQ flags %#x); amber dumps idle rings only: "
+		       "dump again once the program reaped its completions",
+		       ctx->pid, fd, rd(rings, R_SQ_HEAD), h, rd(rings, R_CQ_TAIL), t, sqf);
+		return -EBUSY;
+	}
+	if (rd(rings, R_SQ_TAIL) - h > sq || t - rd(rings, R_CQ_HEAD) > cq) {
+		pr_err("pid %d: fd %d is an io_uring whose positions are not a ring's (SQ %u..%u "
+		       "of %u, CQ %u..%u of %u)",
+		       ctx->pid, fd, h, rd(rings, R_SQ_TAIL), sq, rd(rings, R_CQ_HEAD), t, cq);
+		return -EOPNOTSUPP;
+	}
+	/* CQEs without an SQE: MSG_RING's from other rings, a multishot's that ended */
+	extra = t - (h - dropped);
+	if ((int32_t)extra < 0) {
+		pr_err("pid %d: fd %d is an io_uring that took %u SQEs (%u dropped) and posted %u "
+		       "CQEs: requests in flight (or CQEs skipped with IOSQE_CQE_SKIP_SUCCESS, "
+		       "which amber cannot tell apart); dump again once every request completed",
+		       ctx->pid, fd, h, dropped, t);
+		return -EBUSY;
+	}
+	if ((uint64_t)h + extra > URING_MAX_REPLAY) {
+		pr_err("pid %d: fd %d is an io_uring that took %u SQEs and posted %u CQEs; amber "
+		       "brings a ring back to its positions one request at a time and does so "
+		       "for up to %u (see README, Limits)",
+		       ctx->pid, fd, h, t, URING_MAX_REPLAY);
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
+/* Whether [addr, addr + len) is mapped in the process, without a hole. */
+static bool mapped(const struct vma *v, size_t nv, uint64_t addr, uint64_t len)
+{
+	for (size_t i = 0; i < nv && len; i++) {
+		if (v[i].end <= addr)
+			continue;
+		if (v[i].start > addr)
+			return false;
+		len -= v[i].end - addr < len ? v[i].end - addr : len;
+		addr = v[i].end;
+	}
+	return !len;
+}
+
+/*
+ * What is registered: a file table whose slots are all empty (fdinfo names
+ * the files of the others, which does not tell which files they are), and
+ * buffers (fdinfo gives each one's address and length, or none).
+ */
+static int dump_registered(struct dump_ctx *ctx, int fd, const char *buf,
+			   const struct uring_info *u, IoUringEntry *e)
+{
+	char *file = first_entry(buf, "UserFiles:");
+	const char *p = anonfd_field(buf, "UserBufs:");
+	struct vma *v = NULL;
+	size_t nv = 0;
+	uint32_t n = 0;
+	int ret;
+
+	if (file) {
+		pr_err("pid %d: fd %d is an io_uring with files registered (%s); amber cannot "
+		       "tell which files they are: unregister them before the dump",
+		       ctx->pid, fd, file + strspn(file, " "));
+		free(file);
+		return -EOPNOTSUPP;
+	}
+	if (u->user_files > URING_MAX_FILES || u->user_bufs > URING_MAX_BUFS) {
+		pr_err("pid %d: fd %d is an io_uring with %u file slots and %u buffers "
+		       "registered; amber restores up to %u and %u",
+		       ctx->pid, fd, u->user_files, u->user_bufs, URING_MAX_FILES, URING_MAX_BUFS);
+		return -EOPNOTSUPP;
+	}
+	if (u->user_files)
+		e->has_files = 1, e->files = u->user_files;
+	if (!u->user_bufs)
+		return 0;
+	e->buf_addr = calloc(u->user_bufs, sizeof(*e->buf_addr));
+	e->buf_len = calloc(u->user_bufs, sizeof(*e->buf_len));
+	if (!e->buf_addr || !e->buf_len)
+		return -ENOMEM;
+	e->n_buf_addr = e->n_buf_len = u->user_bufs;
+	ret = proc_parse_maps(ctx->pid, &v, &nv);
+	if (ret) {
+		pr_err("pid %d: cannot read its mappings: %s", ctx->pid, strerror(-ret));
+		return ret;
+	}
+	for (p = strchr(p, '\n'); !ret && p && p[1] == ' '; p = strchr(p + 1, '\n')) {
+		unsigned long long addr;
+		unsigned idx, len;
+		char none[8];
+
+		if (sscanf(p + 1, "%u: %7s", &idx, none) == 2 && !strcmp(none, "<none>") &&
+		    idx == n) {
+			n++; /* an empty slot: no address, length 0 */
+			continue;
+		}
+		if (sscanf(p + 1, "%u: 0x%llx/%u", &idx, &addr, &len) != 3 || idx != n || !len ||
+		    len > URING_MAX_BUF) {
+			ret = -EOPNOTSUPP;
+			break;
+		}
+		if (!mapped(v, nv, addr, len)) {
+			pr_err("pid %d: fd %d is an io_uring with buffer %u (%#llx, %u bytes) "
+			       "registered over memory no longer mapped; amber would register "
+			       "what is mapped there now: unregister it before the dump",
+			       ctx->pid, fd, idx, addr, len);
+			ret = -EOPNOTSUPP;
+			break;
+		}
+		e->buf_addr[n] = addr;
+		e->buf_len[n++] = len;
+	}
+	proc_free_vmas(v, nv);
+	if (!ret && n != u->user_bufs)
+		ret = -EOPNOTSUPP;
+	if (ret == -EOPNOTSUPP && n != u->user_bufs)
+		pr_err("pid %d: fd %d: its io_uring fdinfo lists %u of its %u registered buffers "
+		       "as amber knows them",
+		       ctx->pid, fd, n, u->user_bufs);
+	return ret;
+}
+
+/* The rings dumped, to be looked at again once the process's dump is done. */
+static struct dumped {
+	pid_t pid;
+	int fd;
+	uint32_t sq_head, cq_tail;
+} * dumped;
+static size_t nr_dumped;
+
+static int uring_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
+{
+	struct dumped *late;
+	struct uring_info u;
+	IoUringEntry *e;
+	uint32_t flags = 0, sq, cq;
+	char *buf;
+	int ret;
+
+	if (ctx->pid == getpid()) {
+		pr_err("an io_uring is in flight in a unix socket's queue; amber restores a "
+		       "ring in the process that holds it: let the receiver read it first");
+		return -EOPNOTSUPP;
+	}
+	ret = anonfd_dump_start(ctx, fd, dup, "io_uring", &io_uring_entry__descriptor, &buf,
+				(void **)&f->io_uring);
+	if (ret)
+		return ret;
+	e = f->io_uring;
+	if (parse_info(buf, &u)) {
+		pr_err("pid %d: fd %d: this kernel's io_uring fdinfo lacks the positions amber "
+		       "reads (CachedSqHead, CachedCqTail, lists: 5.19+)",
+		       ctx->pid, fd);
+		free(buf);
+		return -EOPNOTSUPP;
+	}
+	sq = u.sq_mask + 1;
+	cq = u.cq_mask + 1;
+	if (u.sq_thread != -1) {
+		pr_err("pid %d: fd %d is an io_uring with a polling thread (IORING_SETUP_SQPOLL, "
+		       "thread %ld), which amber does not restore",
+		       ctx->pid, fd, u.sq_thread);
+		free(buf);
+		return -EOPNOTSUPP;
+	}
+	ret = u.personalities ? -EOPNOTSUPP : dump_registered(ctx, fd, buf, &u, e);
+	free(buf);
+	if (ret) {
+		if (u.personalities)
+			pr_err("pid %d: fd %d is an io_uring with personalities registered "
+			       "(credentials), which amber does not restore: unregister them "
+			       "before the dump",
+			       ctx->pid, fd);
+		return ret;
+	}
+	if (u.polls || u.overflows) {
+		pr_err("pid %d: fd %d is an io_uring with %u request(s) waiting (its poll list) "
+		       "and %u CQE(s) in its overflow list; amber cannot dump requests in "
+		       "flight: dump again once they completed and the CQEs are reaped",
+		       ctx->pid, fd, u.polls, u.overflows);
+		return -EBUSY;
+	}
+	if (!pow2(sq) || !pow2(cq) || sq > URING_MAX_SQ || cq > URING_MAX_CQ || cq < sq) {
+		pr_err("pid %d: fd %d: io_uring sizes %u/%u amber does not know", ctx->pid, fd, sq,
+		       cq);
+		return -EOPNOTSUPP;
+	}
+	ret = uring_workers(ctx, fd);
+	if (!ret)
+		ret = probe_flags(ctx, fd, dup, &flags);
+	if (ret)
+		return ret;
+
+	ret = probe_layout(ctx, fd, dup, sq, cq, &flags);
+	if (ret)
+		return ret;
+	if (cq != 2 * sq)
+		flags |= IORING_SETUP_CQSIZE;
+	ret = copy_region(ctx, fd, dup, IORING_OFF_SQ_RING, rings_len(flags, sq, cq), &e->rings);
+	if (!ret)
+		ret = copy_region(ctx, fd, dup, IORING_OFF_SQES, sq * sqe_size(flags), &e->sqes);
+	if (!ret)
+		ret = check_idle(ctx, fd, &u, e->rings.data, sq, cq);
+	if (ret)
+		return ret;
+	e->sq_entries = sq;
+	e->cq_entries = cq;
+	e->flags = flags;
+	e->sq_head = u.cached_sq_head;
+	e->cq_tail = u.cached_cq_tail;
+	/* amber's dup goes with this call: the late look is through /proc */
+	late = realloc(dumped, (nr_dumped + 1) * sizeof(*late));
+	if (!late)
+		return -ENOMEM;
+	dumped = late;
+	dumped[nr_dumped++] = (struct dumped){ctx->pid, fd, e->sq_head, e->cq_tail};
+	pr_info("pid %d: fd %d: io_uring %u/%u, flags %#x, SQ %u..%u, CQ %u..%u", ctx->pid, fd, sq,
+		cq, flags, e->sq_head, rd(e->rings.data, R_SQ_TAIL), rd(e->rings.data, R_CQ_HEAD),
+		e->cq_tail);
+	return 0;
+}
+
+/* ---- restore ---- */
+
+static int uring_check(struct tree *t, const RegFile *f)
+{
+	const IoUringEntry *e = f->io_uring;
+	const void *r;
+	uint32_t sq, cq, h, dropped;
+
+	if (!e)
+		goto corrupt;
+	sq = e->sq_entries;
+	cq = e->cq_entries;
+	h = e->sq_head;
+	if (!pow2(sq) || !pow2(cq) || sq > URING_MAX_SQ || cq > URING_MAX_CQ || cq < sq ||
+	    (e->flags & ~URING_FLAGS) ||
+	    ((e->flags & IORING_SETUP_DEFER_TASKRUN) && !(e->flags & IORING_SETUP_SINGLE_ISSUER)) ||
+	    ((cq != 2 * sq) && !(e->flags & IORING_SETUP_CQSIZE)) ||
+	    e->rings.len != rings_len(e->flags, sq, cq) ||
+	    e->sqes.len != (size_t)sq * sqe_size(e->flags) || h > URING_MAX_REPLAY ||
+	    (e->has_files && (!e->files || e->files > URING_MAX_FILES)) ||
+	    e->n_buf_addr != e->n_buf_len || e->n_buf_len > URING_MAX_BUFS ||
+	    (f->flags & ~(O_ACCMODE | O_NONBLOCK)) != 0)
+		goto corrupt;
+	for (size_t i = 0; i < e->n_buf_len; i++)
+		if (e->buf_len[i] > URING_MAX_BUF || !e->buf_len[i] != !e->buf_addr[i] ||
+		    e->buf_addr[i] >= URING_TOP || e->buf_len[i] > URING_TOP - e->buf_addr[i])
+			goto corrupt;
+	r = e->rings.data;
+	dropped = rd(r, R_SQ_DROPPED);
+	if (rd(r, R_SQ_HEAD) != h || rd(r, R_CQ_TAIL) != e->cq_tail || rd(r, R_SQ_FLAGS) ||
+	    rd(r, R_SQ_MASK) != sq - 1 || rd(r, R_CQ_MASK) != cq - 1 || rd(r, R_SQ_ENTRIES) != sq ||
+	    rd(r, R_CQ_ENTRIES) != cq || dropped > h || (int32_t)(e->cq_tail - (h - dropped)) < 0 ||
+	    (uint64_t)h + (e->cq_tail - (h - dropped)) > URING_MAX_REPLAY ||
+	    rd(r, R_SQ_TAIL) - h > sq || e->cq_tail - rd(r, R_CQ_HEAD) > cq)
+		goto corrupt;
+	return 0;
+corrupt:
+	pr_err("files.img: io_uring entry %u is not a ring amber dumps; the image is corrupt",
+	       f->id);
+	return -EBADMSG;
+}
+
+/* n NOPs (skip: with IOSQE_CQE_SKIP_SUCCESS), submitted and their CQEs reaped. */
+static int nops(int fd, void *rings, void *sqes, uint32_t flags, uint32_t n, bool skip)
+{
+	uint32_t tail = rd(rings, R_SQ_TAIL), mask = rd(rings, R_SQ_MASK);
+	size_t aoff = array_off(flags, rd(rings, R_CQ_ENTRIES));
+	int r;
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t idx = (tail + i) & mask;
+		struct io_uring_sqe *sqe = (void *)((char *)sqes + idx * sqe_size(flags));
+
+		memset(sqe, 0, sqe_size(flags));
+		sqe->opcode = IORING_OP_NOP;
+		sqe->flags = skip ? IOSQE_CQE_SKIP_SUCCESS : 0;
+		if (!(flags & IORING_SETUP_NO_SQARRAY))
+			*ring_u32(rings, aoff + idx * 4) = idx;
+	}
+	__atomic_store_n(ring_u32(rings, R_SQ_TAIL), tail + n, __ATOMIC_RELEASE);
+	r = sys_io_uring_enter(fd, n, skip ? 0 : n, IORING_ENTER_GETEVENTS);
+	if (r != (int)n)
+		return r < 0 ? r : -EIO;
+	__atomic_store_n(ring_u32(rings, R_CQ_HEAD),
+			 __atomic_load_n(ring_u32(rings, R_CQ_TAIL), __ATOMIC_ACQUIRE),
+			 __ATOMIC_RELEASE);
+	return 0;
+}
+
+/*
+ * n CQEs without an SQE on the ring at fd (rings mapped): MSG_RINGs from a
+ * helper ring of the process's, whose own CQEs are skipped, then reaped.
+ */
+static int msgs(int fd, void *rings, uint32_t n)
+{
+	struct io_uring_params p;
+	size_t rlen, slen = 8 * 64;
+	void *hr = MAP_FAILED, *hs = MAP_FAILED;
+	uint32_t batch = rd(rings, R_CQ_ENTRIES) < 8 ? rd(rings, R_CQ_ENTRIES) : 8;
+	int h, ret = 0;
+
+	memset(&p, 0, sizeof(p));
+	h = sys_io_uring_setup(8, &p);
+	if (h < 0)
+		return h;
+	rlen = page_up(p.sq_off.array + 8 * 4);
+	hr = mmap(NULL, rlen, PROT_READ | PROT_WRITE, MAP_SHARED, h, IORING_OFF_SQ_RING);
+	hs = mmap(NULL, slen, PROT_READ | PROT_WRITE, MAP_SHARED, h, IORING_OFF_SQES);
+	if (hr == MAP_FAILED || hs == MAP_FAILED)
+		ret = -errno;
+	for (uint32_t done = 0, k; !ret && done < n; done += k) {
+		uint32_t tail = rd(hr, R_SQ_TAIL);
+		int r;
+
+		k = n - done < batch ? n - done : batch;
+		for (uint32_t i = 0; i < k; i++) {
+			uint32_t idx = (tail + i) & 7;
+			struct io_uring_sqe *sqe = (struct io_uring_sqe *)hs + idx;
+
+			memset(sqe, 0, sizeof(*sqe));
+			sqe->opcode = IORING_OP_MSG_RING; /* IORING_MSG_DATA: addr 0 */
+			sqe->fd = fd;
+			sqe->flags = IOSQE_CQE_SKIP_SUCCESS;
+			*ring_u32(hr, p.sq_off.array + idx * 4) = idx;
+		}
+		__atomic_store_n(ring_u32(hr, R_SQ_TAIL), tail + k, __ATOMIC_RELEASE);
+		r = sys_io_uring_enter(h, k, 0, 0);
+		/* the target's CQEs (posted by its own task's work if DEFER_TASKRUN) */
+		if (r == (int)k)
+			r = sys_io_uring_enter(fd, 0, k, IORING_ENTER_GETEVENTS);
+		if (r < 0)
+			ret = r;
+		__atomic_store_n(ring_u32(rings, R_CQ_HEAD),
+				 __atomic_load_n(ring_u32(rings, R_CQ_TAIL), __ATOMIC_ACQUIRE),
+				 __ATOMIC_RELEASE);
+	}
+	if (hr != MAP_FAILED)
+		munmap(hr, rlen);
+	if (hs != MAP_FAILED)
+		munmap(hs, slen);
+	close(h);
+	return ret;
+}
+
+/*
+ * In the restored process (its main thread: a SINGLE_ISSUER ring's issuer),
+ * before its memory is replaced: the ring, at the dumped positions and with
+ * the dumped rings' contents.  mem.c maps it where it was.
+ */
+static int uring_open_child(struct restore_ctx *ctx, RegFile *f)
+{
+	const IoUringEntry *e = f->io_uring;
+	uint32_t posted = e->sq_head - rd(e->rings.data, R_SQ_DROPPED), batch = e->sq_entries;
+	size_t rlen = page_up(e->rings.len), slen = page_up(e->sqes.len);
+	struct io_uring_params p;
+	void *rings = MAP_FAILED, *sqes = MAP_FAILED;
+	int fd, ret = 0;
+
+	memset(&p, 0, sizeof(p));
+	p.flags = e->flags | IORING_SETUP_CQSIZE;
+	p.cq_entries = e->cq_entries;
+	fd = sys_io_uring_setup(e->sq_entries, &p);
+	if (fd < 0) {
+		pr_err("pid %d: io_uring_setup(%u, cq %u, flags %#x) for file %u: %s", ctx->pid,
+		       e->sq_entries, e->cq_entries, p.flags, f->id, strerror(-fd));
+		return fd;
+	}
+	if (p.sq_entries != e->sq_entries || p.cq_entries != e->cq_entries ||
+	    p.sq_off.array != ((e->flags & IORING_SETUP_NO_SQARRAY)
+				       ? 0
+				       : array_off(e->flags, e->cq_entries)) ||
+	    p.cq_off.cqes != R_CQES || p.sq_off.dropped != R_SQ_DROPPED) {
+		pr_err("pid %d: io_uring_setup made a ring of %u/%u entries, SQ array at %u, for "
+		       "file %u (%u/%u dumped): this kernel lays rings out otherwise",
+		       ctx->pid, p.sq_entries, p.cq_entries, p.sq_off.array, f->id, e->sq_entries,
+		       e->cq_entries);
+		ret = -EOPNOTSUPP;
+		goto close_fd;
+	}
+	if (e->has_files) {
+		struct io_uring_rsrc_register rr = {.nr = e->files,
+						    .flags = IORING_RSRC_REGISTER_SPARSE};
+
+		ret = sys_io_uring_register(fd, IORING_REGISTER_FILES2, &rr, sizeof(rr));
+		if (ret) {
+			pr_err("pid %d: cannot register an empty table of %u files with the "
+			       "io_uring of file %u: %s",
+			       ctx->pid, e->files, f->id, strerror(-ret));
+			goto close_fd;
+		}
+	}
+	rings = mmap(NULL, rlen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, IORING_OFF_SQ_RING);
+	sqes = mmap(NULL, slen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, IORING_OFF_SQES);
+	if (rings == MAP_FAILED || sqes == MAP_FAILED) {
+		ret = -errno;
+		pr_err("pid %d: cannot map the new io_uring of file %u: %m", ctx->pid, f->id);
+		goto unmap;
+	}
+	if (batch > e->cq_entries)
+		batch = e->cq_entries;
+	/* the CQEs posted, then the SQEs dropped (taken without a CQE) */
+	for (uint32_t done = 0; !ret && done < e->sq_head;) {
+		bool skip = done >= posted;
+		uint32_t n = (skip ? e->sq_head : posted) - done;
+
+		n = n < batch ? n : batch;
+		ret = nops(fd, rings, sqes, e->flags, n, skip);
+		done += n;
+	}
+	if (!ret && e->cq_tail != posted)
+		ret = msgs(fd, rings, e->cq_tail - posted);
+	if (!ret && (rd(rings, R_SQ_HEAD) != e->sq_head || rd(rings, R_CQ_TAIL) != e->cq_tail))
+		ret = -EIO;
+	if (ret) {
+		pr_err("pid %d: cannot bring the io_uring of file %u to SQ head %u, CQ tail %u "
+		       "(now %u, %u): %s",
+		       ctx->pid, f->id, e->sq_head, e->cq_tail, rd(rings, R_SQ_HEAD),
+		       rd(rings, R_CQ_TAIL), strerror(-ret));
+		goto unmap;
+	}
+	/* the kernel's own words are the dumped ones now: the rest goes back as it was */
+	memcpy(sqes, e->sqes.data, e->sqes.len);
+	memcpy(rings, e->rings.data, e->rings.len);
+	if ((f->flags & O_NONBLOCK) && fcntl(fd, F_SETFL, O_NONBLOCK)) {
+		ret = -errno;
+		pr_err("pid %d: cannot make the io_uring of file %u non-blocking: %m", ctx->pid,
+		       f->id);
+	}
+unmap:
+	if (rings != MAP_FAILED)
+		munmap(rings, rlen);
+	if (sqes != MAP_FAILED)
+		munmap(sqes, slen);
+close_fd:
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	return fd;
+}
+
+const struct fd_type uring_type = {
+	.name = "io_uring",
+	.kind = FILE_KIND__FILE_IO_URING,
+	.match = uring_match,
+	.dump = uring_dump,
+	.open_child = uring_open_child,
+	.check = uring_check,
+	.single_process = true,
+};
+
+/* ---- the rings' mappings (mem.c) ---- */
+
+static bool uring_off(uint64_t pgoff)
+{
+	return pgoff == IORING_OFF_SQ_RING || pgoff == IORING_OFF_CQ_RING ||
+	       pgoff == IORING_OFF_SQES;
+}
+
+int uring_vma_file(struct dump_ctx *ctx, struct vma *v)
+{
+	char path[64];
+	struct dirent *d;
+	DIR *dir;
+
+	if (!uring_off(v->pgoff)) {
+		pr_err("pid %d: mapping %lx-%lx of an io_uring at offset %#lx is not one of its "
+		       "rings (a provided-buffer ring?); amber does not restore it",
+		       ctx->pid, v->start, v->end, v->pgoff);
+		return -EOPNOTSUPP;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/fd", ctx->pid);
+	dir = opendir(path);
+	if (!dir) {
+		pr_err("pid %d: cannot list its fds: %m", ctx->pid);
+		return -errno;
+	}
+	while ((d = readdir(dir))) {
+		char link[64], target[64];
+		struct stat st;
+		int fd = atoi(d->d_name);
+
+		snprintf(link, sizeof(link), "/proc/%d/fd/%d", ctx->pid, fd);
+		if (d->d_name[0] == '.' || sys_readlink(link, target, sizeof(target)) < 0 ||
+		    !uring_match(target, NULL) || sys_stat(link, &st) || st.st_ino != v->ino)
+			continue;
+		/* its description is in the table (files come first): the same inode */
+		for (size_t i = 0; i < ctx->files->n && v->file_id < 0; i++)
+			if (ctx->files->f[i]->kind == FILE_KIND__FILE_IO_URING &&
+			    ctx->files->f[i]->ino == st.st_ino)
+				v->file_id = (int)i;
+		break;
+	}
+	closedir(dir);
+	if (v->file_id < 0) {
+		pr_err("pid %d: mapping %lx-%lx is an io_uring's rings and the process has no fd "
+		       "on that ring; amber restores a ring through its fd",
+		       ctx->pid, v->start, v->end);
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
+/* The process's fd on the ring of VMA e, or -1. */
+static int vma_fd(struct restore_ctx *ctx, const VmaEntry *e)
+{
+	for (size_t k = 0; k < ctx->nr_fds; k++)
+		if (ctx->fds[k]->file_id == e->file_id)
+			return (int)ctx->fds[k]->fd;
+	return -1;
+}
+
+int uring_check_vmas(struct restore_ctx *ctx)
+{
+	for (size_t i = 0; i < ctx->mm->n_vmas; i++) {
+		const VmaEntry *e = ctx->mm->vmas[i];
+
+		if (e->kind != VMA_KIND__VMA_IO_URING)
+			continue;
+		if (!uring_off(e->pgoff) || !e->has_file_id || e->file_id >= ctx->nr_files ||
+		    !ctx->files || ctx->files[e->file_id]->kind != FILE_KIND__FILE_IO_URING ||
+		    vma_fd(ctx, e) < 0 || e->prot & PROT_EXEC) {
+			pr_err("mm-%d.img: mapping %llx-%llx is not an io_uring's of the process; "
+			       "the image is corrupt",
+			       ctx->pid, (unsigned long long)e->start, (unsigned long long)e->end);
+			return -EBADMSG;
+		}
+	}
+	return 0;
+}
+
+/*
+ * At dump, in the process (a SINGLE_ISSUER ring refuses others' calls):
+ * what its fdinfo does not show and amber does not restore, an eventfd
+ * and provided-buffer rings, found by calls that fail without changing the
+ * ring when there are none (EFAULT reading the eventfd's number; ENOENT
+ * for a buffer group without a ring).
+ */
+#define PBUF_BATCH 512
+
+struct pbuf_status {
+	uint32_t bgid, head, resv[8];
+};
+
+static int uring_refused_by_calls(struct dump_ctx *ctx, int fd)
+{
+	struct pbuf_status st[PBUF_BATCH];
+	struct infect_sc sc[PBUF_BATCH];
+	unsigned long arg = ctx->inf.scratch;
+	long r;
+	int ret;
+
+	r = infect_call(&ctx->inf, SYS_io_uring_register, fd, IORING_REGISTER_EVENTFD, 0, 1, 0, 0);
+	if (r == -EBUSY) {
+		pr_err("pid %d: fd %d is an io_uring with an eventfd registered, which amber does "
+		       "not restore: unregister it before the dump",
+		       ctx->pid, fd);
+		return -EOPNOTSUPP;
+	}
+	if (r != -EFAULT) {
+		pr_err("pid %d: fd %d (io_uring): probing for a registered eventfd: %s", ctx->pid,
+		       fd, r < 0 ? strerror((int)-r) : "it took none");
+		return r < 0 ? (int)r : -EIO;
+	}
+	for (uint32_t g = 0; g < 65536; g += PBUF_BATCH) {
+		memset(st, 0, sizeof(st));
+		for (uint32_t i = 0; i < PBUF_BATCH; i++) {
+			st[i].bgid = g + i;
+			sc[i] = (struct infect_sc){
+				.nr = SYS_io_uring_register,
+				.a = {fd, URING_PBUF_STATUS, (long)(arg + i * sizeof(st[0])), 1}};
+		}
+		ret = infect_write(&ctx->inf, arg, st, sizeof(st));
+		if (!ret)
+			ret = infect_batch(&ctx->inf, sc, PBUF_BATCH);
+		if (ret)
+			return ret;
+		for (uint32_t i = 0; i < PBUF_BATCH; i++) {
+			if (sc[i].ret == -ENOENT)
+				continue;
+			if (sc[i].ret == -EINVAL && g + i == 0)
+				return 0; /* before 6.8: no status to ask, see README */
+			pr_err("pid %d: fd %d is an io_uring with a provided-buffer ring (group "
+			       "%u)%s%s, which amber does not restore",
+			       ctx->pid, fd, g + i, sc[i].ret ? ": " : "",
+			       sc[i].ret ? strerror((int)-sc[i].ret) : "");
+			return -EOPNOTSUPP;
+		}
+	}
+	return 0;
+}
+
+static int uring_dump_proc(struct dump_ctx *ctx)
+{
+	char path[64];
+	struct dirent *d;
+	DIR *dir;
+	int ret = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", ctx->pid);
+	dir = opendir(path);
+	if (!dir) {
+		pr_err("pid %d: cannot list its fds: %m", ctx->pid);
+		return -errno;
+	}
+	while (!ret && (d = readdir(dir))) {
+		char link[300], target[64];
+
+		snprintf(link, sizeof(link), "/proc/%d/fd/%s", ctx->pid, d->d_name);
+		if (d->d_name[0] != '.' && sys_readlink(link, target, sizeof(target)) >= 0 &&
+		    uring_match(target, NULL))
+			ret = uring_refused_by_calls(ctx, atoi(d->d_name));
+	}
+	closedir(dir);
+	return ret;
+}
+
+/*
+ * A ring's mapping cannot be put at an address of one's choice (io_uring
+ * refuses any, so that the kernel's pages are aliased safely): the kernel
+ * places it where the only room left is, every other gap of the address
+ * space taken meanwhile by an inaccessible placeholder.
+ */
+
+struct gaps {
+	struct infect_sc *sc;
+	size_t n;
+};
+
+static int fill_gaps(struct restore_ctx *ctx, const VmaEntry *e, struct gaps *g)
+{
+	unsigned long lo = URING_PAGE, min;
+	struct vma *v;
+	size_t nv;
+	char *buf;
+	int ret;
+
+	if (!sys_read_file("/proc/sys/vm/mmap_min_addr", &buf, NULL)) {
+		min = page_up(strtoul(buf, NULL, 10));
+		lo = min > lo ? min : lo;
+		free(buf);
+	}
+	ret = proc_parse_maps(ctx->pid, &v, &nv);
+	if (ret) {
+		pr_err("pid %d: cannot read its mappings: %s", ctx->pid, strerror(-ret));
+		return ret;
+	}
+	g->sc = calloc(2 * nv + 2, sizeof(*g->sc));
+	g->n = 0;
+	for (size_t i = 0; g->sc && i <= nv && lo < URING_TOP; i++) {
+		unsigned long hi = i < nv && v[i].start < URING_TOP ? v[i].start : URING_TOP;
+		unsigned long cut[2][2] = {{lo, e->start < hi ? e->start : hi},
+					   {e->end > lo ? e->end : lo, hi}};
+
+		for (int k = 0; k < 2; k++)
+			if (cut[k][0] < cut[k][1])
+				g->sc[g->n++] = (struct infect_sc){
+					.nr = SYS_mmap,
+					.a = {(long)cut[k][0], (long)(cut[k][1] - cut[k][0]),
+					      PROT_NONE,
+					      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE |
+						      MAP_FIXED_NOREPLACE,
+					      -1, 0}};
+		if (i < nv && v[i].end > lo)
+			lo = v[i].end;
+	}
+	proc_free_vmas(v, nv);
+	if (!g->sc)
+		return -ENOMEM;
+	ret = infect_batch(&ctx->inf, g->sc, g->n);
+	for (size_t i = 0; !ret && i < g->n; i++)
+		if (g->sc[i].ret != g->sc[i].a[0])
+			ret = g->sc[i].ret < 0 ? (int)g->sc[i].ret : -EEXIST;
+	if (ret)
+		pr_err("pid %d: cannot fill its address space around %llx to map an io_uring "
+		       "there: %s",
+		       ctx->pid, (unsigned long long)e->start, strerror(-ret));
+	return ret;
+}
+
+static void clear_gaps(struct restore_ctx *ctx, struct gaps *g)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < g->n; i++)
+		if (g->sc[i].ret == g->sc[i].a[0])
+			g->sc[k++] = (struct infect_sc){.nr = SYS_munmap,
+							.a = {g->sc[i].a[0], g->sc[i].a[1]}};
+	if (k && infect_batch(&ctx->inf, g->sc, k))
+		pr_warn("pid %d: cannot remove the placeholders of an io_uring mapping", ctx->pid);
+	free(g->sc);
+}
+
+static int place_ring(struct restore_ctx *ctx, const VmaEntry *e)
+{
+	long len = (long)(e->end - e->start), r;
+	struct gaps g = {0};
+	int ret = fill_gaps(ctx, e, &g);
+
+	r = ret ? ret
+		: infect_call(&ctx->inf, SYS_mmap, 0, len, e->prot, MAP_SHARED, vma_fd(ctx, e),
+			      (long)e->pgoff);
+	clear_gaps(ctx, &g);
+	if (ret)
+		return ret;
+	if (r != (long)e->start) {
+		pr_err("pid %d: the kernel put the io_uring mapping %llx-%llx (fd %d, offset "
+		       "%#llx) at %lx%s%s",
+		       ctx->pid, (unsigned long long)e->start, (unsigned long long)e->end,
+		       vma_fd(ctx, e), (unsigned long long)e->pgoff, r < 0 ? 0 : r,
+		       r < 0 ? ": " : "", r < 0 ? strerror((int)-r) : "");
+		if (r > 0)
+			infect_call(&ctx->inf, SYS_munmap, r, len, 0, 0, 0, 0);
+		return r < 0 ? (int)r : -EADDRNOTAVAIL;
+	}
+	if (e->mlock) {
+		r = infect_call(&ctx->inf, SYS_mlock2, (long)e->start, len,
+				e->mlock & VMA_MLOCK_ONFAULT ? MLOCK_ONFAULT : 0, 0, 0, 0);
+		if (r) {
+			pr_err("pid %d: cannot lock the io_uring mapping at %llx: %s", ctx->pid,
+			       (unsigned long long)e->start, strerror((int)-r));
+			return r < 0 ? (int)r : -EIO;
+		}
+	}
+	return 0;
+}
+
+/* The buffers of the ring at fd, registered again over the restored memory. */
+static int register_bufs(struct restore_ctx *ctx, int fd, const RegFile *f)
+{
+	const IoUringEntry *e = f->io_uring;
+	struct iovec iov[URING_MAX_BUFS];
+	long r;
+	int ret;
+
+	for (size_t i = 0; i < e->n_buf_len; i++)
+		iov[i] = (struct iovec){(void *)(uintptr_t)e->buf_addr[i], e->buf_len[i]};
+	ret = infect_write(&ctx->inf, ctx->inf.scratch, iov, e->n_buf_len * sizeof(iov[0]));
+	if (ret)
+		return ret;
+	r = infect_call(&ctx->inf, SYS_io_uring_register, fd, IORING_REGISTER_BUFFERS,
+			(long)ctx->inf.scratch, (long)e->n_buf_len, 0, 0);
+	if (r) {
+		pr_err("pid %d: cannot register the %zu buffers of the io_uring at fd %d again: %s",
+		       ctx->pid, e->n_buf_len, fd, strerror((int)-r));
+		return r < 0 ? (int)r : -EIO;
+	}
+	return 0;
+}
+
+static int uring_restore_inject(struct restore_ctx *ctx)
+{
+	int ret = 0;
+
+	for (size_t i = 0; !ret && !ctx->shares_vm && ctx->mm && i < ctx->mm->n_vmas; i++)
+		if (ctx->mm->vmas[i]->kind == VMA_KIND__VMA_IO_URING)
+			ret = place_ring(ctx, ctx->mm->vmas[i]);
+	/* once per ring: at its first fd (a table shared with the parent is the parent's) */
+	for (size_t i = 0; !ret && i < ctx->nr_fds; i++) {
+		const RegFile *f = ctx->files[ctx->fds[i]->file_id];
+		bool first = true;
+
+		if (f->kind != FILE_KIND__FILE_IO_URING || !f->io_uring->n_buf_len ||
+		    tree_entry(ctx->tree, (uint32_t)ctx->pid)->clone_files)
+			continue;
+		for (size_t k = 0; k < i; k++)
+			first = first && ctx->fds[k]->file_id != ctx->fds[i]->file_id;
+		if (first)
+			ret = register_bufs(ctx, (int)ctx->fds[i]->fd, f);
+	}
+	return ret;
+}
+
+/*
+ * A request amber did not see in flight (none of the signs) that completed
+ * while the process was frozen moved the kernel's CQ tail: refused, as for
+ * AIO rings.  One still pending when the dump ends is not seen (README).
+ */
+static int uring_dump_late(struct dump_ctx *ctx)
+{
+	for (size_t i = 0; i < nr_dumped; i++) {
+		struct uring_info u;
+		char path[64], *buf;
+		int ret;
+
+		if (dumped[i].pid != ctx->pid)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/fdinfo/%d", ctx->pid, dumped[i].fd);
+		ret = sys_read_file(path, &buf, NULL);
+		if (!ret) {
+			ret = parse_info(buf, &u);
+			free(buf);
+		}
+		if (ret) {
+			pr_err("pid %d: cannot read the fdinfo of fd %d (io_uring) again: %s",
+			       ctx->pid, dumped[i].fd, strerror(-ret));
+			return ret;
+		}
+		if (u.cached_sq_head != dumped[i].sq_head ||
+		    u.cached_cq_tail != dumped[i].cq_tail) {
+			pr_err("pid %d: fd %d is an io_uring that had a request in flight (its CQ "
+			       "tail went from %u to %u during the dump); amber cannot dump "
+			       "requests in flight: dump again once the program's I/O is done",
+			       ctx->pid, dumped[i].fd, dumped[i].cq_tail, u.cached_cq_tail);
+			return -EBUSY;
+		}
+	}
+	return 0;
+}
+
+/* The dump is over (or failed): the next one (amber swrk) starts afresh. */
+static int uring_dump_done(struct tree *t)
+{
+	free(dumped);
+	dumped = NULL;
+	nr_dumped = 0;
+	return 0;
+}
+
+static void uring_dump_undo(struct tree *t)
+{
+	uring_dump_done(t);
+}
+
+const struct resource_ops uring_ops = {
+	.name = "io_uring",
+	.dump = uring_dump_proc,
+	.dump_late = uring_dump_late,
+	.dump_tree_late = uring_dump_done,
+	.dump_undo = uring_dump_undo,
+	.restore_inject = uring_restore_inject,
+};
