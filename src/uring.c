@@ -219,7 +219,7 @@ static int uring_workers(struct dump_ctx *ctx, int fd)
 	int ret = 0;
 
 	snprintf(path, sizeof(path), "/proc/%d/task", ctx->pid);
-	dir = opendir(path);
+	dir = sys_opendir(path);
 	if (!dir) {
 		pr_err("pid %d: cannot list its threads: %m", ctx->pid);
 		return -errno;
@@ -919,7 +919,7 @@ int uring_vma_file(struct dump_ctx *ctx, struct vma *v)
 		return -EOPNOTSUPP;
 	}
 	snprintf(path, sizeof(path), "/proc/%d/fd", ctx->pid);
-	dir = opendir(path);
+	dir = sys_opendir(path);
 	if (!dir) {
 		pr_err("pid %d: cannot list its fds: %m", ctx->pid);
 		return -errno;
@@ -1047,7 +1047,7 @@ static int uring_dump_proc(struct dump_ctx *ctx)
 	int ret = 0;
 
 	snprintf(path, sizeof(path), "/proc/%d/fd", ctx->pid);
-	dir = opendir(path);
+	dir = sys_opendir(path);
 	if (!dir) {
 		pr_err("pid %d: cannot list its fds: %m", ctx->pid);
 		return -errno;

@@ -14,10 +14,12 @@ rsv_bundle() {
 	local a
 	for a in sh nc cat echo hostname mv sleep; do ln -sf busybox "$W/bundle/rootfs/bin/$a"; done
 	mkfifo "$W/bundle/rootfs/t/cmd"
-	# the shell runs each line written to /t/cmd, its output to /t/out
+	# the shell runs each line written to /t/cmd, its output to /t/out (an open of the FIFO
+	# that ends without a line, as a writer's open racing the reader's, is skipped)
 	jq '.hostname = "amber-runc" | .process.env += ["PATH=/bin"] | .process.args = ["/bin/sh", "-c",
 		"/counter /t & nc -ll -p 47488 -e /bin/sh -c \"echo pong $(hostname)\" &
-		 while :; do read l </t/cmd; eval \"$l\" >/t/out.tmp 2>&1; mv /t/out.tmp /t/out; done"]' \
+		 while :; do read l </t/cmd && [ -n \"$l\" ] || continue;
+		   eval \"$l\" >/t/out.tmp 2>&1; mv /t/out.tmp /t/out; done"]' \
 		"$W/bundle/config.json" >"$W/config.json" && mv "$W/config.json" "$W/bundle/config.json" ||
 		{ fail "cannot edit config.json"; return 1; }
 }
