@@ -176,7 +176,7 @@ static int tree_procs(pid_t root, struct pidset *s)
 		DIR *d;
 
 		snprintf(path, sizeof(path), "/proc/%d/task", s->v[i]);
-		d = opendir(path);
+		d = sys_opendir(path);
 		if (!d)
 			continue; /* it exited meanwhile: the check after the freeze sees it */
 		while (!ret && (de = readdir(d))) {
