@@ -444,9 +444,9 @@ static int tty_dump(struct dump_ctx *ctx)
 	/*
 	 * The root leading a session on the job's terminal (a container's init
 	 * with runc's console): a new pty at restore, given to an RPC client
-	 * that takes its master (orphan_pts_master); refused elsewhere then.
+	 * that takes its master (orphan_pts_master); so only an RPC dump's.
 	 */
-	if (ctx->o->shell_job && index >= 0 && index == masters.job &&
+	if (ctx->o->orphan_pts_master && index >= 0 && index == masters.job &&
 	    ctx->pid == ctx->tree->dprocs[0]->pid) {
 		if (ps.tpgid > 0 && ps.tpgid != ps.pgrp) {
 			pr_err("pid %d leads a session on the job's terminal /dev/pts/%d whose "
