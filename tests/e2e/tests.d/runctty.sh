@@ -5,7 +5,7 @@
 # --shell-job --console-socket hands the receiver a NEW master (amber's
 # orphan-pts-master NOTIFY), and through it the restored shell answers as pid 1 on
 # /dev/pts/0, its controlling terminal, with echo off and the window size it set.
-TESTS+=(runc_tty)
+TESTS+=(runc_tty tty_job_session_refused)
 
 CONSOLE_RECV=$ROOT/build/tools/console_recv
 
@@ -79,4 +79,26 @@ rtty_case() {
 	# echo is off: what was typed is not in the terminal's output
 	! grep -q 'echo B' "$W/out-2" || { fail "the restored terminal echoes (echo was off)"; attach "$W/out-2"; return 1; }
 	note "restored: pid $pid; the shell answers through the new master as pid 1 on /dev/pts/0, echo off, 45x123"
+}
+
+# A session leader on a terminal whose master is outside the tree (ptysession's S, the
+# foreground group its child J's): amber dump -j refuses it (no RPC client to take a
+# new terminal), and so does a DUMP through RPC with shell_job, which takes such a
+# terminal only with the leader's own group in the foreground; S runs on unharmed.
+t_tty_job_session_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	local s j pts
+	start_prog "$PROGS/ptysession" "$T" closed || return
+	read -r s j pts <"$T/info"
+	amber_to "$W/dump.log" 60 dump -j -t "$s" -D "$W/img" -v &&
+		{ fail "amber dump -j of pid $s succeeded though it leads a session on $pts"; return 1; }
+	grep -q "pid $s leads a session whose controlling terminal .* is outside the dumped tree" "$W/dump.log" ||
+		{ fail "amber dump -j: the refusal does not name pid $s's session"; attach "$W/dump.log"; return 1; }
+	wait_for 5 is_free_running "$s" || { fail "pid $s is not running freely after the refused dump"; return 1; }
+	rpc_img
+	rpc_to "$W/out" "$AMBER" "dump=$W/img,$s,shell_job,work=$W/work,log=dump.log" ||
+		{ fail "rpc_client failed"; attach "$W/rpc.err"; return 1; }
+	has_line "$W/out" "^dump fail errno=95 msg=.*pid $s leads a session on the job's terminal $pts whose foreground group is $j, not its own" \
+		"DUMP with shell_job of a session whose foreground group is another" || { attach "$W/work/dump.log"; return 1; }
+	runs_on "the refused dumps"
 }
