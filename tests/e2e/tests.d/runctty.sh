@@ -5,7 +5,7 @@
 # --shell-job --console-socket hands the receiver a NEW master (amber's
 # orphan-pts-master NOTIFY), and through it the restored shell answers as pid 1 on
 # /dev/pts/0, its controlling terminal, with echo off and the window size it set.
-TESTS+=(runc_tty tty_job_session_refused)
+TESTS+=(runc_tty tty_job_session_refused tty_job_orphan_refused)
 
 CONSOLE_RECV=$ROOT/build/tools/console_recv
 
@@ -101,4 +101,30 @@ t_tty_job_session_refused() {
 	has_line "$W/out" "^dump fail errno=95 msg=.*pid $s leads a session on the job's terminal $pts whose foreground group is $j, not its own" \
 		"DUMP with shell_job of a session whose foreground group is another" || { attach "$W/work/dump.log"; return 1; }
 	runs_on "the refused dumps"
+}
+
+# The counter leading a session on script(1)'s pty (its own group in the foreground):
+# a DUMP through RPC with shell_job takes it (--leave-running), and a RESTORE without
+# orphan_pts_master, as amber restore -j, is refused before anything is made, naming
+# the terminal and orphan_pts_master; the counter runs on and passes its checks.
+t_tty_job_orphan_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	command -v script >/dev/null || return 77
+	local c pts
+	start_prog script -qfec "exec $PROGS/counter $T" /dev/null || return
+	c=$(pgrep -P "$PID") || { fail "script's child is gone"; return 1; }
+	pts=$(readlink "/proc/$c/fd/0")
+	case $pts in /dev/pts/*) ;; *) fail "the counter's stdin is $pts, not script's pty"; return 1 ;; esac
+	rpc_img
+	rpc_to "$W/out" "$AMBER" "dump=$W/img,$c,shell_job,leave_running,work=$W/work,log=dump.log" \
+		"restore=$W/img,shell_job,work=$W/work,log=restore.log" ||
+		{ fail "rpc_client failed"; attach "$W/rpc.err"; return 1; }
+	has_line "$W/out" '^dump ok type=1$' "DUMP with shell_job" || { attach "$W/work/dump.log"; return 1; }
+	has_line "$W/out" "^restore fail errno=95 msg=pid $c leads a session whose controlling terminal was the job's \\($pts.*orphan_pts_master" \
+		"RESTORE without orphan_pts_master" || { attach "$W/work/restore.log"; return 1; }
+	amber_to "$W/restore.log" 60 restore -j -D "$W/img" </dev/null &&
+		{ fail "amber restore -j of the session on $pts succeeded"; return 1; }
+	grep -q "pid $c leads a session whose controlling terminal was the job's ($pts.*orphan_pts_master" "$W/restore.log" ||
+		{ fail "amber restore -j: the refusal does not name $pts and orphan_pts_master"; attach "$W/restore.log"; return 1; }
+	runs_on "the refused restores"
 }
