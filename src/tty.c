@@ -1067,15 +1067,26 @@ static int tty_restore_tree(struct tree *t)
 	return ret;
 }
 
-static void tty_restore_undo(struct tree *t)
+/* amber's ends of the job's new pty: the client and the processes have theirs */
+static void orphan_close(void)
 {
-	sigset_t old;
-
 	if (orphan.master >= 0)
 		close(orphan.master);
 	if (orphan.slave >= 0)
 		close(orphan.slave);
 	orphan.master = orphan.slave = -1;
+}
+
+static void tty_restore_done(struct tree *t)
+{
+	orphan_close();
+}
+
+static void tty_restore_undo(struct tree *t)
+{
+	sigset_t old;
+
+	orphan_close();
 
 	if (!job.changed)
 		return;
@@ -1095,6 +1106,7 @@ const struct resource_ops tty_ops = {
 	.restore_prefork = tty_restore_prefork,
 	.restore_child = tty_restore_child,
 	.restore_tree = tty_restore_tree,
+	.restore_done = tty_restore_done,
 	.restore_undo = tty_restore_undo,
 };
 
