@@ -892,8 +892,10 @@ int tty_orphan_open(struct tree *t, int devpts)
 		goto close_master;
 	orphan.master = fcntl(fd, F_DUPFD_CLOEXEC, t->fd_base);
 	close(fd);
-	if (orphan.master < 0)
+	if (orphan.master < 0) {
+		pr_err("the job's new terminal: no fd for its master above %d: %m", t->fd_base);
 		return -EMFILE;
+	}
 	fd = ioctl(orphan.master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0) {
 		pr_err("cannot open the slave of the job's new terminal /dev/pts/%d: %m", got);
@@ -901,8 +903,10 @@ int tty_orphan_open(struct tree *t, int devpts)
 	}
 	orphan.slave = fcntl(fd, F_DUPFD_CLOEXEC, t->fd_base);
 	close(fd);
-	if (orphan.slave < 0)
+	if (orphan.slave < 0) {
+		pr_err("the job's new terminal: no fd for its slave above %d: %m", t->fd_base);
 		return -EMFILE;
+	}
 	pr_info("the job's terminal is the new /dev/pts/%d", got);
 	return 0;
 close_master:
