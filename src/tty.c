@@ -18,6 +18,9 @@
  * The controlling terminal of a session on such a pty is taken again by
  * its leader; /dev/tty on it is opened again by each process that held it,
  * once the process has its controlling terminal back.
+ * Through RPC (runc's console), the root may lead a session on the job's
+ * terminal: the restore makes a new pty in the tree's devpts for it, its
+ * master sent to the client (orphan_pts_master, CRIU's protocol).
  */
 #include <asm/termbits.h>
 #include <dirent.h>
