@@ -47,6 +47,7 @@ struct opts {
 	bool stats;	    /* show --stats */
 	bool help;
 	bool shell_job;
+	bool orphan_pts_master; /* RPC -j: the job's terminal's master is the client's (tty.c) */
 	bool detached;
 	bool tcp_established;	    /* dump/restore established TCP connections (TCP_REPAIR) */
 	bool skip_in_flight;	    /* drop connections not yet accept()ed */

@@ -1391,6 +1391,8 @@ static int open_desc(struct tree *t, RegFile *f)
 
 	/* with -j, the terminal is the restorer's own, not the image's to pick */
 	if (f->kind == FILE_KIND__FILE_TTY) {
+		if (t->o->orphan_pts_master)
+			return tty_orphan_peer(f);
 		if (tty_fd < 0) {
 			pr_err("the process used the terminal %s, but amber restore has no "
 			       "terminal on stdin/stdout/stderr",
@@ -1485,7 +1487,12 @@ static int files_restore_tree(struct tree *t)
 {
 	int ret;
 
-	for (int i = 0; i < 3 && tty_fd < 0 && t->o->shell_job; i++)
+	if (t->o->orphan_pts_master) {
+		ret = tty_orphan_open(t, -1);
+		if (ret)
+			return ret;
+	}
+	for (int i = 0; i < 3 && tty_fd < 0 && t->o->shell_job && !t->o->orphan_pts_master; i++)
 		if (isatty(i))
 			tty_fd = fcntl(i, F_DUPFD_CLOEXEC, t->fd_base);
 	for (size_t i = 0; i < t->nr_rfiles; i++) {

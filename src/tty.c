@@ -18,6 +18,9 @@
  * The controlling terminal of a session on such a pty is taken again by
  * its leader; /dev/tty on it is opened again by each process that held it,
  * once the process has its controlling terminal back.
+ * Through RPC (runc's console), the root may lead a session on the job's
+ * terminal: the restore makes a new pty in the tree's devpts for it, its
+ * master sent to the client (orphan_pts_master, CRIU's protocol).
  */
 #include <asm/termbits.h>
 #include <dirent.h>
@@ -37,6 +40,7 @@
 #include "files.h"
 #include "log.h"
 #include "proc.h"
+#include "rpc/rpc.h"
 #include "sys.h"
 #include "tty.h"
 
@@ -440,6 +444,26 @@ static int tty_dump(struct dump_ctx *ctx)
 	}
 	if (ctx->o->shell_job && ps.session != ctx->pid)
 		return 0; /* the job's terminal: its session is the shell's */
+	/*
+	 * The root leading a session on the job's terminal (a container's init
+	 * with runc's console): a new pty at restore, given to an RPC client
+	 * that takes its master (orphan_pts_master); so only an RPC dump's.
+	 */
+	if (ctx->o->orphan_pts_master && index >= 0 && index == masters.job &&
+	    ctx->pid == ctx->tree->dprocs[0]->pid) {
+		if (ps.tpgid > 0 && ps.tpgid != ps.pgrp) {
+			pr_err("pid %d leads a session on the job's terminal /dev/pts/%d whose "
+			       "foreground group is %d, not its own; amber restores that "
+			       "terminal with the session leader's group in the foreground only",
+			       ctx->pid, index, ps.tpgid);
+			return -EOPNOTSUPP;
+		}
+		ctx->core->has_tty_job = 1;
+		ctx->core->tty_job = (uint32_t)index;
+		pr_debug("pid %d: session leader on the job's terminal /dev/pts/%d", ctx->pid,
+			 index);
+		return 0;
+	}
 	if (ctx->o->shell_job)
 		pr_err("pid %d leads a session whose controlling terminal (device %u:%u) is "
 		       "outside the dumped tree; amber cannot give a restored session a terminal "
@@ -594,12 +618,40 @@ static int ctty_check(const struct restore_ctx *ctx)
 	return -EBADMSG;
 }
 
+/* The job's terminal of a session leader: only the root, and only for orphan_pts_master. */
+static int job_ctty_check(const struct restore_ctx *ctx)
+{
+	const TaskCore *c = ctx->core;
+
+	if (!c->has_tty_job)
+		return 0;
+	if (c->has_tty_index || c->sid != (uint32_t)ctx->pid ||
+	    (uint32_t)ctx->pid != ctx->tree->pstree[0]->pid || !ctx->inv->shell_job) {
+		pr_err("core-%d.img: the job's terminal as the controlling terminal of a process "
+		       "that is not the root leading its session, or of an image dumped "
+		       "without -j; the image is corrupt",
+		       ctx->pid);
+		return -EBADMSG;
+	}
+	if (!ctx->o->orphan_pts_master) {
+		pr_err("pid %d leads a session whose controlling terminal was the job's "
+		       "(/dev/pts/%u, its master outside the tree); amber gives it a new "
+		       "pseudo-terminal only for an RPC client that takes its master "
+		       "(orphan_pts_master, as runc restore does), not from the command line",
+		       ctx->pid, c->tty_job);
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
 static int tty_restore_read(struct restore_ctx *ctx)
 {
 	struct tree *t = ctx->tree;
 	uint32_t max = pty_max();
 	int ret = ctty_check(ctx);
 
+	if (!ret)
+		ret = job_ctty_check(ctx);
 	if (ret)
 		return ret;
 
@@ -765,6 +817,126 @@ static int pty_post_open(struct tree *t, RegFile *f, int fd)
 	return 0;
 }
 
+/*
+ * orphan_pts_master: the job's terminal is a new pty of the tree's devpts
+ * (amber is in its mount namespace by now), its master for the RPC client.
+ */
+static struct {
+	int master, slave;
+} orphan = {-1, -1};
+
+/* The pts number the image says the job's terminal had, or -1 if none says. */
+static int job_index(const struct tree *t, const RegFile **state)
+{
+	int index = -1;
+	unsigned n;
+	char c;
+
+	*state = NULL;
+	for (size_t i = 0; i < t->nr_rfiles; i++) {
+		const RegFile *f = t->rfiles[i];
+
+		if (f->kind != FILE_KIND__FILE_TTY)
+			continue;
+		if (f->tty && !*state)
+			*state = f;
+		if (sscanf(f->path, "/dev/pts/%u%c", &n, &c) == 1 && index < 0)
+			index = (int)n;
+	}
+	for (size_t p = 0; p < t->nr_procs && index < 0; p++)
+		if (t->rprocs[p]->core->has_tty_job)
+			index = (int)t->rprocs[p]->core->tty_job;
+	return index;
+}
+
+int tty_orphan_open(struct tree *t, int devpts)
+{
+	const RegFile *state;
+	int want = job_index(t, &state), fd, got, zero = 0, ret;
+	bool ctty = false;
+
+	if (orphan.master >= 0)
+		return 0; /* made already, for a mount of it (runc's /dev/console) */
+	for (size_t p = 0; p < t->nr_procs; p++)
+		ctty |= t->rprocs[p]->core->has_tty_job;
+	if (!state && !ctty)
+		return 0; /* no terminal in the image: none to make */
+	if (!state || !state->tty) {
+		pr_err("the image has no termios and window size of the job's terminal (dumped "
+		       "by an older amber, or no process held it open); amber cannot give the "
+		       "restored processes a terminal set as theirs was");
+		return -EINVAL;
+	}
+	if (devpts >= 0)
+		fd = openat(devpts, "ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+	else
+		fd = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0) {
+		pr_err("cannot open /dev/ptmx in the tree's mount namespace for the job's new "
+		       "terminal: %m");
+		return -errno;
+	}
+	if (ioctl(fd, TIOCGPTN, &got) || ioctl(fd, TIOCSPTLCK, &zero)) {
+		ret = -errno;
+		pr_err("the job's new terminal: cannot read its number or unlock it: %m");
+		goto close_master;
+	}
+	/* /dev/pts/N of the processes (a tty(1) answer, a saved path) must stay true */
+	if (want >= 0 && got != want) {
+		pr_err("the job's new terminal is /dev/pts/%d of the tree's devpts, the dumped "
+		       "one was /dev/pts/%d (that number is taken there); amber does not restore "
+		       "a job's terminal under another number",
+		       got, want);
+		ret = -EBUSY;
+		goto close_master;
+	}
+	ret = state_restore(fd, state->tty, "the job's new terminal");
+	if (ret)
+		goto close_master;
+	orphan.master = fcntl(fd, F_DUPFD_CLOEXEC, t->fd_base);
+	close(fd);
+	if (orphan.master < 0) {
+		pr_err("the job's new terminal: no fd for its master above %d: %m", t->fd_base);
+		return -EMFILE;
+	}
+	fd = ioctl(orphan.master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0) {
+		pr_err("cannot open the slave of the job's new terminal /dev/pts/%d: %m", got);
+		return -errno;
+	}
+	orphan.slave = fcntl(fd, F_DUPFD_CLOEXEC, t->fd_base);
+	close(fd);
+	if (orphan.slave < 0) {
+		pr_err("the job's new terminal: no fd for its slave above %d: %m", t->fd_base);
+		return -EMFILE;
+	}
+	pr_info("the job's terminal is the new /dev/pts/%d", got);
+	return 0;
+close_master:
+	close(fd);
+	return ret;
+}
+
+int tty_orphan_peer(const RegFile *f)
+{
+	int flags = (int)(f->flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_CLOEXEC));
+	int fd;
+
+	if (orphan.master < 0) {
+		pr_err("files.img: entry %u (%s) is the job's terminal, which the image does "
+		       "not have; the image is corrupt",
+		       f->id, f->path);
+		return -EBADMSG;
+	}
+	/* through the master: the tree's /proc and /dev may not be there yet */
+	fd = ioctl(orphan.master, TIOCGPTPEER, flags | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0) {
+		pr_err("cannot open the job's new terminal for entry %u (%s): %m", f->id, f->path);
+		return -errno;
+	}
+	return fd;
+}
+
 /* amber's fd on the master of /dev/pts/index, inherited by every process. */
 static int master_fd(const struct tree *t, uint32_t index)
 {
@@ -783,6 +955,11 @@ static int tty_restore_prefork(struct restore_ctx *ctx)
 {
 	const TaskCore *c = ctx->core;
 
+	if (c->has_tty_job && ioctl(orphan.slave, TIOCSCTTY, 0)) {
+		pr_err("pid %d: cannot make the new /dev/pts/%u its controlling terminal: %m",
+		       ctx->pid, c->tty_job);
+		return -errno;
+	}
 	if (!c->has_tty_index)
 		return 0;
 	if (ioctl(master_fd(ctx->tree, c->tty_index), TIOCSCTTY, 0)) {
@@ -869,6 +1046,9 @@ static int tty_restore_tree(struct tree *t)
 	sigset_t old;
 	int ret;
 
+	/* the new pty's master goes to the client before any process runs */
+	if (orphan.master >= 0)
+		return rpc_notify_fd(t->o->rpc_sk, "orphan-pts-master", 0, orphan.master);
 	for (size_t i = 0; t->o->shell_job && i < t->nr_rfiles && !f; i++)
 		if (t->rfiles[i]->kind == FILE_KIND__FILE_TTY && t->rfiles[i]->tty)
 			f = t->rfiles[i];
@@ -894,9 +1074,26 @@ static int tty_restore_tree(struct tree *t)
 	return ret;
 }
 
+/* amber's ends of the job's new pty: the client and the processes have theirs */
+static void orphan_close(void)
+{
+	if (orphan.master >= 0)
+		close(orphan.master);
+	if (orphan.slave >= 0)
+		close(orphan.slave);
+	orphan.master = orphan.slave = -1;
+}
+
+static void tty_restore_done(struct tree *t)
+{
+	orphan_close();
+}
+
 static void tty_restore_undo(struct tree *t)
 {
 	sigset_t old;
+
+	orphan_close();
 
 	if (!job.changed)
 		return;
@@ -916,6 +1113,7 @@ const struct resource_ops tty_ops = {
 	.restore_prefork = tty_restore_prefork,
 	.restore_child = tty_restore_child,
 	.restore_tree = tty_restore_tree,
+	.restore_done = tty_restore_done,
 	.restore_undo = tty_restore_undo,
 };
 

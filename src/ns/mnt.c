@@ -46,6 +46,7 @@
 #include "log.h"
 #include "ns.h"
 #include "sys.h"
+#include "tty.h"
 
 /* Per-mount flags: mountinfo's names, and what a bind remount sets. */
 static const struct {
@@ -1083,6 +1084,12 @@ static int make_mount(struct tree *t, struct mnt *m, size_t idx)
 		const char *rest = under(e->root, src->e->root);
 
 		peer = !slave && e->shared && src->e->shared == e->shared;
+		/* a file of a devpts (runc's /dev/console): the job's new pty is it */
+		if (*rest && !strcmp(src->e->fstype, "devpts") && t->o->orphan_pts_master) {
+			ret = tty_orphan_open(t, src->fd);
+			if (ret)
+				return ret;
+		}
 		fd = open_tree(src->fd, *rest ? rest + 1 : "",
 			       OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
 		if (fd < 0) {

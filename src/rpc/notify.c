@@ -78,7 +78,8 @@ int rpc_recv(int sk, RpcRequest **req, char *why, size_t len)
 	return 1;
 }
 
-int rpc_send(int sk, RpcResponse *resp)
+/* An answer, with fd attached (SCM_RIGHTS) when it is not -1. */
+static int send_fd(int sk, RpcResponse *resp, int fd)
 {
 	size_t n = rpc_response__get_packed_size(resp);
 	unsigned char *buf;
@@ -102,9 +103,28 @@ int rpc_send(int sk, RpcResponse *resp)
 		return -ENOMEM;
 	}
 	rpc_response__pack(resp, buf);
-	do
-		sent = send(sk, buf, n, MSG_NOSIGNAL);
-	while (sent < 0 && errno == EINTR);
+	do {
+		union {
+			char buf[CMSG_SPACE(sizeof(int))];
+			struct cmsghdr align;
+		} ctl;
+		struct iovec iov = {.iov_base = buf, .iov_len = n};
+		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+
+		if (fd >= 0) {
+			struct cmsghdr *c;
+
+			memset(&ctl, 0, sizeof(ctl));
+			mh.msg_control = ctl.buf;
+			mh.msg_controllen = sizeof(ctl.buf);
+			c = CMSG_FIRSTHDR(&mh);
+			c->cmsg_level = SOL_SOCKET;
+			c->cmsg_type = SCM_RIGHTS;
+			c->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(c), &fd, sizeof(int));
+		}
+		sent = sendmsg(sk, &mh, MSG_NOSIGNAL);
+	} while (sent < 0 && errno == EINTR);
 	free(buf);
 	if (sent < 0 && (errno == EPIPE || errno == ECONNRESET))
 		return -EPIPE; /* the client went away: not an error of amber's */
@@ -115,7 +135,12 @@ int rpc_send(int sk, RpcResponse *resp)
 	return 0;
 }
 
-int rpc_notify(int sk, const char *stage, pid_t pid)
+int rpc_send(int sk, RpcResponse *resp)
+{
+	return send_fd(sk, resp, -1);
+}
+
+int rpc_notify_fd(int sk, const char *stage, pid_t pid, int fd)
 {
 	RpcResponse resp = RPC_RESPONSE__INIT;
 	RpcNotify nt = RPC_NOTIFY__INIT;
@@ -132,7 +157,7 @@ int rpc_notify(int sk, const char *stage, pid_t pid)
 		nt.has_pid = true;
 		nt.pid = pid;
 	}
-	ret = rpc_send(sk, &resp);
+	ret = send_fd(sk, &resp, fd);
 	if (ret == -EPIPE) {
 		pr_err("the client closed the socket before stage %s", stage);
 		return -ECONNRESET;
@@ -163,4 +188,9 @@ int rpc_notify(int sk, const char *stage, pid_t pid)
 	}
 	rpc_request__free_unpacked(ans, NULL);
 	return ret;
+}
+
+int rpc_notify(int sk, const char *stage, pid_t pid)
+{
+	return rpc_notify_fd(sk, stage, pid, -1);
 }

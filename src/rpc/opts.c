@@ -148,12 +148,6 @@ static int refuse_unsupported(const RpcOpts *ro, int type)
 		 "a sysctl that cannot be restored fails the restore"},
 		{"status_fd", ro->has_status_fd,
 		 "amber has no page server or lazy-pages daemon to say ready"},
-		/* runc always asks; without a terminal there is no pty to hand over (a
-		 * slave whose master is outside the tree is refused at dump) */
-		{"orphan_pts_master",
-		 ro->has_orphan_pts_master && ro->orphan_pts_master && ro->has_shell_job &&
-			 ro->shell_job,
-		 "a pty whose master is outside the tree is not handed to the client"},
 		/* runc names /etc/criu/runc.conf whether it exists or not: CRIU reads
 		 * nothing from a missing one, amber no file at all */
 		{"config_file", ro->config_file && access(ro->config_file, F_OK) == 0,
@@ -385,6 +379,13 @@ int rpc_opts_map(const RpcOpts *ro, int type, pid_t peer, struct opts *o)
 	o->leave_running = dump && ro->has_leave_running && ro->leave_running;
 	o->leave_stopped = ro->has_leave_stopped && ro->leave_stopped;
 	o->shell_job = ro->has_shell_job && ro->shell_job;
+	/*
+	 * runc always asks at restore; it matters only for a job's terminal
+	 * (tty.c).  A dump through RPC takes a root leading a session on it
+	 * (runc's console): CRIU's clients restore it with a new pty they take.
+	 */
+	o->orphan_pts_master =
+		o->shell_job && (dump || (ro->has_orphan_pts_master && ro->orphan_pts_master));
 	o->tcp_established = ro->has_tcp_established && ro->tcp_established;
 	o->skip_in_flight = ro->has_tcp_skip_in_flight && ro->tcp_skip_in_flight;
 	o->tcp_close = ro->has_tcp_close && ro->tcp_close;

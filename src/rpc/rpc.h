@@ -33,6 +33,8 @@ int rpc_send(int sk, RpcResponse *resp);
 
 /* The stage's NOTIFY to the client and its answer: 0 if it said go on, else -errno. */
 int rpc_notify(int sk, const char *stage, pid_t pid);
+/* The same, with fd passed to the client (SCM_RIGHTS): CRIU's orphan-pts-master. */
+int rpc_notify_fd(int sk, const char *stage, pid_t pid, int fd);
 
 /*
  * The options of a DUMP or RESTORE request into o: the log first (work_dir_fd,

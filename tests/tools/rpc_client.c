@@ -168,6 +168,8 @@ static int parse_opts(char *arg, bool with_pid, RpcOpts *o)
 			o->has_notify_scripts = o->notify_scripts = true;
 		} else if (!strcmp(tok, "leave_running")) {
 			o->has_leave_running = o->leave_running = true;
+		} else if (!strcmp(tok, "shell_job")) {
+			o->has_shell_job = o->shell_job = true;
 		} else if (!strcmp(tok, "ext_unix_sk")) {
 			o->has_ext_unix_sk = o->ext_unix_sk = true;
 		} else if (!strncmp(tok, "work=", 5)) {
