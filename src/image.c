@@ -309,6 +309,26 @@ free_set:
  * directory may hold the client's own files (runc writes descriptors.json
  * before the DUMP): regular files not named as amber names its own (*.img).
  */
+/* The image directory dirfd (dir names it), listed; NULL with errno set, logged. */
+static DIR *list_dir(int dirfd, const char *dir)
+{
+	int fd = sys_openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+	DIR *d;
+
+	if (fd < 0) {
+		pr_err("cannot list image directory %s: %s", dir, strerror(-fd));
+		errno = -fd;
+		return NULL;
+	}
+	d = fdopendir(fd);
+	if (!d) {
+		pr_err("cannot list image directory %s: %m", dir);
+		close(fd);
+		errno = ENOMEM;
+	}
+	return d;
+}
+
 static bool client_file(const struct dirent *de)
 {
 	size_t len = strlen(de->d_name);
@@ -318,21 +338,12 @@ static bool client_file(const struct dirent *de)
 
 static int check_empty(int dirfd, const char *dir, bool client_files)
 {
-	int fd = sys_openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
 	const char *found = NULL;
 	struct dirent *de;
-	DIR *d;
+	DIR *d = list_dir(dirfd, dir);
 
-	if (fd < 0) {
-		pr_err("cannot list image directory %s: %s", dir, strerror(-fd));
-		return fd;
-	}
-	d = fdopendir(fd);
-	if (!d) {
-		pr_err("cannot list image directory %s: %m", dir);
-		close(fd);
-		return -ENOMEM;
-	}
+	if (!d)
+		return -errno;
 	while ((de = readdir(d)))
 		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
 		    !(client_files && client_file(de))) {
@@ -437,23 +448,15 @@ int img_dir_create(const char *dir, bool *created)
  */
 static int drop_old_image(int dirfd, const char *dir)
 {
-	int fd, n = 0, ret = 0;
+	int n = 0, ret = 0;
 	struct dirent *de;
 	DIR *d;
 
 	if (faccessat(dirfd, "inventory.img", F_OK, AT_SYMLINK_NOFOLLOW))
 		return 0;
-	fd = sys_openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
-	if (fd < 0) {
-		pr_err("cannot list image directory %s: %s", dir, strerror(-fd));
-		return fd;
-	}
-	d = fdopendir(fd);
-	if (!d) {
-		pr_err("cannot list image directory %s: %m", dir);
-		close(fd);
-		return -ENOMEM;
-	}
+	d = list_dir(dirfd, dir);
+	if (!d)
+		return -errno;
 	while (!ret && (de = readdir(d))) {
 		size_t len = strlen(de->d_name);
 
