@@ -72,3 +72,46 @@ rsv_case() {
 	wait_for 15 test -e "$W/bundle/rootfs/t/result" || { fail "the counter wrote no verdict after go"; return 1; }
 	[ "$(cat "$W/bundle/rootfs/t/result")" = 0 ] || { fail "the restored counter's own checks failed"; return 1; }
 }
+
+# runc checkpoint --file-locks: a container holding an flock and a POSIX lock is refused
+# without the flag (naming it; the container runs on), and with it comes back holding both
+TESTS+=(rpc_runc_filelocks)
+t_rpc_runc_filelocks() {
+	[ $SELFTEST = 1 ] && return 77
+	command -v runc >/dev/null || { note "runc is not installed (make setup)"; return 77; }
+	local id=amber-rfl-$$ rc
+	rpc_runc_bundle || return 1
+	cp "$PROGS/flock-static" "$W/bundle/rootfs/flock"
+	jq '.process.args = ["/flock", "/t"]' "$W/bundle/config.json" >"$W/config.json" &&
+		mv "$W/config.json" "$W/bundle/config.json" || { fail "cannot edit config.json"; return 1; }
+	rfl_case "$id"
+	rc=$?
+	runc --root "$W/state" delete -f "$id" >>"$W/log" 2>&1
+	wait
+	return $rc
+}
+rfl_held() { ! flock -n "$W/bundle/rootfs/t/lock" true; }
+rfl_case() {
+	local id=$1 pid
+	rpc_runc_bg run.out run -d "$id"
+	wait_for 15 test -e "$W/bundle/rootfs/t/ready" || { fail "the container did not start"; attach "$W/run.out"; return 1; }
+	pid=$(rpc_runc_state "$id" .pid)
+	rfl_held || { fail "the container does not hold its lock"; return 1; }
+	rpc_runc_ckpt "$id" img0 && { fail "runc checkpoint without --file-locks succeeded"; return 1; }
+	grep -q -- "--file-locks" "$W/work-img0/dump.log" ||
+		{ fail "the refusal does not name --file-locks"; attach "$W/work-img0/dump.log" 10; return 1; }
+	[ "$(rpc_runc_state "$id" .status)" = running ] && [ "$(rpc_runc_state "$id" .pid)" = "$pid" ] ||
+		{ fail "the container is not running on after the refused checkpoint"; return 1; }
+	rpc_runc_ckpt "$id" img --file-locks ||
+		{ fail "runc checkpoint --file-locks failed"; attach "$W/img.out"; attach "$W/work-img/dump.log" 20; return 1; }
+	wait_for 10 eval '! kill -0 $pid 2>/dev/null' || { fail "the container's init lives on after the checkpoint"; return 1; }
+	rfl_held && { fail "the lock is still held with the container gone"; return 1; }
+	rpc_runc_bg restore.out restore -d --file-locks --image-path "$W/img" --work-path "$W/work-img" "$id"
+	wait_for 30 eval '[ "$(rpc_runc_state "$id" .status)" = running ]' ||
+		{ fail "runc restore -d --file-locks: the container is not running"; attach "$W/restore.out"; attach "$W/work-img/restore.log" 20; return 1; }
+	rfl_held || { fail "the restored container does not hold its lock"; return 1; }
+	note "refused without --file-locks ($(grep -m1 -o 'error: .*' "$W/work-img0/dump.log" | cut -c1-100)); restored holding the lock"
+	touch "$W/bundle/rootfs/t/go"
+	wait_for 15 test -e "$W/bundle/rootfs/t/result" || { fail "the program wrote no verdict after go"; return 1; }
+	[ "$(cat "$W/bundle/rootfs/t/result")" = 0 ] || { fail "the restored program's own checks failed"; return 1; }
+}
