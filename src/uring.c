@@ -1045,7 +1045,13 @@ static int uring_dump_proc(struct dump_ctx *ctx)
 	struct dirent *d;
 	DIR *dir;
 	int ret = 0;
+	bool any = false;
 
+	/* files.c described every fd of the tree already: without a ring, no listing */
+	for (size_t i = 0; i < ctx->files->n && !any; i++)
+		any = ctx->files->f[i]->kind == FILE_KIND__FILE_IO_URING;
+	if (!any)
+		return 0;
 	snprintf(path, sizeof(path), "/proc/%d/fd", ctx->pid);
 	dir = sys_opendir(path);
 	if (!dir) {
