@@ -419,12 +419,14 @@ static bool dir_known(const CgMember *m)
 /* fd's contents into buf (len bytes, the last for the NUL): their length, or -errno. */
 static int read_all(int fd, char *buf, size_t len)
 {
-	ssize_t n = sys_read_full(fd, buf, len - 1);
+	size_t n = 0;
+	ssize_t r;
 
-	if (n < 0)
-		return (int)n;
-	if ((size_t)n == len - 1)
-		return -EFBIG;
+	while ((r = read(fd, buf + n, len - 1 - n)) > 0)
+		if ((n += (size_t)r) == len - 1)
+			return -EFBIG;
+	if (r < 0)
+		return -errno;
 	buf[n] = 0;
 	return (int)n;
 }
