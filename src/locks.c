@@ -81,34 +81,8 @@ static int reader_fd = -1, reader_ret;
 
 static void *read_locks_thread(void *arg)
 {
-	size_t cap = 4096, n = 0;
-	char *buf = malloc(cap + 1), *nb;
-	ssize_t r;
-
 	(void)arg;
-	while (buf && (r = read(reader_fd, buf + n, cap - n)) != 0) {
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			reader_ret = -errno;
-			free(buf);
-			return NULL;
-		}
-		n += (size_t)r;
-		if (n == cap && (nb = realloc(buf, 2 * cap + 1))) {
-			buf = nb;
-			cap *= 2;
-		} else if (n == cap) {
-			free(buf);
-			buf = NULL;
-		}
-	}
-	if (!buf) {
-		reader_ret = -ENOMEM;
-		return NULL;
-	}
-	buf[n] = 0;
-	reader_buf = buf;
+	reader_ret = sys_read_fd(reader_fd, &reader_buf, NULL);
 	return NULL;
 }
 

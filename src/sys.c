@@ -616,19 +616,13 @@ int sys_pidfd_getfd(int pidfd, int targetfd)
 	return r < 0 ? -errno : (int)r;
 }
 
-int sys_read_file(const char *path, char **out, size_t *len)
+int sys_read_fd(int fd, char **out, size_t *len)
 {
 	size_t cap = 4096, n = 0;
-	char *buf;
-	int fd = sys_open(path, O_RDONLY | O_CLOEXEC, 0);
+	char *buf = malloc(cap + 1);
 
-	if (fd < 0)
-		return fd;
-	buf = malloc(cap + 1);
-	if (!buf) {
-		close(fd);
+	if (!buf)
 		return -ENOMEM;
-	}
 	for (;;) {
 		ssize_t r = read(fd, buf + n, cap - n);
 
@@ -638,7 +632,6 @@ int sys_read_file(const char *path, char **out, size_t *len)
 			int err = -errno;
 
 			free(buf);
-			close(fd);
 			return err;
 		}
 		if (r == 0)
@@ -649,19 +642,28 @@ int sys_read_file(const char *path, char **out, size_t *len)
 
 			if (!nb) {
 				free(buf);
-				close(fd);
 				return -ENOMEM;
 			}
 			buf = nb;
 			cap *= 2;
 		}
 	}
-	close(fd);
 	buf[n] = 0;
 	*out = buf;
 	if (len)
 		*len = n;
 	return 0;
+}
+
+int sys_read_file(const char *path, char **out, size_t *len)
+{
+	int fd = sys_open(path, O_RDONLY | O_CLOEXEC, 0), ret;
+
+	if (fd < 0)
+		return fd;
+	ret = sys_read_fd(fd, out, len);
+	close(fd);
+	return ret;
 }
 
 int sys_readlink(const char *path, char *buf, size_t size)

@@ -96,6 +96,8 @@ int sys_pidfd_open(pid_t pid);
 int sys_pidfd_getfd(int pidfd, int targetfd);
 /* Read a whole small file (proc files) into a malloc'd NUL-terminated buffer. */
 int sys_read_file(const char *path, char **out, size_t *len);
+/* The same for an open fd, read to its end (not closed). */
+int sys_read_fd(int fd, char **out, size_t *len);
 int sys_readlink(const char *path, char *buf, size_t size);
 /*
  * The calling thread's effective uid and gid and its supplementary groups
