@@ -1234,9 +1234,10 @@ static int check_entry(const NetnsEntry *e, size_t idx)
 			return corrupt(e->id, "%s", "listed twice");
 	if (e->empty) /* lo alone */
 		return e->n_links > 1 || (e->n_links && strcmp(e->links[0]->kind, "loopback")) ||
-			       e->n_addrs || e->n_routes || e->n_sysctls || e->nft
+				       e->n_addrs || e->n_routes || e->n_sysctls || e->nft
 			       ? corrupt(e->id, "%s", "contents for a namespace left empty")
-			       : e->n_links ? check_links(e) : 0;
+		       : e->n_links ? check_links(e)
+				    : 0;
 	ret = check_links(e);
 	if (!ret)
 		ret = check_addrs(e);
@@ -1612,26 +1613,29 @@ put:
 	return err < 0 ? nl_fail(e, "add route to", name, err) : 0;
 }
 
-static int load_nft(const NetnsEntry *e)
+/* One nft command (libnftables) in the namespace amber's thread is in; hint ends the error. */
+static int nft_cmd(const NetnsEntry *e, const char *cmd, const char *what, const char *hint)
 {
-	struct nft_ctx *nft;
+	struct nft_ctx *nft = nft_ctx_new(NFT_CTX_DEFAULT);
 	int ret = 0;
 
-	if (!e->nft || !*e->nft)
-		return 0;
-	nft = nft_ctx_new(NFT_CTX_DEFAULT);
 	if (!nft)
 		return -ENOMEM;
 	nft_ctx_buffer_output(nft);
 	nft_ctx_buffer_error(nft);
 	nft_ctx_clear_include_paths(nft);
-	if (nft_run_cmd_from_buffer(nft, e->nft)) {
-		pr_err("network namespace %u: nft could not load the ruleset: %s", e->id,
-		       nft_ctx_get_error_buffer(nft));
+	if (nft_run_cmd_from_buffer(nft, cmd)) {
+		pr_err("network namespace %u: nft could not %s: %s%s", e->id, what,
+		       nft_ctx_get_error_buffer(nft), hint);
 		ret = -EIO;
 	}
 	nft_ctx_free(nft);
 	return ret;
+}
+
+static int load_nft(const NetnsEntry *e)
+{
+	return e->nft && *e->nft ? nft_cmd(e, e->nft, "load the ruleset", "") : 0;
 }
 
 /* In amber's thread, now in the new namespace: what it was made of, in an order that works. */
@@ -1664,26 +1668,8 @@ static int configure(const NetnsEntry *e)
  * exist together, and connections waiting on a listener are made again by
  * a real handshake.  Not with --network-lock skip.
  */
-#define RESTORE_LOCK "amber_restore_lock"
-
-static int nft_cmd(const NetnsEntry *e, const char *cmd, const char *what)
-{
-	struct nft_ctx *nft = nft_ctx_new(NFT_CTX_DEFAULT);
-	int ret = 0;
-
-	if (!nft)
-		return -ENOMEM;
-	nft_ctx_buffer_output(nft);
-	nft_ctx_buffer_error(nft);
-	if (nft_run_cmd_from_buffer(nft, cmd)) {
-		pr_err("network namespace %u: cannot %s: %s (nf_tables is needed; "
-		       "--network-lock skip restores without it)",
-		       e->id, what, nft_ctx_get_error_buffer(nft));
-		ret = -EIO;
-	}
-	nft_ctx_free(nft);
-	return ret;
-}
+#define RESTORE_LOCK  "amber_restore_lock"
+#define NFT_LOCK_HINT " (nf_tables is needed; --network-lock skip restores without it)"
 
 static int restore_lock(const struct tree *t, const NetnsEntry *e)
 {
@@ -1696,7 +1682,7 @@ static int restore_lock(const struct tree *t, const NetnsEntry *e)
 		       " chain out { type filter hook output priority -400;\n"
 		       "  oifname != \"lo\" meta l4proto tcp drop; }\n"
 		       "}\n",
-		       "lock it while the restore makes its sockets");
+		       "lock it while the restore makes its sockets", NFT_LOCK_HINT);
 }
 
 /* Once per restore: every process and socket exists, none runs yet. */
@@ -1712,7 +1698,7 @@ static int netns_restore_late(struct restore_ctx *ctx)
 		ret = netns_enter(nets[i].e->id);
 		if (!ret)
 			ret = nft_cmd(nets[i].e, "delete table inet " RESTORE_LOCK,
-				      "remove the restore's lock");
+				      "remove the restore's lock", NFT_LOCK_HINT);
 		netns_leave(nets[i].e->id);
 		nets[i].locked = false;
 	}
