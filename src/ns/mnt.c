@@ -625,11 +625,10 @@ static int mnt_dump_tree(struct tree *t)
 		ret = check_dump_root(t);
 	if (!ret)
 		ret = check_instances(pid);
-	for (size_t p = 0; !ret && p < t->nr_procs; p++) {
-		PstreeEntry *e = tree_entry(t, (uint32_t)t->dprocs[p]->pid);
-
-		e->has_mnt_ns = 1;
-		e->mnt_ns = 1;
+	/* every process, zombies too (check_pstree() wants one namespace for all) */
+	for (size_t i = 0; !ret && i < t->nr_pstree; i++) {
+		t->pstree[i]->has_mnt_ns = 1;
+		t->pstree[i]->mnt_ns = 1;
 	}
 	if (!ret) {
 		snprintf(path, sizeof(path), "/proc/%d/ns/mnt", pid);

@@ -70,3 +70,29 @@ t_mntns_image_refused() {
 	unedited_restores || return 1
 	mnt_host_same
 }
+
+# A zombie of a tree in a mount namespace of its own (an exited child not reaped yet, as a
+# server's finished worker is for a moment): recorded in the tree's namespace like the
+# others, so the restore takes the image, and the zombie comes back unreaped
+TESTS+=(mntns_zombie)
+mntz_zombie() { # the counter's one child: a zombie with exit status 3
+	local kids
+	kids=$(tr -d ' ' <"/proc/$PID/task/$PID/children")
+	[ -n "$kids" ] && [ "$(proc_state "$kids")" = Z ] ||
+		{ fail "the counter has no zombie child ('$kids', state $(proc_state "$kids"))"; return 1; }
+	echo "$kids" >"$W/zombie"
+}
+mntz_after() {
+	[ "$(tr -d ' ' <"/proc/$PID/task/$PID/children")" = "$(cat "$W/zombie")" ] &&
+		[ "$(proc_state "$(cat "$W/zombie")")" = Z ] ||
+		{ fail "the zombie child $(cat "$W/zombie") is not back"; return 1; }
+	[ "$(readlink "/proc/$PID/ns/mnt")" != "$(readlink /proc/self/ns/mnt)" ] ||
+		{ fail "the counter is in amber's mount namespace"; return 1; }
+	note "zombie $(cat "$W/zombie") back beside its parent's mount namespace"
+}
+t_mntns_zombie() {
+	[ $SELFTEST = 1 ] && return 77
+	command -v unshare >/dev/null || return 77
+	cycle -P mntz_zombie -A mntz_after -- unshare --mount --propagation private \
+		sh -c '(exit 3) & exec "$0" "$@"' "$PROGS/counter" "$T"
+}
