@@ -956,11 +956,17 @@ static int make_zombies(struct tree *t)
 {
 	for (size_t i = 0; i < t->nr_pstree; i++) {
 		PstreeEntry *e = t->pstree[i];
+		struct restore_ctx *parent;
 		char path[64], *buf;
 		bool dead = false;
+		int ret;
 
 		if (!e->zombie)
 			continue;
+		parent = tree_rproc(t, e->ppid);
+		ret = parent ? signals_zombie_dies(parent, false) : 0;
+		if (ret)
+			return ret;
 		if (write(syncs[i].amber, "g", 1) != 1)
 			return -EPIPE;
 		snprintf(path, sizeof(path), "/proc/%d/stat", host_pid(t, i));
@@ -978,6 +984,9 @@ static int make_zombies(struct tree *t)
 			pr_err("pid %u did not become a zombie again", e->pid);
 			return -ETIMEDOUT;
 		}
+		ret = parent ? signals_zombie_dies(parent, true) : 0;
+		if (ret)
+			return ret;
 	}
 	return 0;
 }
@@ -1082,14 +1091,15 @@ static int do_restore(struct opts *o, uint32_t *root)
 	}
 	for (size_t p = 0; !ret && p < t.nr_procs; p++)
 		ret = late_process(t.rprocs[p]);
+	/* before the parents' masks and registers are theirs (signals_zombie_dies) */
+	if (!ret)
+		ret = make_zombies(&t);
 	for (size_t p = 0; !ret && p < t.nr_procs; p++)
 		ret = finish_process(t.rprocs[p]);
 	progress_stop();
 	/* a corrupt pages file explains any failure above best */
 	vret = img_dir_wait(t.img);
 	ret = vret ? vret : ret;
-	if (!ret)
-		ret = make_zombies(&t);
 	/* built, not yet running: the scripts see them as they will run */
 	if (!ret)
 		ret = action_run(o, "post-restore", host_pid(&t, 0));

@@ -16,5 +16,7 @@ int read_pstree(struct tree *t);
 int restore_finish(struct restore_ctx *ctx);
 /* First step: unregister the child's (amber's) rseq area (regs.c). */
 int regs_forget_rseq(struct restore_ctx *ctx);
+/* Before and after a zombie dies: its parent sees nothing of it (signals.c). */
+int signals_zombie_dies(struct restore_ctx *ctx, bool dead);
 
 #endif

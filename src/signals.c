@@ -15,6 +15,7 @@
 #include "amber.h"
 #include "ns/ns.h"
 #include "log.h"
+#include "restore.h"
 #include "sys.h"
 
 #define NSIG_KERNEL  64
@@ -243,6 +244,62 @@ static int signals_restore_inject(struct restore_ctx *ctx)
 			       sc[i].a[0], strerror((int)-sc[i].ret));
 			ret = (int)sc[i].ret;
 		}
+	return ret;
+}
+
+/*
+ * A zombie comes back by dying while its parent is stopped (restore.c), and
+ * that death must not change the parent.  Before (!dead): a parent that
+ * ignores SIGCHLD or sets SA_NOCLDWAIT would reap it at once (it died at
+ * dump before the parent said so), so the action is the default meanwhile.
+ * After (dead): the SIGCHLD it queued is taken back unless the image has one
+ * pending (SIGCHLD does not queue twice), and the image's action is put back.
+ */
+int signals_zombie_dies(struct restore_ctx *ctx, bool dead)
+{
+	struct {
+		uint64_t set;
+		struct timespec zero;
+	} wait = {1ULL << (SIGCHLD - 1), {0, 0}};
+	struct ksigaction act = {0};
+	bool reaps, pending = false;
+	long r = 0;
+	int ret = 0;
+
+	for (size_t i = 0; i < ctx->core->n_sigactions; i++) {
+		SigactionEntry *e = ctx->core->sigactions[i];
+
+		if (e->sig == SIGCHLD)
+			act = (struct ksigaction){e->handler, e->flags, e->restorer, e->mask};
+	}
+	reaps = act.handler == (uint64_t)(uintptr_t)SIG_IGN || (act.flags & SA_NOCLDWAIT);
+	for (size_t t = 0; t < ctx->nr_threads; t++)
+		for (size_t i = 0; i < ctx->threads[t].core->n_pending; i++)
+			pending |= ctx->threads[t].core->pending[i]->signo == SIGCHLD;
+	if (dead && !pending) {
+		ret = infect_write(&ctx->inf, ctx->inf.scratch, &wait, sizeof(wait));
+		if (!ret)
+			ret = infect_syscall(&ctx->inf, &r, SYS_rt_sigtimedwait,
+					     (long)ctx->inf.scratch, 0,
+					     (long)(ctx->inf.scratch + sizeof(wait.set)), 8, 0, 0);
+		if (!ret && r != SIGCHLD && r != -EAGAIN) {
+			pr_err("pid %d: cannot take back the SIGCHLD of its zombie: %s", ctx->pid,
+			       r < 0 ? strerror((int)-r) : "another signal came");
+			return r < 0 ? (int)r : -EIO;
+		}
+	}
+	if (ret || !reaps)
+		return ret;
+	if (!dead)
+		act = (struct ksigaction){0};
+	ret = infect_write(&ctx->inf, ctx->inf.scratch, &act, sizeof(act));
+	if (!ret)
+		ret = infect_syscall(&ctx->inf, &r, SYS_rt_sigaction, SIGCHLD,
+				     (long)ctx->inf.scratch, 0, 8, 0, 0);
+	if (!ret && r) {
+		pr_err("pid %d: cannot set the action of SIGCHLD: %s", ctx->pid, strerror((int)-r));
+		ret = (int)r;
+	}
 	return ret;
 }
 

@@ -3,6 +3,12 @@
 TESTS+=(tree)
 t_tree() { cycle -- "$PROGS/tree" "$T"; }
 
+# Zombies whose parents ignore SIGCHLD (SIG_IGN; SA_NOCLDWAIT with a handler)
+# since they died come back as zombies with their statuses, the handler not run
+# for them, and the actions as they were (tests/e2e/progs/zombiechld.c).
+TESTS+=(tree_zombie_sigchld)
+t_tree_zombie_sigchld() { cycle -- "$PROGS/zombiechld" "$T"; }
+
 # More children than one page of the children file holds, and than 1024 (a
 # dump once kept only the first 1024 and left the others running).
 TESTS+=(tree_wide)
