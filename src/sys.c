@@ -487,7 +487,13 @@ int sys_io_uring_setup(unsigned entries, void *params)
 
 int sys_io_uring_enter(int fd, unsigned to_submit, unsigned min_complete, unsigned flags)
 {
-	long r = syscall(SYS_io_uring_enter, fd, to_submit, min_complete, flags, NULL, 0);
+	return sys_io_uring_enter_arg(fd, to_submit, min_complete, flags, NULL, 0);
+}
+
+int sys_io_uring_enter_arg(int fd, unsigned to_submit, unsigned min_complete, unsigned flags,
+			   const void *arg, size_t argsz)
+{
+	long r = syscall(SYS_io_uring_enter, fd, to_submit, min_complete, flags, arg, argsz);
 
 	return r < 0 ? -errno : (int)r;
 }

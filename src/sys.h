@@ -124,6 +124,9 @@ long sys_bpf(int cmd, void *attr, unsigned size);
  * a struct io_uring_params; enter passes no signal mask. */
 int sys_io_uring_setup(unsigned entries, void *params);
 int sys_io_uring_enter(int fd, unsigned to_submit, unsigned min_complete, unsigned flags);
+/* ... with an argument (IORING_ENTER_EXT_ARG: a wait argument, or its offset) */
+int sys_io_uring_enter_arg(int fd, unsigned to_submit, unsigned min_complete, unsigned flags,
+			   const void *arg, size_t argsz);
 int sys_io_uring_register(int fd, unsigned op, void *arg, unsigned nr_args);
 
 #endif

@@ -48,11 +48,16 @@
 #define IORING_SETUP_NO_SQARRAY (1U << 16)
 #endif
 #define URING_PBUF_STATUS 26 /* IORING_REGISTER_PBUF_STATUS (6.8) */
+#ifndef IORING_ENTER_EXT_ARG_REG
+#define IORING_ENTER_EXT_ARG_REG (1U << 6) /* 6.13 */
+#endif
+#define URING_REG_WAIT_SIZE 64 /* struct io_uring_reg_wait */
 
 /* What amber restores; CQSIZE is always given at restore. */
 #define URING_FLAGS                                                                                \
 	(IORING_SETUP_CQSIZE | IORING_SETUP_SQE128 | IORING_SETUP_CQE32 |                          \
-	 IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_NO_SQARRAY)
+	 IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_NO_SQARRAY |         \
+	 IORING_SETUP_IOPOLL)
 #define URING_MAX_SQ	 32768	    /* IORING_MAX_ENTRIES */
 #define URING_MAX_CQ	 65536	    /* IORING_MAX_CQ_ENTRIES */
 #define URING_MAX_REPLAY (1U << 24) /* NOPs at restore: well under a minute */
@@ -247,6 +252,36 @@ static int uring_workers(struct dump_ctx *ctx, int fd)
 	return ret;
 }
 
+/* A wait with a registered argument at an offset no region has: changes nothing. */
+static int reg_wait_probe(int fd)
+{
+	return sys_io_uring_enter_arg(fd, 0, 0,
+				      IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG |
+					      IORING_ENTER_EXT_ARG_REG,
+				      (void *)(1UL << 40), URING_REG_WAIT_SIZE);
+}
+
+/* Whether the probe tells IOPOLL here: a ring of amber's own without it fails EFAULT. */
+static bool kernel_tells_iopoll(void)
+{
+	static int tells = -1;
+	struct io_uring_params p;
+	int fd;
+
+	if (tells < 0) {
+		memset(&p, 0, sizeof(p));
+		fd = sys_io_uring_setup(1, &p);
+		tells = fd >= 0 && reg_wait_probe(fd) == -EFAULT;
+		if (fd >= 0)
+			close(fd);
+		if (!tells)
+			pr_warn("this kernel does not tell io_uring rings set up with "
+				"IORING_SETUP_IOPOLL (6.13 and later do): such a ring comes back "
+				"without it");
+	}
+	return tells;
+}
+
 /*
  * The flags the probes tell (see the top), 0 or -errno (refused, logged).
  * They run in amber, on its dup: none changes the ring.
@@ -278,6 +313,9 @@ static int probe_flags(struct dump_ctx *ctx, int fd, int dup, uint32_t *flags)
 		       ctx->pid, fd, strerror(-r));
 		return r;
 	}
+	r = reg_wait_probe(dup);
+	if (r == -EINVAL && kernel_tells_iopoll())
+		*flags |= IORING_SETUP_IOPOLL;
 	memset(probe, 0, sizeof(probe));
 	r = sys_io_uring_register(dup, IORING_REGISTER_PROBE, probe, 1);
 	if (r == -EEXIST)

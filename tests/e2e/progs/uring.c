@@ -13,6 +13,8 @@
  *     dropped (an index outside the ring), one NOP completed and not reaped.
  *  C (fd 42): NO_SQARRAY | SQE128, 64 SQEs; 100 NOPs, one completed and not
  *     reaped, one queued.
+ *  D (fd 44): IOPOLL, 8 SQEs; 30 NOPs and a message from another ring reaped,
+ *     one NOP completed and not reaped.
  *
  * After "go": the rings' positions in the shared memory and fdinfo's counters
  * are as before; the unreaped CQEs come with their user_data, res and bytes
@@ -20,7 +22,9 @@
  * through a file put in the table now, and into a registered buffer (the
  * table has 3 slots still); B is still SINGLE_ISSUER (another process's
  * io_uring_register fails EEXIST) with the main thread as its issuer, and its
- * CQEs and SQEs have their big sizes (else user_data would not match).
+ * CQEs and SQEs have their big sizes (else user_data would not match); D is
+ * still IOPOLL (io_uring_enter refuses a registered wait argument: EINVAL, not
+ * the EFAULT of a ring without IOPOLL for one out of range).
  *
  * With "busy": A has a read in flight on an empty pipe (fd 100); the dump must
  * be refused.  After "go" the program writes to the pipe and reaps it.
@@ -181,6 +185,14 @@ static void counters(int fd, char *out, size_t len)
 	fclose(f);
 }
 
+/* io_uring_enter with a registered wait argument out of range: EINVAL for IOPOLL */
+static int enter_reg_wait(int fd)
+{
+	return (int)syscall(SYS_io_uring_enter, fd, 0, 0,
+			    IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG | (1U << 6),
+			    (void *)(1UL << 40), 64);
+}
+
 static int busy(void)
 {
 	struct ring a;
@@ -283,9 +295,9 @@ int main(int argc, char **argv)
 	struct iovec bufs[3] = {{reg0, sizeof(reg0)}, {NULL, 0}, {reg2, sizeof(reg2)}};
 	struct io_uring_files_update up;
 	int none[3] = {-1, -1, -1};
-	char ca[1024], cb[1024], cc[1024], ca2[1024], cb2[1024], cc2[1024];
+	char ca[1024], cb[1024], cc[1024], cd[1024], ca2[1024], cb2[1024], cc2[1024], cd2[1024];
 	struct io_uring_cqe cqe;
-	struct ring a, b, c, h;
+	struct ring a, b, c, d, h;
 	unsigned a_sq_tail, a_cq_head, b_dropped;
 	uint64_t want_q = 0x51;
 	int fd, n, st;
@@ -357,6 +369,20 @@ int main(int argc, char **argv)
 	if (enter(&h, 1, 1) != 1 || !reap(&h, &cqe) || enter(&b, 0, 1) < 0 || !reap(&b, &cqe) ||
 	    cqe.user_data != 0xd2)
 		prog_die("a message to ring B");
+	setup(&d, 8, IORING_SETUP_IOPOLL, 0, 44);
+	for (int i = 0; i < 30; i++)
+		if (!nop(&d, 0x4000 + i) || enter(&d, 1, 1) != 1 || !reap(&d, &cqe) ||
+		    cqe.user_data != 0x4000u + i)
+			prog_die("ring D round %d", i);
+	nop(&h, 0xe3)->opcode = IORING_OP_MSG_RING;
+	sqe_at(&h, *U32(h.sq, h.p.sq_off.tail) - 1)->fd = 44;
+	sqe_at(&h, *U32(h.sq, h.p.sq_off.tail) - 1)->off = 0xd3;
+	if (enter(&h, 1, 1) != 1 || !reap(&h, &cqe) || enter(&d, 0, 1) < 0 || !reap(&d, &cqe) ||
+	    cqe.user_data != 0xd3)
+		prog_die("a message to ring D");
+	nop(&d, 0xd4);
+	if (enter(&d, 1, 1) != 1)
+		prog_die("ring D's last NOP");
 	close(43); /* its mappings stay: amber refuses them, so unmap them */
 	munmap(h.sq, h.p.sq_off.array + h.p.sq_entries * 4);
 	munmap(h.cq, h.p.cq_off.cqes + h.p.cq_entries * h.cqe_size);
@@ -382,6 +408,9 @@ int main(int argc, char **argv)
 	counters(40, ca, sizeof(ca));
 	counters(41, cb, sizeof(cb));
 	counters(42, cc, sizeof(cc));
+	counters(44, cd, sizeof(cd));
+	if (enter_reg_wait(44) >= 0 || errno != EINVAL)
+		prog_die("this kernel does not tell an IOPOLL ring (6.13 or later does)");
 
 	prog_ready();
 	prog_wait_go();
@@ -391,6 +420,8 @@ int main(int argc, char **argv)
 	counters(40, ca2, sizeof(ca2));
 	counters(41, cb2, sizeof(cb2));
 	counters(42, cc2, sizeof(cc2));
+	counters(44, cd2, sizeof(cd2));
+	CHECK(!strcmp(cd, cd2), "ring D's fdinfo counters as before:\n%s", cd2);
 	CHECK(!strcmp(cc, cc2), "ring C's fdinfo counters as before:\n%s", cc2);
 	CHECK(!strcmp(ca, ca2), "ring A's fdinfo counters as before:\n%s", ca2);
 	CHECK(!strcmp(cb, cb2), "ring B's fdinfo counters as before:\n%s", cb2);
@@ -448,6 +479,12 @@ int main(int argc, char **argv)
 	n = reap(&c, &cqe) && cqe.user_data == 0xc1 && enter(&c, 1, 1) == 1 && reap(&c, &cqe) &&
 	    cqe.user_data == 0xc2;
 	CHECK(n, "ring C's CQE not reaped, then its queued SQE (no SQ array, 128-byte SQEs)");
+	n = reap(&d, &cqe) && cqe.user_data == 0xd4 && !reap(&d, &cqe);
+	CHECK(n, "ring D's CQE not reaped, and no other");
+	n = enter_reg_wait(44);
+	CHECK(n < 0 && errno == EINVAL, "ring D is still IOPOLL (%d, %s)", n, strerror(errno));
+	n = nop(&d, 0xd5) && enter(&d, 1, 1) == 1 && reap(&d, &cqe) && cqe.user_data == 0xd5;
+	CHECK(n, "a new NOP on ring D");
 	child = fork();
 	if (!child) {
 		struct io_uring_probe pr[2];
