@@ -6,10 +6,11 @@ set -euo pipefail
 # runc: the rpc_runc test drives amber swrk through it (installed without criu)
 # podman, busybox-static: the podman_* tests (podman with runc, a container made with podman
 # import); busybox-static also the shell and nc in the runc container of rpc_runc_services
+# tcpdump: the packetring_tcpdump tests (libpcap's TPACKET_V3 and V2 rings)
 PKGS=(gcc make pkg-config libc6-dev protobuf-c-compiler libprotobuf-c-dev libxxhash-dev
       libcmocka-dev jq python3 tmux procps util-linux bc nftables iptables scdoc
       libnl-3-dev libnl-route-3-dev libnftables-dev iproute2
-      clang-14 libclang-rt-14-dev postgresql-15 runc podman busybox-static)
+      clang-14 libclang-rt-14-dev postgresql-15 runc podman busybox-static tcpdump)
 
 missing=()
 for p in "${PKGS[@]}"; do

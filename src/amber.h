@@ -278,29 +278,30 @@ struct resource_ops {
 /* Dump order = restore order within each phase.  NULL-terminated. */
 extern const struct resource_ops *const resources[];
 
-extern const struct resource_ops ns_ops;	 /* ns/ns.c: UTS and IPC namespaces */
-extern const struct resource_ops cgroup_ops;	 /* cgroup.c: each process's cgroups */
-extern const struct resource_ops netns_ops;	 /* ns/net.c: network namespaces */
-extern const struct resource_ops mnt_ops;	 /* ns/mnt.c: the mount namespace */
-extern const struct resource_ops mnt_exit_ops;	 /* ns/mnt.c: amber leaves it, last */
-extern const struct resource_ops task_ops;	 /* task.c: identity, prctls */
-extern const struct resource_ops rlimits_ops;	 /* rlimits.c: resource limits */
-extern const struct resource_ops creds_ops;	 /* creds.c: uids, gids, capabilities */
-extern const struct resource_ops fs_ops;	 /* fs.c: cwd, root, umask */
-extern const struct resource_ops files_ops;	 /* files.c: fds and open files */
-extern const struct resource_ops tty_ops;	 /* tty.c: terminals */
-extern const struct resource_ops mem_ops;	 /* mem.c: VMAs, pages, mm fields, vDSO */
-extern const struct resource_ops threads_ops;	 /* threads.c: the other threads */
-extern const struct resource_ops signals_ops;	 /* signals.c: actions, altstack, pending */
-extern const struct resource_ops timers_ops;	 /* timers.c: itimers, POSIX timers */
-extern const struct resource_ops locks_ops;	 /* locks.c: file locks, O_ASYNC owners */
-extern const struct resource_ops sched_ops;	 /* sched.c: policy, affinity, ioprio */
-extern const struct resource_ops regs_ops;	 /* regs.c: GP/FPU registers, TLS, sigmask */
-extern const struct resource_ops ipc_ops;	 /* ipc/sysv.c: System V IPC, message queues */
-extern const struct resource_ops seccomp_ops;	 /* seccomp.c: strict mode, filters */
-extern const struct resource_ops membarrier_ops; /* membarrier.c: registrations */
-extern const struct resource_ops aio_ops;	 /* aio.c: io_setup contexts */
-extern const struct resource_ops uring_ops;	 /* uring.c: io_uring, what only calls show */
+extern const struct resource_ops ns_ops;	  /* ns/ns.c: UTS and IPC namespaces */
+extern const struct resource_ops cgroup_ops;	  /* cgroup.c: each process's cgroups */
+extern const struct resource_ops netns_ops;	  /* ns/net.c: network namespaces */
+extern const struct resource_ops mnt_ops;	  /* ns/mnt.c: the mount namespace */
+extern const struct resource_ops mnt_exit_ops;	  /* ns/mnt.c: amber leaves it, last */
+extern const struct resource_ops task_ops;	  /* task.c: identity, prctls */
+extern const struct resource_ops rlimits_ops;	  /* rlimits.c: resource limits */
+extern const struct resource_ops creds_ops;	  /* creds.c: uids, gids, capabilities */
+extern const struct resource_ops fs_ops;	  /* fs.c: cwd, root, umask */
+extern const struct resource_ops files_ops;	  /* files.c: fds and open files */
+extern const struct resource_ops tty_ops;	  /* tty.c: terminals */
+extern const struct resource_ops mem_ops;	  /* mem.c: VMAs, pages, mm fields, vDSO */
+extern const struct resource_ops threads_ops;	  /* threads.c: the other threads */
+extern const struct resource_ops signals_ops;	  /* signals.c: actions, altstack, pending */
+extern const struct resource_ops timers_ops;	  /* timers.c: itimers, POSIX timers */
+extern const struct resource_ops locks_ops;	  /* locks.c: file locks, O_ASYNC owners */
+extern const struct resource_ops sched_ops;	  /* sched.c: policy, affinity, ioprio */
+extern const struct resource_ops regs_ops;	  /* regs.c: GP/FPU registers, TLS, sigmask */
+extern const struct resource_ops ipc_ops;	  /* ipc/sysv.c: System V IPC, message queues */
+extern const struct resource_ops seccomp_ops;	  /* seccomp.c: strict mode, filters */
+extern const struct resource_ops membarrier_ops;  /* membarrier.c: registrations */
+extern const struct resource_ops aio_ops;	  /* aio.c: io_setup contexts */
+extern const struct resource_ops uring_ops;	  /* uring.c: io_uring, what only calls show */
+extern const struct resource_ops packet_ring_ops; /* net/packet-ring.c: packet rings mapped */
 
 /* A command's options (opts.c): 0, or -errno with the reason logged. */
 int opts_parse(int argc, char **argv, struct opts *o, int cmd);

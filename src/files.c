@@ -301,9 +301,9 @@ int files_dump_path(struct dump_ctx *ctx, const char *procpath, const char *path
 	}
 	/* what a socket maps is its own memory (a packet ring): no file to map again */
 	if (S_ISSOCK(st.st_mode)) {
-		pr_err("pid %d: maps %s, a socket's memory (a packet socket's PACKET_RX_RING or "
-		       "PACKET_TX_RING, or a TCP zero-copy receive area), which amber cannot "
-		       "restore; unmap it before the dump",
+		pr_err("pid %d: maps %s, a socket's memory (a packet socket's ring whose socket "
+		       "the process has no fd on, or a TCP zero-copy receive area), which amber "
+		       "cannot restore; unmap it before the dump",
 		       ctx->pid, path);
 		return -EOPNOTSUPP;
 	}

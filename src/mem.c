@@ -80,6 +80,7 @@ static bool is_vdso_part(int kind)
 static int classify(struct dump_ctx *ctx, struct vma *v)
 {
 	const char *p = v->path;
+	int ret;
 
 	if (p && !strcmp(p, "[vsyscall]")) {
 		v->kind = -1;
@@ -112,6 +113,9 @@ static int classify(struct dump_ctx *ctx, struct vma *v)
 		}
 		v->kind = VMA_KIND__VMA_ANON_PRIVATE;
 		v->hugetlb_kib = (unsigned)(sf.f_bsize >> 10);
+	} else if (v->shared && !strncmp(p, "socket:[", 8) &&
+		   (ret = packet_vma_file(ctx, v)) <= 0) {
+		return ret; /* a packet ring: packet-ring.c makes it again */
 	} else if (v->shared && !strcmp(p, "anon_inode:[io_uring]")) {
 		v->kind = VMA_KIND__VMA_IO_URING; /* its rings: uring.c makes them again */
 		return uring_vma_file(ctx, v);
@@ -913,12 +917,14 @@ int mem_check_mm(pid_t pid, const MmEntry *mm, size_t nr_files)
 		    e->end > TASK_SIZE_MAX || e->pgoff % PAGE_SIZE ||
 		    e->pgoff > UINT64_MAX - (e->end - e->start) ||
 		    (e->kind > VMA_KIND__VMA_VVAR_VCLOCK && e->kind != VMA_KIND__VMA_SYSV_SHM &&
-		     e->kind != VMA_KIND__VMA_AIO && e->kind != VMA_KIND__VMA_IO_URING) ||
+		     e->kind != VMA_KIND__VMA_AIO && e->kind != VMA_KIND__VMA_IO_URING &&
+		     e->kind != VMA_KIND__VMA_PACKET_RING) ||
 		    (e->kind == VMA_KIND__VMA_SYSV_SHM && !e->has_sysv_shmid) ||
 		    (e->kind == VMA_KIND__VMA_AIO && !aio_ring_valid(e)) ||
 		    (e->has_file_id && e->file_id >= nr_files) ||
 		    ((e->kind == VMA_KIND__VMA_FILE_PRIVATE ||
-		      e->kind == VMA_KIND__VMA_FILE_SHARED || e->kind == VMA_KIND__VMA_IO_URING) &&
+		      e->kind == VMA_KIND__VMA_FILE_SHARED || e->kind == VMA_KIND__VMA_IO_URING ||
+		      e->kind == VMA_KIND__VMA_PACKET_RING) &&
 		     !e->has_file_id) ||
 		    (e->kind == VMA_KIND__VMA_ANON_SHARED && !e->has_shmem_id) ||
 		    !mlock_valid(e->mlock) || !guards_valid(e) || !hugetlb_valid(e))
@@ -1860,8 +1866,9 @@ static int map_vmas(struct restore_ctx *ctx, bool proxy)
 		while (pm < ctx->nr_pm && ctx->pm[pm]->vaddr < e->start)
 			pm++;
 		if ((is_vdso_part(e->kind) && !(proxy && e->kind == VMA_KIND__VMA_VDSO)) ||
-		    e->kind == VMA_KIND__VMA_AIO ||    /* aio.c makes the ring once all is mapped */
-		    e->kind == VMA_KIND__VMA_IO_URING) /* uring.c maps the rings then */
+		    e->kind == VMA_KIND__VMA_AIO || /* aio.c makes the ring once all is mapped */
+		    e->kind == VMA_KIND__VMA_IO_URING ||  /* uring.c maps the rings then */
+		    e->kind == VMA_KIND__VMA_PACKET_RING) /* and packet-ring.c its own */
 			continue;
 		if (e->kind == VMA_KIND__VMA_SYSV_SHM)
 			ret = plan_shmat(&p, e);

@@ -104,4 +104,11 @@ int uring_vma_file(struct dump_ctx *ctx, struct vma *v);
 /* At restore, every VMA_IO_URING of the image: a ring's, of one of the process's fds. */
 int uring_check_vmas(struct restore_ctx *ctx);
 
+/*
+ * At dump, a VMA of a socket: if it is a packet socket's of the dump, its
+ * whole ring (net/packet-ring.c), v->kind and v->file_id set, 0; 1 if it is
+ * no packet socket's; -errno (logged) for part of a ring.
+ */
+int packet_vma_file(struct dump_ctx *ctx, struct vma *v);
+
 #endif

@@ -34,8 +34,9 @@
 #include "amber.h"
 
 const struct resource_ops *const resources[] = {
-	&ns_ops,      &cgroup_ops,  &mnt_ops,	     &netns_ops, &task_ops,	&files_ops,
-	&tty_ops,     &mem_ops,	    &aio_ops,	     &uring_ops, &threads_ops,	&fs_ops,
-	&rlimits_ops, &signals_ops, &timers_ops,     &ipc_ops,	 &seccomp_ops,	&creds_ops,
-	&locks_ops,   &sched_ops,   &membarrier_ops, &regs_ops,	 &mnt_exit_ops, NULL,
+	&ns_ops,	  &cgroup_ops,	   &mnt_ops,	 &netns_ops,	&task_ops,
+	&files_ops,	  &tty_ops,	   &mem_ops,	 &aio_ops,	&uring_ops,
+	&packet_ring_ops, &threads_ops,	   &fs_ops,	 &rlimits_ops,	&signals_ops,
+	&timers_ops,	  &ipc_ops,	   &seccomp_ops, &creds_ops,	&locks_ops,
+	&sched_ops,	  &membarrier_ops, &regs_ops,	 &mnt_exit_ops, NULL,
 };

@@ -8,17 +8,20 @@
  * the options and the fanout; the memberships, rings and queued bytes come
  * from sock_diag (sk-diag.c).
  *
- * Refused at dump: mmap rings (PACKET_RX_RING, PACKET_TX_RING: a new ring
- * would start at its first frame, where the process does not look), packets
- * queued for reading (they came from the network; nothing can deliver them
- * to this socket alone again), fanout groups that run a BPF program
- * (PACKET_FANOUT_CBPF/EBPF: the program cannot be read back).
+ * A receive ring (PACKET_RX_RING) is packet-ring.c's.
  *
- * Restore: a new socket of protocol 0 (receiving nothing yet), the options,
- * then bind to the protocol and interface (checked to have the name it had),
- * the memberships, the fanout group, the late options.  A packet socket
- * needs CAP_NET_RAW: an image not root's holding one is refused before
- * anything is made.
+ * Refused at dump: a transmit ring (PACKET_TX_RING: where the kernel is in
+ * it shows nowhere), packets queued for reading (they came from the
+ * network; nothing can deliver them to this socket alone again), fanout
+ * groups that run a BPF program (PACKET_FANOUT_CBPF/EBPF: the program cannot
+ * be read back).
+ *
+ * Restore: a new socket of protocol 0 (receiving nothing yet), the early
+ * options, the ring, the late options (a filter last: the ring's refill
+ * passes none), then bind to the protocol and interface (checked to have the
+ * name it had), the memberships, the fanout group.  A packet socket needs
+ * CAP_NET_RAW: an image not root's holding one is refused before anything is
+ * made.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -97,6 +100,34 @@ static int add_mc(PacketSkEntry *e, const struct packet_diag_mclist *m)
 	return 0;
 }
 
+static int ring_shape(PacketSkEntry *e, const struct packet_diag_ring *d)
+{
+	PacketRing *r = malloc(sizeof(*r));
+
+	if (!r)
+		return -ENOMEM;
+	packet_ring__init(r);
+	r->block_size = d->pdr_block_size;
+	r->block_nr = d->pdr_block_nr;
+	r->frame_size = d->pdr_frame_size;
+	r->frame_nr = d->pdr_frame_nr;
+	r->has_retire_tmo = r->has_sizeof_priv = r->has_features = 1;
+	r->retire_tmo = d->pdr_retire_tmo;
+	r->sizeof_priv = d->pdr_sizeof_priv;
+	r->features = d->pdr_features;
+	e->rx_ring = r;
+	return 0;
+}
+
+/* The version the options of an image set (TPACKET_V1 if none). */
+static int image_version(const PacketSkEntry *e)
+{
+	for (size_t i = 0; i < e->n_opts; i++)
+		if (!strcmp(e->opts[i]->name, "PACKET_VERSION") && e->opts[i]->has_val)
+			return (int)e->opts[i]->val;
+	return TPACKET_V1;
+}
+
 /* What only sock_diag tells: memberships, rings, the copy threshold, queued bytes. */
 static int dump_diag(PacketSkEntry *e, uint64_t ino, const char *what)
 {
@@ -144,13 +175,14 @@ static int dump_diag(PacketSkEntry *e, uint64_t ino, const char *what)
 			}
 			break;
 		case PACKET_DIAG_RX_RING:
+			if (len >= sizeof(struct packet_diag_ring))
+				ret = ring_shape(e, d);
+			break;
 		case PACKET_DIAG_TX_RING:
-			pr_err("%s: the packet socket has a %s mmap ring, which amber cannot "
-			       "restore (the kernel's position in a new ring cannot be set to "
-			       "the old one's)",
-			       what,
-			       a->nla_type == PACKET_DIAG_RX_RING ? "PACKET_RX_RING"
-								  : "PACKET_TX_RING");
+			pr_err("%s: the packet socket has a PACKET_TX_RING, which amber cannot "
+			       "restore (where the kernel is in it shows nowhere); send with "
+			       "send() or close the ring before the dump",
+			       what);
 			ret = -EOPNOTSUPP;
 			break;
 		case PACKET_DIAG_MEMINFO:
@@ -229,6 +261,14 @@ static int packet_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 	ret = dump_diag(e, f->ino, what);
 	if (!ret)
 		ret = sk_opts_dump(dup, AF_PACKET, (int)e->type, false, what, &e->opts, &e->n_opts);
+	if (!ret && e->rx_ring) {
+		len = sizeof(val);
+		if (getsockopt(dup, SOL_PACKET, PACKET_VERSION, &val, &len)) {
+			pr_err("%s: cannot read PACKET_VERSION: %m", what);
+			return -errno;
+		}
+		ret = packet_ring_dump(dup, val, e->rx_ring, what);
+	}
 	return ret;
 }
 
@@ -261,6 +301,14 @@ static int check_one(struct tree *t, const PacketSkEntry *e, const char *who)
 			       who);
 			return -EBADMSG;
 		}
+	}
+	if (e->rx_ring && (image_version(e) < TPACKET_V1 || image_version(e) > TPACKET_V3 ||
+			   packet_ring_check(e->rx_ring, image_version(e), who) ||
+			   (packet_ring_replays(e->rx_ring) && !e->protocol))) {
+		pr_err("%s: the image holds a packet ring the socket could not have; the image is "
+		       "corrupt",
+		       who);
+		return -EBADMSG;
 	}
 	if (t->owner.switches) {
 		pr_err("%s: the image holds a packet socket, which needs CAP_NET_RAW, and belongs "
@@ -310,6 +358,8 @@ static int open_one(struct tree *t, RegFile *f, const char *who)
 	}
 	/* all of them before bind, which starts the receiving: a filter comes first */
 	ret = sk_opts_restore(t, fd, e->opts, e->n_opts, false, who);
+	if (!ret && e->rx_ring)
+		ret = packet_ring_restore(fd, (int)e->type, image_version(e), e->rx_ring, who);
 	if (!ret)
 		ret = sk_opts_restore(t, fd, e->opts, e->n_opts, true, who);
 	if (!ret)

@@ -45,6 +45,18 @@ int sk_diag_find(const void *req, size_t len, size_t ino_off, uint64_t ino, void
 	     (char *)a + a->nla_len <= (char *)(msg) + (msg)->nlmsg_len;                           \
 	     a = (struct nlattr *)((char *)a + NLA_ALIGN(a->nla_len)))
 
+/*
+ * A packet socket's PACKET_RX_RING (packet-ring.c).  Dump: its memory and the
+ * kernel's place in it into r (its shape filled from sock_diag), through
+ * dup.  Restore: check r before any socket exists; make the ring on fd (not
+ * bound yet, its early options set) and bring the kernel to its place, which
+ * leaves fd bound to lo when packet_ring_replays(r).
+ */
+int packet_ring_dump(int dup, int version, PacketRing *r, const char *what);
+int packet_ring_check(const PacketRing *r, int version, const char *who);
+bool packet_ring_replays(const PacketRing *r);
+int packet_ring_restore(int fd, int type, int version, const PacketRing *r, const char *who);
+
 /* Is socket inode ino open in some process of the tree being dumped? */
 bool sk_open_in_tree(struct tree *t, uint64_t ino);
 

@@ -15,8 +15,9 @@
  *   skfamilies DIR netlink  route sockets with groups and options, port ids,
  *                           usersock pair; a link change is notified
  *   skfamilies DIR rawq     a raw socket with a packet queued (refused at dump)
- *   skfamilies DIR ring     a packet socket with a mapped PACKET_RX_RING (refused);
- *                           ring-mapped: the same, its fd closed, the ring mapped
+ *   skfamilies DIR ring     a packet socket with a mapped PACKET_TX_RING (refused);
+ *                           ring-mapped: a PACKET_RX_RING, its fd closed, the ring
+ *                           mapped (refused)
  *   skfamilies DIR owner-raw, owner-packet  (as nobody with CAP_NET_RAW, then
  *                           dropped) a raw or a packet socket: root's restore of
  *                           nobody's image refuses them
@@ -639,7 +640,8 @@ int main(int argc, char **argv)
 		raw4 = sock(AF_INET, SOCK_RAW, PROTO_X);
 		send_to(raw4, "queued", 6, (struct sockaddr *)&lo, sizeof(lo));
 	} else if (!strcmp(mode, "ring") || !strcmp(mode, "ring-mapped")) {
-		/* a TPACKET_V2 receive ring, mapped; "ring-mapped": its fd closed */
+		/* a TPACKET_V2 transmit ring, mapped; "ring-mapped": a receive ring, its fd closed
+		 */
 		struct tpacket_req req = {.tp_block_size = 4096,
 					  .tp_block_nr = 4,
 					  .tp_frame_size = 2048,
@@ -649,7 +651,9 @@ int main(int argc, char **argv)
 		pk_rx = sock(AF_PACKET, SOCK_RAW, 0);
 		if (setsockopt(pk_rx, SOL_PACKET, PACKET_VERSION, &(int){TPACKET_V2},
 			       sizeof(int)) ||
-		    setsockopt(pk_rx, SOL_PACKET, PACKET_RX_RING, &req, sizeof(req)))
+		    setsockopt(pk_rx, SOL_PACKET,
+			       strcmp(mode, "ring") ? PACKET_RX_RING : PACKET_TX_RING, &req,
+			       sizeof(req)))
 			prog_die("PACKET_RX_RING");
 		ring = mmap(NULL, 4 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, pk_rx, 0);
 		if (ring == MAP_FAILED)

@@ -74,8 +74,8 @@ fam_dump_refused() {
 
 # a raw socket with a packet queued is refused at dump, naming it, and runs on
 t_skfamilies_rawq_refused() { fam_dump_refused rawq "raw socket .* has packets queued for reading"; }
-# so is a packet socket's mmap ring, open or only mapped
-t_skfamilies_ring_refused() { fam_dump_refused ring "has a PACKET_RX_RING mmap ring"; }
+# so is a packet socket's transmit ring, and a receive ring mapped with its socket closed
+t_skfamilies_ring_refused() { fam_dump_refused ring "has a PACKET_TX_RING, which amber cannot"; }
 t_skfamilies_ring_mapped_refused() { fam_dump_refused ring-mapped "maps socket:\[[0-9]*\], a socket's memory"; }
 
 # crafted values in the image's packet, netlink and raw sockets are refused before

@@ -1,0 +1,691 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A packet socket's receive ring (PACKET_RX_RING, TPACKET_V1, V2 and V3):
+ * its memory, and where the kernel is in it, which no interface shows or
+ * sets.
+ *
+ * Dump: amber maps the ring (its dup of the socket) and copies it twice,
+ * 2 ms apart, while the network goes on filling it.  V1/V2: the kernel fills
+ * frames in turn, so it fills next the one after the newest frame (by time
+ * stamp) that is the process's (TP_STATUS_USER) or was given back and did
+ * not change between the copies; a frame that changed is a packet that came
+ * during the copies, left out (the restored kernel fills it again).  V3: the
+ * kernel fills one block at a time, numbered (seq_num); the newest block is
+ * the one it fills, unless it was closed (its last packet's next offset is
+ * 0): then every block was the process's and the kernel waits for the next
+ * one (frozen).  The packets of the block it fills are taken from the
+ * second copy (written completely by then), as many as the first copy's
+ * header counts.  A copy caught between a packet's reservation and its
+ * header is taken again.
+ *
+ * Restore: the new socket gets a ring of the same shape; amber binds it to
+ * an ethertype of its own on lo and sends it frames from a second packet
+ * socket until the kernel is where it was (V1/V2: so many frames; V3: blocks
+ * closed by full ones, then the block's packets with their sizes, or frozen
+ * at the block after them), checking each packet's landing; then it writes
+ * the dumped memory over the ring, reads the statistics (the frames counted
+ * there are amber's), and the socket is bound as it was.  The mapping comes
+ * back at its address in the process (packet_ring_ops).
+ *
+ * Refused: a transmit ring (PACKET_TX_RING: the kernel's position in it shows
+ * nowhere, frames sent leave no mark), a ring over RING_MAX, a mapping of part
+ * of a ring, a ring that changes under every copy.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
+#include <net/if.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "amber.h"
+#include "infect.h"
+#include "log.h"
+#include "mem.h"
+#include "sk.h"
+
+#define RING_MAX     (64U << 20) /* bytes of one ring an image may hold */
+#define REPLAY_PROTO 0x88b5	 /* IEEE 802 local experimental ethertype */
+#define SNAP_TRIES   100
+#define REPLAY_TRIES 3
+#define JUNK_MAX     65000 /* bytes of a frame amber sends on lo (MTU 65536) */
+
+#ifndef PACKET_VNET_HDR_SZ
+#define PACKET_VNET_HDR_SZ 24
+#endif
+
+static size_t ring_len(const PacketRing *r)
+{
+	return (size_t)r->block_size * r->block_nr;
+}
+
+static size_t frame_off(const PacketRing *r, uint32_t i)
+{
+	uint32_t fpb = r->block_size / r->frame_size;
+
+	return (size_t)(i / fpb) * r->block_size + (size_t)(i % fpb) * r->frame_size;
+}
+
+/* A V1/V2 frame's status and time stamp (ns). */
+static void frame_info(const uint8_t *m, int version, size_t off, uint32_t *status, uint64_t *ts)
+{
+	if (version == TPACKET_V1) {
+		struct tpacket_hdr h;
+
+		memcpy(&h, m + off, sizeof(h));
+		*status = (uint32_t)h.tp_status;
+		*ts = h.tp_sec * 1000000000ULL + h.tp_usec * 1000ULL;
+	} else {
+		struct tpacket2_hdr h;
+
+		memcpy(&h, m + off, sizeof(h));
+		*status = h.tp_status;
+		*ts = h.tp_sec * 1000000000ULL + h.tp_nsec;
+	}
+}
+
+/* V1/V2: the frame the kernel fills next, or -EAGAIN (copy again). */
+static int frames_head(PacketRing *r, int version, const uint8_t *c1, const uint8_t *c2)
+{
+	uint64_t newest = 0;
+	int64_t at = -1;
+
+	for (uint32_t i = 0; i < r->frame_nr; i++) {
+		uint32_t s1, s2;
+		uint64_t t1, t2;
+
+		frame_info(c1, version, frame_off(r, i), &s1, &t1);
+		frame_info(c2, version, frame_off(r, i), &s2, &t2);
+		if (((s1 & TP_STATUS_USER) || (!(s2 & TP_STATUS_USER) && t1 == t2)) && t1 &&
+		    t1 >= newest) {
+			newest = t1;
+			at = i;
+		}
+	}
+	/* a packet older than the newest was still being written: its frame would stay empty */
+	for (uint32_t i = 0; i < r->frame_nr; i++) {
+		uint32_t s1, s2;
+		uint64_t t1, t2;
+
+		frame_info(c1, version, frame_off(r, i), &s1, &t1);
+		frame_info(c2, version, frame_off(r, i), &s2, &t2);
+		if (!(s1 & TP_STATUS_USER) && (s2 & TP_STATUS_USER) && t2 < newest)
+			return -EAGAIN;
+	}
+	r->head = at < 0 ? 0 : (uint32_t)((at + 1) % r->frame_nr);
+	return 0;
+}
+
+static void block_hdr(const uint8_t *m, const PacketRing *r, uint32_t b, struct tpacket_hdr_v1 *h)
+{
+	memcpy(h, m + (size_t)b * r->block_size + offsetof(struct tpacket_block_desc, hdr),
+	       sizeof(*h));
+}
+
+static uint32_t pkt_step(const uint8_t *p)
+{
+	struct tpacket3_hdr h;
+
+	memcpy(&h, p, sizeof(h));
+	return (h.tp_mac + h.tp_snaplen + 7) & ~7U;
+}
+
+/*
+ * V3: the block the kernel fills (or waits for), the sizes of the packets
+ * in it, and its packets from c2 into c1; -EAGAIN: copy again.
+ */
+static int blocks_head(PacketRing *r, uint8_t *c1, const uint8_t *c2)
+{
+	struct tpacket_hdr_v1 h;
+	uint64_t newest = 0;
+	uint32_t n = 0, off, last = 0, *steps;
+	uint8_t *blk;
+	int dups = 0;
+
+	for (uint32_t b = 0; b < r->block_nr; b++) {
+		block_hdr(c1, r, b, &h);
+		if (h.seq_num > newest) {
+			newest = h.seq_num;
+			n = b;
+			dups = 0;
+		} else if (h.seq_num && h.seq_num == newest) {
+			dups++;
+		}
+	}
+	if (!newest || dups)
+		return -EAGAIN;
+	block_hdr(c1, r, n, &h);
+	blk = c1 + (size_t)n * r->block_size;
+	if (h.num_pkts > r->block_size / 8)
+		return -EAGAIN;
+	steps = calloc(h.num_pkts + 1, sizeof(*steps));
+	if (!steps)
+		return -ENOMEM;
+	off = h.offset_to_first_pkt;
+	for (uint32_t k = 0; k < h.num_pkts; k++) {
+		if (off < sizeof(struct tpacket_block_desc) ||
+		    off + sizeof(struct tpacket3_hdr) > r->block_size)
+			goto again;
+		steps[k] = pkt_step(c2 + (size_t)n * r->block_size + off);
+		if (steps[k] < sizeof(struct tpacket3_hdr) || steps[k] > r->block_size - off)
+			goto again;
+		last = off;
+		off += steps[k];
+	}
+	if (h.num_pkts && off != h.blk_len)
+		goto again;
+	free(r->steps);
+	r->steps = NULL;
+	r->n_steps = 0;
+	r->has_frozen = 1;
+	if (!(h.block_status & TP_STATUS_USER) &&
+	    (!h.num_pkts || ((struct tpacket3_hdr *)(void *)(blk + last))->tp_next_offset)) {
+		/* it fills this one: its packets as they were written */
+		r->head = n;
+		r->frozen = 0;
+		if (h.num_pkts) {
+			memcpy(blk + h.offset_to_first_pkt,
+			       c2 + (size_t)n * r->block_size + h.offset_to_first_pkt,
+			       h.blk_len - h.offset_to_first_pkt);
+			((struct tpacket3_hdr *)(void *)(blk + last))->tp_next_offset =
+				steps[h.num_pkts - 1];
+		}
+		r->steps = steps;
+		r->n_steps = h.num_pkts;
+		return 0;
+	}
+	r->head = (n + 1) % r->block_nr;
+	r->frozen = 1;
+	free(steps);
+	return 0;
+again:
+	free(steps);
+	return -EAGAIN;
+}
+
+int packet_ring_dump(int dup, int version, PacketRing *r, const char *what)
+{
+	struct timespec gap = {0, 2 * 1000 * 1000};
+	size_t len = ring_len(r);
+	uint8_t *c1 = NULL, *c2 = NULL;
+	int ret = -EAGAIN;
+	void *m;
+
+	if (!r->block_nr || !r->frame_size || len > RING_MAX) {
+		pr_err("%s: its PACKET_RX_RING of %u blocks of %u bytes is larger than the %u MiB "
+		       "amber dumps",
+		       what, r->block_nr, r->block_size, RING_MAX >> 20);
+		return -EOPNOTSUPP;
+	}
+	m = mmap(NULL, len, PROT_READ, MAP_SHARED, dup, 0);
+	if (m == MAP_FAILED) {
+		pr_err("%s: cannot map its PACKET_RX_RING (%zu bytes): %m", what, len);
+		return -errno;
+	}
+	c1 = malloc(len);
+	c2 = malloc(len);
+	for (int i = 0; c1 && c2 && ret == -EAGAIN && i < SNAP_TRIES; i++) {
+		memcpy(c1, m, len);
+		nanosleep(&gap, NULL);
+		memcpy(c2, m, len);
+		ret = version == TPACKET_V3 ? blocks_head(r, c1, c2)
+					    : frames_head(r, version, c1, c2);
+	}
+	munmap(m, len);
+	free(c2);
+	if (!c1 || !c2)
+		ret = -ENOMEM;
+	if (ret == -EAGAIN)
+		pr_err("%s: its PACKET_RX_RING changed under each of %d copies (packets kept "
+		       "coming while one was being written); dump again when the traffic is "
+		       "lighter",
+		       what, SNAP_TRIES);
+	if (ret) {
+		free(c1);
+		return ret;
+	}
+	r->data.data = c1;
+	r->data.len = len;
+	pr_info("%s: PACKET_RX_RING V%d, %u blocks of %u, the kernel at %s %u%s", what, version + 1,
+		r->block_nr, r->block_size, version == TPACKET_V3 ? "block" : "frame", r->head,
+		r->frozen ? " (frozen)" : "");
+	return 0;
+}
+
+/* ---- restore ---- */
+
+int packet_ring_check(const PacketRing *r, int version, const char *who)
+{
+	uint64_t sum = 0;
+
+	if (r->block_size < PAGE_SIZE || r->block_size % PAGE_SIZE || !r->block_nr ||
+	    r->frame_size < TPACKET_ALIGNMENT || r->frame_size % TPACKET_ALIGNMENT ||
+	    r->frame_size > r->block_size || ring_len(r) > RING_MAX ||
+	    (uint64_t)(r->block_size / r->frame_size) * r->block_nr != r->frame_nr ||
+	    r->data.len != ring_len(r) ||
+	    r->head >= (version == TPACKET_V3 ? r->block_nr : r->frame_nr) ||
+	    (version != TPACKET_V3 && (r->n_steps || r->frozen)) || (r->frozen && r->n_steps) ||
+	    r->n_steps > r->block_size / 8)
+		goto corrupt;
+	for (size_t i = 0; i < r->n_steps; i++) {
+		if (r->steps[i] % 8 || r->steps[i] < sizeof(struct tpacket3_hdr) ||
+		    r->steps[i] > r->block_size)
+			goto corrupt;
+		sum += r->steps[i];
+	}
+	if (sum >= r->block_size)
+		goto corrupt;
+	return 0;
+corrupt:
+	pr_err("%s: the image holds a packet ring of a shape the kernel does not make, or a "
+	       "position outside it; the image is corrupt",
+	       who);
+	return -EBADMSG;
+}
+
+struct replay {
+	int fd, tx, version;
+	const PacketRing *r;
+	uint8_t *m;
+	struct sockaddr_ll to;
+	uint32_t base;		 /* tp_mac + tp_snaplen less the frame's bytes */
+	uint32_t off1;		 /* a V3 block's first packet offset */
+	uint32_t cur, used, npk; /* V3: where the kernel is, as amber expects */
+	const char *who;
+};
+
+static uint32_t rd32(const volatile void *p)
+{
+	return __atomic_load_n((const uint32_t *)p, __ATOMIC_ACQUIRE);
+}
+
+static volatile struct tpacket_hdr_v1 *live_hdr(struct replay *p, uint32_t b)
+{
+	return (volatile struct tpacket_hdr_v1 *)(p->m + (size_t)b * p->r->block_size +
+						  offsetof(struct tpacket_block_desc, hdr));
+}
+
+static int send_frame(struct replay *p, uint32_t len)
+{
+	static uint8_t frame[JUNK_MAX];
+
+	frame[12] = REPLAY_PROTO >> 8;
+	frame[13] = REPLAY_PROTO & 0xff;
+	if (sendto(p->tx, frame, len, 0, (struct sockaddr *)&p->to, sizeof(p->to)) !=
+	    (ssize_t)len) {
+		pr_err("%s: cannot send amber's frames to the new ring on lo: %m%s", p->who,
+		       errno == ENETDOWN ? " (lo is down in the socket's network namespace)" : "");
+		return -errno;
+	}
+	return 0;
+}
+
+/* V1/V2: frame i is the process's; V3: the kernel is where amber expects (1 s). */
+static int landed(struct replay *p, int64_t frame, bool closed)
+{
+	for (int i = 0; i < 100000; i++) {
+		if (frame >= 0) {
+			if (rd32(p->m + frame_off(p->r, (uint32_t)frame)) & TP_STATUS_USER)
+				return 0;
+		} else {
+			volatile struct tpacket_hdr_v1 *h = live_hdr(p, p->cur);
+			uint32_t st = rd32(&h->block_status);
+
+			/* closed early (the retire timer): start again */
+			if (!closed && (st & TP_STATUS_USER))
+				return -EAGAIN;
+			if (closed ? (st & TP_STATUS_USER)
+				   : rd32(&h->num_pkts) == p->npk && rd32(&h->blk_len) == p->used)
+				return 0;
+		}
+		usleep(10);
+	}
+	pr_err("%s: a frame amber sent did not land in the new ring where expected", p->who);
+	return -EIO;
+}
+
+/* V3: one packet of step bytes; the kernel moves on to the next block if it does not fit. */
+static int inject(struct replay *p, uint32_t step)
+{
+	uint32_t len = step - p->base;
+	int ret;
+
+	if (step < p->base + ETH_HLEN || len > JUNK_MAX) {
+		pr_err("%s: a packet of the ring's current block took %u bytes, which amber "
+		       "cannot make with a frame on lo",
+		       p->who, step);
+		return -ERANGE;
+	}
+	if (p->used + step < p->r->block_size) {
+		p->used += step;
+		p->npk++;
+	} else {
+		p->cur = (p->cur + 1) % p->r->block_nr;
+		p->used = p->off1 + step;
+		p->npk = 1;
+	}
+	ret = send_frame(p, len);
+	return ret ? ret : landed(p, -1, false);
+}
+
+/* The biggest packet that fits in a block, and in what is left of the current one. */
+static uint32_t junk_step(struct replay *p, bool in_this)
+{
+	uint32_t room = (in_this ? p->r->block_size - p->used : p->r->block_size - p->off1) - 1;
+	uint32_t step = room & ~7U;
+
+	if (step > ((JUNK_MAX + p->base) & ~7U))
+		step = (JUNK_MAX + p->base) & ~7U;
+	return step;
+}
+
+/* V3: the kernel at block b with a packet in it. */
+static int advance_to(struct replay *p, uint32_t b)
+{
+	int ret = 0;
+
+	for (uint64_t n = 0; !ret && (p->cur != b || !p->npk); n++) {
+		if (n > (uint64_t)p->r->block_nr * (p->r->block_size / 64 + 2))
+			return -EIO;
+		ret = inject(p, junk_step(p, false));
+	}
+	return ret;
+}
+
+/* V3: the current block filled so that a packet of step bytes opens the next. */
+static int fill_for(struct replay *p, uint32_t step)
+{
+	int ret = 0;
+
+	while (!ret && p->used + step < p->r->block_size) {
+		uint32_t j = junk_step(p, true);
+
+		if (j < p->base + ETH_HLEN)
+			return -ERANGE;
+		ret = inject(p, j);
+	}
+	return ret;
+}
+
+static int replay_v3(struct replay *p)
+{
+	const PacketRing *r = p->r;
+	uint32_t k = r->head;
+	int ret = 0;
+
+	p->off1 = rd32(&live_hdr(p, 0)->offset_to_first_pkt);
+	p->cur = 0;
+	p->used = p->off1;
+	p->npk = 0;
+	if (r->frozen) {
+		uint32_t n = (k + r->block_nr - 1) % r->block_nr;
+
+		ret = advance_to(p, n);
+		/* the block after it is the process's when the kernel gets there */
+		if (!ret && k != n)
+			__atomic_store_n((uint32_t *)&live_hdr(p, k)->block_status, TP_STATUS_USER,
+					 __ATOMIC_RELEASE);
+		if (!ret)
+			ret = fill_for(p, junk_step(p, false));
+		if (!ret) {
+			ret = send_frame(p, junk_step(p, false) - p->base);
+			if (!ret)
+				ret = landed(p, -1, true);
+		}
+		return ret;
+	}
+	if (!r->n_steps && k) {
+		/* an empty block after a full one: closed by the retire timer */
+		ret = advance_to(p, k - 1);
+		for (int i = 0; !ret && i < 200000; i++) {
+			if (rd32(&live_hdr(p, k - 1)->block_status) & TP_STATUS_USER)
+				return 0;
+			usleep(10);
+		}
+		return ret ? ret : -EIO;
+	}
+	if (r->n_steps && k) {
+		ret = advance_to(p, k - 1);
+		if (!ret)
+			ret = fill_for(p, r->steps[0]);
+	}
+	for (size_t i = 0; !ret && i < r->n_steps; i++) {
+		ret = inject(p, r->steps[i]);
+		if (!ret && p->cur != k)
+			ret = -EIO;
+	}
+	return ret;
+}
+
+static int make_ring(struct replay *p)
+{
+	const PacketRing *r = p->r;
+	struct tpacket_req3 req = {
+		.tp_block_size = r->block_size,
+		.tp_block_nr = r->block_nr,
+		.tp_frame_size = r->frame_size,
+		.tp_frame_nr = r->frame_nr,
+		.tp_retire_blk_tov = r->retire_tmo,
+		.tp_sizeof_priv = r->sizeof_priv,
+		.tp_feature_req_word = r->features,
+	};
+	socklen_t len = p->version == TPACKET_V3 ? sizeof(req) : sizeof(struct tpacket_req);
+
+	if (setsockopt(p->fd, SOL_PACKET, PACKET_RX_RING, &req, len)) {
+		pr_err("%s: cannot make a PACKET_RX_RING of %u blocks of %u bytes: %m", p->who,
+		       r->block_nr, r->block_size);
+		return -errno;
+	}
+	p->m = mmap(NULL, ring_len(r), PROT_READ | PROT_WRITE, MAP_SHARED, p->fd, 0);
+	if (p->m == MAP_FAILED) {
+		pr_err("%s: cannot map the new PACKET_RX_RING: %m", p->who);
+		p->m = NULL;
+		return -errno;
+	}
+	return 0;
+}
+
+static void drop_ring(struct replay *p)
+{
+	struct tpacket_req3 req = {0};
+
+	if (p->m)
+		munmap(p->m, ring_len(p->r));
+	p->m = NULL;
+	setsockopt(p->fd, SOL_PACKET, PACKET_RX_RING, &req,
+		   p->version == TPACKET_V3 ? sizeof(req) : sizeof(struct tpacket_req));
+}
+
+/* Where an injected frame's bytes start in the ring, less ETH_HLEN (af_packet's tpacket_rcv). */
+static int ring_base(struct replay *p, int type)
+{
+	static const uint32_t hdrlen[] = {TPACKET_HDRLEN, TPACKET2_HDRLEN, TPACKET3_HDRLEN};
+	int reserve = 0, vnet = 0;
+	socklen_t len = sizeof(reserve);
+	uint32_t netoff;
+
+	if (getsockopt(p->fd, SOL_PACKET, PACKET_RESERVE, &reserve, &len)) {
+		pr_err("%s: cannot read PACKET_RESERVE: %m", p->who);
+		return -errno;
+	}
+	len = sizeof(vnet);
+	if (type == SOCK_RAW && getsockopt(p->fd, SOL_PACKET, PACKET_VNET_HDR_SZ, &vnet, &len)) {
+		len = sizeof(vnet);
+		if (!getsockopt(p->fd, SOL_PACKET, PACKET_VNET_HDR, &vnet, &len) && vnet)
+			vnet = 10; /* struct virtio_net_hdr */
+	}
+	netoff = TPACKET_ALIGN(hdrlen[p->version] + 16) + (uint32_t)reserve + (uint32_t)vnet;
+	p->base = netoff - ETH_HLEN;
+	return 0;
+}
+
+bool packet_ring_replays(const PacketRing *r)
+{
+	return r->head || r->n_steps || r->frozen;
+}
+
+int packet_ring_restore(int fd, int type, int version, const PacketRing *r, const char *who)
+{
+	struct replay p = {.fd = fd, .tx = -1, .version = version, .r = r, .who = who};
+	struct tpacket_stats_v3 st;
+	socklen_t len = sizeof(st);
+	int ret = -EAGAIN;
+
+	if (!packet_ring_replays(r)) {
+		/* the kernel starts where it was: at the first frame of a ring it never filled */
+		ret = make_ring(&p);
+		if (!ret) {
+			memcpy(p.m, r->data.data, r->data.len);
+			munmap(p.m, ring_len(r));
+		}
+		return ret;
+	}
+
+	p.to = (struct sockaddr_ll){.sll_family = AF_PACKET,
+				    .sll_protocol = htons(REPLAY_PROTO),
+				    .sll_ifindex = (int)if_nametoindex("lo")};
+	if (!p.to.sll_ifindex) {
+		pr_err("%s: no lo in the socket's network namespace, through which amber brings "
+		       "the kernel to its place in the ring",
+		       who);
+		return -ENODEV;
+	}
+	ret = ring_base(&p, type);
+	if (ret)
+		return ret;
+	if (bind(fd, (struct sockaddr *)&p.to, sizeof(p.to))) {
+		pr_err("%s: cannot bind the packet socket to lo for its ring: %m", who);
+		return -errno;
+	}
+	p.tx = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
+	if (p.tx < 0) {
+		pr_err("%s: cannot make a packet socket to send to the ring: %m", who);
+		return -errno;
+	}
+	ret = -EAGAIN;
+	for (int t = 0; ret == -EAGAIN && t < REPLAY_TRIES; t++) {
+		if (t)
+			drop_ring(&p);
+		ret = make_ring(&p);
+		if (!ret && version == TPACKET_V3)
+			ret = replay_v3(&p);
+		for (uint32_t i = 0; !ret && version != TPACKET_V3 && i < r->head; i++) {
+			ret = send_frame(&p, 60);
+			if (!ret)
+				ret = landed(&p, i, false);
+		}
+	}
+	if (ret == -EAGAIN)
+		pr_err("%s: the ring's retire timer closed blocks while amber refilled them, "
+		       "%d times",
+		       who, REPLAY_TRIES);
+	else if (ret == -EIO)
+		pr_err("%s: the new ring did not come to block %u as dumped", who, r->head);
+	if (!ret) {
+		memcpy(p.m, r->data.data, r->data.len);
+		/* read, they start again from 0: amber's frames are not the process's */
+		getsockopt(fd, SOL_PACKET, PACKET_STATISTICS, &st, &len);
+	}
+	if (p.m)
+		munmap(p.m, ring_len(r));
+	close(p.tx);
+	return ret;
+}
+
+/* ---- the process's mapping of the ring ---- */
+
+int packet_vma_file(struct dump_ctx *ctx, struct vma *v)
+{
+	for (size_t i = 0; i < ctx->files->n; i++) {
+		const RegFile *f = ctx->files->f[i];
+
+		if (f->kind != FILE_KIND__FILE_PACKET_SK || f->ino != v->ino)
+			continue;
+		if (!f->packet_sk || !f->packet_sk->rx_ring || v->pgoff ||
+		    v->end - v->start != ring_len(f->packet_sk->rx_ring)) {
+			pr_err("pid %d: mapping %lx-%lx is part of the ring of packet socket:[%lu] "
+			       "(offset %#lx); amber restores a mapping of a whole ring",
+			       ctx->pid, v->start, v->end, v->ino, v->pgoff);
+			return -EOPNOTSUPP;
+		}
+		v->kind = VMA_KIND__VMA_PACKET_RING;
+		v->file_id = (int)i;
+		return 0;
+	}
+	return 1;
+}
+
+/* The process's fd on the socket of VMA e, or -1. */
+static int ring_fd(struct restore_ctx *ctx, const VmaEntry *e)
+{
+	for (size_t k = 0; k < ctx->nr_fds; k++)
+		if (ctx->fds[k]->file_id == e->file_id)
+			return (int)ctx->fds[k]->fd;
+	return -1;
+}
+
+static int ring_restore_read(struct restore_ctx *ctx)
+{
+	for (size_t i = 0; ctx->mm && i < ctx->mm->n_vmas; i++) {
+		const VmaEntry *e = ctx->mm->vmas[i];
+		const RegFile *f;
+
+		if (e->kind != VMA_KIND__VMA_PACKET_RING)
+			continue;
+		f = e->has_file_id && e->file_id < ctx->nr_files ? ctx->files[e->file_id] : NULL;
+		if (!f || f->kind != FILE_KIND__FILE_PACKET_SK || !f->packet_sk ||
+		    !f->packet_sk->rx_ring || e->pgoff ||
+		    e->end - e->start != ring_len(f->packet_sk->rx_ring) || ring_fd(ctx, e) < 0 ||
+		    (e->prot & PROT_EXEC)) {
+			pr_err("mm-%d.img: mapping %llx-%llx is not a packet ring of the "
+			       "process's; "
+			       "the image is corrupt",
+			       ctx->pid, (unsigned long long)e->start, (unsigned long long)e->end);
+			return -EBADMSG;
+		}
+	}
+	return 0;
+}
+
+static int ring_restore_inject(struct restore_ctx *ctx)
+{
+	for (size_t i = 0; !ctx->shares_vm && ctx->mm && i < ctx->mm->n_vmas; i++) {
+		const VmaEntry *e = ctx->mm->vmas[i];
+		long len = (long)(e->end - e->start), r;
+
+		if (e->kind != VMA_KIND__VMA_PACKET_RING)
+			continue;
+		r = infect_call(&ctx->inf, SYS_mmap, (long)e->start, len, e->prot,
+				MAP_SHARED | MAP_FIXED_NOREPLACE, ring_fd(ctx, e), 0);
+		if (r != (long)e->start) {
+			pr_err("pid %d: cannot map its packet ring at %llx (fd %d): %s", ctx->pid,
+			       (unsigned long long)e->start, ring_fd(ctx, e),
+			       r < 0 ? strerror((int)-r) : "mapped elsewhere");
+			if (r > 0)
+				infect_call(&ctx->inf, SYS_munmap, r, len, 0, 0, 0, 0);
+			return r < 0 ? (int)r : -EADDRNOTAVAIL;
+		}
+		if (e->mlock) {
+			r = infect_call(&ctx->inf, SYS_mlock2, (long)e->start, len,
+					e->mlock & VMA_MLOCK_ONFAULT ? MLOCK_ONFAULT : 0, 0, 0, 0);
+			if (r) {
+				pr_err("pid %d: cannot lock its packet ring at %llx: %s", ctx->pid,
+				       (unsigned long long)e->start, strerror((int)-r));
+				return r < 0 ? (int)r : -EIO;
+			}
+		}
+	}
+	return 0;
+}
+
+const struct resource_ops packet_ring_ops = {
+	.name = "packet rings",
+	.restore_read = ring_restore_read,
+	.restore_inject = ring_restore_inject,
+};
