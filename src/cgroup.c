@@ -524,17 +524,25 @@ static int dump_dir(const CgMember *m)
 		if (cg_rel(h, m->path, props[i].name, file, sizeof(file)))
 			continue;
 		fd = openat(h->fd, file, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		r = read_all(fd, val, PROP_MAX);
-		close(fd);
+		if (fd < 0 && errno == ENOENT)
+			continue; /* not a file of this cgroup's controllers, or of this kernel */
+		r = fd < 0 ? -errno : read_all(fd, val, PROP_MAX);
+		if (fd >= 0)
+			close(fd);
 		if (r == -EFBIG) {
 			pr_err("cgroup %s/%s: more than %d bytes; amber cannot keep it", h->mnt,
 			       file, PROP_MAX - 1);
 			ret = r;
 			goto free_entry;
 		}
-		if (r <= 0)
+		/* a setting not read would come back as the kernel's default, unsaid */
+		if (r < 0) {
+			pr_err("cgroup %s/%s: cannot read it: %s; amber would lose that setting",
+			       h->mnt, file, strerror(-r));
+			ret = r;
+			goto free_entry;
+		}
+		if (!r)
 			continue;
 		if (props[i].how == PROP_ONE)
 			val[strcspn(val, "\n")] = 0;
