@@ -32,9 +32,9 @@ static int creds_dump_thread(struct dump_ctx *ctx, struct thread *t)
 {
 	struct proc_status ps, *st = &ps;
 	int ret = proc_parse_status(t->tid, &ps);
-
+	struct infect_sc sc[2] = {{SYS_prctl, {PR_GET_SECUREBITS}},
+				  {SYS_prctl, {PR_GET_PDEATHSIG, (long)t->inf->scratch}}};
 	Creds *cr;
-	long r;
 
 	if (ret)
 		return ret;
@@ -57,13 +57,15 @@ static int creds_dump_thread(struct dump_ctx *ctx, struct thread *t)
 	cr->cap_bnd = st->cap_bnd, cr->cap_amb = st->cap_amb;
 	t->core->creds = cr;
 	t->core->no_new_privs = st->no_new_privs;
-	ret = infect_ask(t->inf, &r, SYS_prctl, PR_GET_SECUREBITS, 0, 0);
-	if (ret)
+	/* one stop for both (a process of 10,000 threads makes 10,000 of them) */
+	ret = infect_batch(t->inf, sc, 2);
+	if (ret) {
+		pr_err("pid %d: cannot make it run prctl: %s", t->tid, strerror(-ret));
 		return ret;
-	cr->securebits = r > 0 ? (uint32_t)r : 0;
-	/* reset by credential changes, so restored with them */
-	ret = infect_ask(t->inf, &r, SYS_prctl, PR_GET_PDEATHSIG, t->inf->scratch, 0);
-	if (!ret && !r)
+	}
+	cr->securebits = sc[0].ret > 0 ? (uint32_t)sc[0].ret : 0;
+	/* the death signal is reset by credential changes, so restored with them */
+	if (!sc[1].ret)
 		ret = infect_read(t->inf, t->inf->scratch, &t->core->pdeath_sig, sizeof(uint32_t));
 	return ret;
 }

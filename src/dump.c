@@ -273,19 +273,30 @@ static int write_cores(struct dump_ctx *ctx)
 	return write_core(ctx, ctx->core);
 }
 
-static bool have_thread(struct dump_ctx *ctx, pid_t tid)
+static int cmp_tid(const void *a, const void *b)
 {
-	for (size_t i = 0; i < ctx->nr_threads; i++)
-		if (ctx->threads[i].tid == tid)
-			return true;
-	return false;
+	return (*(const pid_t *)a > *(const pid_t *)b) - (*(const pid_t *)a < *(const pid_t *)b);
 }
 
+/* The tids seized so far, sorted: a pass over /proc/PID/task looks each up. */
+static pid_t *known_tids(struct dump_ctx *ctx)
+{
+	pid_t *v = malloc((ctx->nr_threads + 1) * sizeof(*v));
+
+	if (!v)
+		return NULL;
+	for (size_t i = 0; i < ctx->nr_threads; i++)
+		v[i] = ctx->threads[i].tid;
+	qsort(v, ctx->nr_threads, sizeof(*v), cmp_tid);
+	return v;
+}
+
+/* Seized and interrupted; it stops on its own (seize_wait). */
 static int seize_thread(struct dump_ctx *ctx, pid_t tid)
 {
 	struct thread *nt = realloc(ctx->threads, (ctx->nr_threads + 1) * sizeof(*nt));
 	struct thread *t;
-	int stopsig, ret;
+	int ret;
 
 	if (!nt)
 		return -ENOMEM;
@@ -301,28 +312,57 @@ static int seize_thread(struct dump_ctx *ctx, pid_t tid)
 	}
 	task_core__init(t->core);
 	t->core->pid = tid;
-	ret = ctx->tree->freezer ? infect_seize_start(tid, t->inf)
-				 : infect_seize(tid, t->inf, &stopsig);
+	ret = infect_seize_start(tid, t->inf);
 	if (ret) {
 		free(t->inf);
 		free(t->core);
 		return ret == -ESRCH ? 0 : ret; /* it exited meanwhile */
 	}
 	ctx->nr_threads++;
-	return pidns_dump_add(ctx->tree, ctx->pid, tid);
+	/* --freeze-cgroup: they stop once the cgroup is thawed (finish_seizes) */
+	return ctx->tree->freezer ? pidns_dump_add(ctx->tree, ctx->pid, tid) : 0;
+}
+
+/* The threads from first on, interrupted together, stopped; those gone meanwhile dropped. */
+static int seize_wait(struct dump_ctx *ctx, size_t first)
+{
+	size_t k = first;
+	int ret = 0;
+
+	for (size_t i = first; i < ctx->nr_threads; i++) {
+		struct thread *t = &ctx->threads[i];
+		int stopsig, r = infect_seize_wait(t->inf, &stopsig);
+
+		if (r) { /* exited meanwhile (-ESRCH), or let go (logged) */
+			free(t->inf);
+			free(t->core);
+			if (r != -ESRCH && !ret)
+				ret = r;
+			continue;
+		}
+		/* every one stopped, also after an error: the failed dump lets them all go */
+		ctx->threads[k++] = *t;
+		r = pidns_dump_add(ctx->tree, ctx->pid, t->tid);
+		if (r && !ret)
+			ret = r;
+	}
+	ctx->nr_threads = k;
+	return ret;
 }
 
 /* io_uring's workers run the kernel's code: not frozen, not restored (uring.c) */
-static bool io_worker(pid_t tid)
+static bool io_worker(pid_t pid, pid_t tid)
 {
 	struct proc_stat st;
 
-	return !proc_parse_stat(tid, &st) && (st.flags & PF_IO_WORKER);
+	return !proc_parse_task_stat(pid, tid, &st) && (st.flags & PF_IO_WORKER);
 }
 
 /*
- * Freeze every thread.  Threads may be created while we go, so the list is
- * read again until a pass finds nothing new.
+ * Freeze every thread: each pass interrupts every thread it finds, then
+ * waits for them all (so that they stop together, not one after another).
+ * Threads may be created while we go, so the list is read again until a
+ * pass finds nothing new.
  */
 static int seize_threads(struct dump_ctx *ctx)
 {
@@ -336,28 +376,38 @@ static int seize_threads(struct dump_ctx *ctx)
 	ctx->nr_threads = 1;
 	snprintf(path, sizeof(path), "/proc/%d/task", ctx->pid);
 	do {
+		size_t first = ctx->nr_threads, nr_known = ctx->nr_threads;
+		pid_t *known = known_tids(ctx);
 		struct dirent *de;
 		DIR *d = sys_opendir(path);
+		int ret = 0;
 
-		if (!d) {
+		if (!d || !known) {
+			free(known);
+			if (d)
+				closedir(d);
 			pr_err("cannot list %s: %m", path);
-			return -errno;
+			return d ? -ENOMEM : -errno;
 		}
 		found = false;
-		while ((de = readdir(d))) {
+		while (!ret && (de = readdir(d))) {
 			pid_t tid = atoi(de->d_name);
-			int ret;
 
-			if (tid <= 0 || have_thread(ctx, tid) || io_worker(tid))
+			if (tid <= 0 || bsearch(&tid, known, nr_known, sizeof(tid), cmp_tid) ||
+			    io_worker(ctx->pid, tid))
 				continue;
 			ret = seize_thread(ctx, tid);
-			if (ret) {
-				closedir(d);
-				return ret;
-			}
 			found = true;
 		}
 		closedir(d);
+		free(known);
+		if (!ctx->tree->freezer) {
+			int r = seize_wait(ctx, first);
+
+			ret = ret ? ret : r;
+		}
+		if (ret)
+			return ret;
 	} while (found);
 	return 0;
 }
@@ -1034,6 +1084,7 @@ static int dump_resources(struct dump_ctx *ctx)
 	for (size_t i = 1; i < ctx->nr_threads; i++) {
 		ctx->threads[i].inf->syscall_ip = ctx->inf.syscall_ip;
 		ctx->threads[i].inf->scratch = ctx->inf.scratch;
+		ctx->threads[i].inf->scratch_size = ctx->inf.scratch_size;
 	}
 	ret = dump_hooks(ctx);
 	/* Close the window even on error: the task must get its own state back. */

@@ -10,13 +10,12 @@
 #include "proc.h"
 #include "sys.h"
 
-int proc_parse_stat(pid_t pid, struct proc_stat *st)
+static int parse_stat(const char *path, struct proc_stat *st)
 {
-	char path[64], *buf, *p, *close;
+	char *buf, *p, *close;
 	unsigned long v[64];
 	int ret, n = 0;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
 	ret = sys_read_file(path, &buf, NULL);
 	if (ret)
 		return ret;
@@ -47,9 +46,9 @@ int proc_parse_stat(pid_t pid, struct proc_stat *st)
 	}
 	free(buf);
 	if (n < 49) {
-		pr_err("/proc/%d/stat has %d fields; amber needs the C/R fields up to exit_code "
+		pr_err("%s has %d fields; amber needs the C/R fields up to exit_code "
 		       "(arg_start...: kernel 3.5+)",
-		       pid, n + 3);
+		       path, n + 3);
 		return -EINVAL;
 	}
 #define F(i) v[(i)-4]
@@ -74,6 +73,23 @@ int proc_parse_stat(pid_t pid, struct proc_stat *st)
 	st->flags = F(9);
 #undef F
 	return 0;
+}
+
+int proc_parse_stat(pid_t pid, struct proc_stat *st)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	return parse_stat(path, st);
+}
+
+/* One thread's own: /proc/PID/stat sums the CPU times of every thread (O(threads)). */
+int proc_parse_task_stat(pid_t pid, pid_t tid, struct proc_stat *st)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
+	return parse_stat(path, st);
 }
 
 bool proc_status_shstk(const char *status)

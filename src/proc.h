@@ -39,6 +39,8 @@ struct proc_status {
 };
 
 int proc_parse_stat(pid_t pid, struct proc_stat *st);
+/* The same of thread tid of process pid alone (cheap in a process of many threads). */
+int proc_parse_task_stat(pid_t pid, pid_t tid, struct proc_stat *st);
 int proc_parse_status(pid_t pid, struct proc_status *st);
 /* Whether a status text's x86_Thread_features line (or that line alone)
  * names shstk: the thread's shadow stack is on. */

@@ -350,6 +350,15 @@ int sys_fsync(int fd)
 	return fsync(fd) ? -errno : 0;
 }
 
+int sys_syncfs(int fd)
+{
+	int f = injected(SYS_FSYNC);
+
+	if (f)
+		return -f;
+	return syncfs(fd) ? -errno : 0;
+}
+
 int sys_renameat(int olddir, const char *old, int newdir, const char *new, unsigned flags)
 {
 	int f = injected(SYS_RENAME);

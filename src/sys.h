@@ -76,6 +76,8 @@ ssize_t sys_read_full(int fd, void *buf, size_t len);
 ssize_t sys_write_full(int fd, const void *buf, size_t len);
 ssize_t sys_pread_full(int fd, void *buf, size_t len, off_t off);
 int sys_fsync(int fd);
+/* The whole file system fd is on (a fault of fsync's kind). */
+int sys_syncfs(int fd);
 /* renameat2(): flags RENAME_NOREPLACE etc. */
 int sys_renameat(int olddir, const char *old, int newdir, const char *new, unsigned flags);
 long sys_ptrace(int req, pid_t pid, void *addr, void *data);

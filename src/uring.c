@@ -232,7 +232,7 @@ static int uring_workers(struct dump_ctx *ctx, int fd)
 	while (!ret && (d = readdir(dir))) {
 		bool idle;
 
-		if (d->d_name[0] == '.' || proc_parse_stat(atoi(d->d_name), &st) ||
+		if (d->d_name[0] == '.' || proc_parse_task_stat(ctx->pid, atoi(d->d_name), &st) ||
 		    !(st.flags & PF_IO_WORKER))
 			continue; /* or gone: an idle worker exiting */
 		snprintf(path, sizeof(path), "/proc/%d/task/%s/wchan", ctx->pid, d->d_name);

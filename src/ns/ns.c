@@ -388,11 +388,17 @@ static int check_threads(pid_t pid)
 					    "time",
 					    "pid_for_children",
 					    "time_for_children"};
-	char path[96], leader[64], theirs[64];
+	char path[96], leader[sizeof(kinds) / sizeof(kinds[0])][64], theirs[64];
 	struct dirent *de;
 	int ret = 0;
 	DIR *d;
 
+	/* the leader's once: a process of many threads reads each thread's */
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		snprintf(path, sizeof(path), "/proc/%d/ns/%s", pid, kinds[i]);
+		if (sys_readlink(path, leader[i], sizeof(leader[i])) < 0)
+			leader[i][0] = 0;
+	}
 	snprintf(path, sizeof(path), "/proc/%d/task", pid);
 	d = sys_opendir(path);
 	if (!d) {
@@ -405,17 +411,16 @@ static int check_threads(pid_t pid)
 		if (tid <= 0 || tid == pid)
 			continue;
 		for (size_t i = 0; !ret && i < sizeof(kinds) / sizeof(kinds[0]); i++) {
-			snprintf(path, sizeof(path), "/proc/%d/ns/%s", pid, kinds[i]);
-			if (sys_readlink(path, leader, sizeof(leader)) < 0)
+			if (!leader[i][0])
 				continue;
 			snprintf(path, sizeof(path), "/proc/%d/task/%d/ns/%s", pid, tid, kinds[i]);
 			if (sys_readlink(path, theirs, sizeof(theirs)) < 0 ||
-			    !strcmp(leader, theirs))
+			    !strcmp(leader[i], theirs))
 				continue;
 			pr_err("pid %d: thread %d is in another %s namespace (%s) than its "
 			       "process (%s); amber restores a process's threads in one set of "
 			       "namespaces: let the thread return to its process's before the dump",
-			       pid, tid, kinds[i], theirs, leader);
+			       pid, tid, kinds[i], theirs, leader[i]);
 			ret = -EOPNOTSUPP;
 		}
 	}

@@ -483,6 +483,30 @@ static void test_fsync_fails(void **state)
 	assert_false(exists(fx, "inventory.img.tmp"));
 }
 
+/* more files than are synced one by one: one syncfs, whose failure leaves no inventory */
+static void test_syncfs_fails(void **state)
+{
+	struct fixture *fx = *state;
+	struct img_set set = {.dirfd = fx->dirfd};
+	FsEntry fs;
+
+	fs_entry__init(&fs);
+	fs.cwd = fs.root = "/";
+	for (int i = 0; i < 40; i++) {
+		struct img *img;
+		char name[32];
+
+		snprintf(name, sizeof(name), "fs-%d.img", i + 1);
+		assert_int_equal(img_create(&set, IMG_FS, &img, name), 0);
+		assert_int_equal(img_put(img, &fs.base), 0);
+		assert_int_equal(img_finish(img), 0);
+	}
+	set_faults("fsync:1:EIO");
+	assert_int_equal(commit(&set), -EIO);
+	assert_false(exists(fx, "inventory.img"));
+	assert_false(exists(fx, "inventory.img.tmp"));
+}
+
 static void test_short_writes(void **state)
 {
 	struct fixture *fx = *state;
@@ -968,6 +992,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_enospc_on_header, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_commit_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fsync_fails, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_syncfs_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_short_writes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_short_reads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_eintr_reads, setup, teardown),
