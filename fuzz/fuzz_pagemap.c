@@ -51,11 +51,15 @@ static void check_mm(const MmEntry *mm, size_t nr_files)
 			   "VMA %llx-%llx", s, en);
 		fuzz_check(s >= prev_end, "VMA %llx-%llx overlaps the one before", s, en);
 		fuzz_check((unsigned)e->kind <= VMA_KIND__VMA_VVAR_VCLOCK ||
-				   e->kind == VMA_KIND__VMA_SYSV_SHM || e->kind == VMA_KIND__VMA_AIO ||
-				   e->kind == VMA_KIND__VMA_IO_URING,
+				   e->kind == VMA_KIND__VMA_SYSV_SHM ||
+				   e->kind == VMA_KIND__VMA_AIO ||
+				   e->kind == VMA_KIND__VMA_IO_URING ||
+				   e->kind == VMA_KIND__VMA_PACKET_RING,
 			   "VMA %llx of kind %d", s, (int)e->kind);
-		fuzz_check(e->kind != VMA_KIND__VMA_IO_URING || e->has_file_id,
-			   "io_uring VMA %llx without its ring", s);
+		fuzz_check((e->kind != VMA_KIND__VMA_IO_URING &&
+			    e->kind != VMA_KIND__VMA_PACKET_RING) ||
+				   e->has_file_id,
+			   "io_uring or packet ring VMA %llx without its file", s);
 		fuzz_check(e->kind != VMA_KIND__VMA_SYSV_SHM || e->has_sysv_shmid,
 			   "System V VMA %llx without its segment", s);
 		fuzz_check(e->pgoff % PAGE_SIZE == 0 && (u128)e->pgoff + (en - s) <= UINT64_MAX,

@@ -231,11 +231,10 @@ static int check_supported(const struct tree *t, pid_t pid)
 	return check_namespaces(t, pid);
 }
 
-static int write_core(struct dump_ctx *ctx, TaskCore *core)
+/* The ids of a core as the image has them. */
+static int core_ids(struct dump_ctx *ctx, TaskCore *core)
 {
 	bool leader = core->pid == (uint32_t)ctx->pid;
-	struct img *img;
-	int ret;
 
 	/* a thread in a nested pid namespace: its tid there too (ns/pidns.c) */
 	if (!leader && pidns_nested_pid(ctx->tree, (pid_t)core->pid)) {
@@ -243,34 +242,47 @@ static int write_core(struct dump_ctx *ctx, TaskCore *core)
 		core->nested_tid = pidns_nested_pid(ctx->tree, (pid_t)core->pid);
 	}
 	/* the image's ids are the namespace's when the tree is one (ns/pidns.c) */
-	ret = pidns_dump_ids(ctx->tree, (pid_t)core->pid, &core->pid, leader ? &core->ppid : NULL,
-			     leader ? &core->pgid : NULL, leader ? &core->sid : NULL);
+	return pidns_dump_ids(ctx->tree, (pid_t)core->pid, &core->pid, leader ? &core->ppid : NULL,
+			      leader ? &core->pgid : NULL, leader ? &core->sid : NULL);
+}
+
+/*
+ * core-PID.img, the leader's, and threads-PID.img, the other threads' in the
+ * order core->threads lists them: one file, not one per thread (creating
+ * thousands of files is most of the dump of a process of thousands of threads).
+ */
+static int write_cores(struct dump_ctx *ctx)
+{
+	struct img *img = NULL;
+	int ret = 0;
+
+	ctx->core->n_threads = ctx->nr_threads - 1;
+	ctx->core->threads = malloc(sizeof(uint32_t) * ctx->nr_threads);
+	if (!ctx->core->threads)
+		return -ENOMEM;
+	if (ctx->nr_threads > 1)
+		ret = img_create(ctx->imgs, IMG_THREADS, &img, "threads-%u.img",
+				 dump_vpid(ctx->tree, ctx->pid));
+	for (size_t i = 1; !ret && i < ctx->nr_threads; i++) {
+		ret = core_ids(ctx, ctx->threads[i].core);
+		if (!ret)
+			ret = img_put(img, &ctx->threads[i].core->base);
+		ctx->core->threads[i - 1] = ctx->threads[i].core->pid;
+	}
+	if (img)
+		ret = ret ? (img_abort(img), ret) : img_finish(img);
 	if (!ret)
-		ret = img_create(ctx->imgs, IMG_CORE, &img, "core-%u.img", core->pid);
+		ret = core_ids(ctx, ctx->core);
+	if (!ret)
+		ret = img_create(ctx->imgs, IMG_CORE, &img, "core-%u.img", ctx->core->pid);
 	if (ret)
 		return ret;
-	ret = img_put(img, &core->base);
+	ret = img_put(img, &ctx->core->base);
 	if (ret) {
 		img_abort(img);
 		return ret;
 	}
 	return img_finish(img);
-}
-
-static int write_cores(struct dump_ctx *ctx)
-{
-	ctx->core->n_threads = ctx->nr_threads - 1;
-	ctx->core->threads = malloc(sizeof(uint32_t) * ctx->nr_threads);
-	if (!ctx->core->threads)
-		return -ENOMEM;
-	for (size_t i = 1; i < ctx->nr_threads; i++) {
-		int ret = write_core(ctx, ctx->threads[i].core);
-
-		if (ret)
-			return ret;
-		ctx->core->threads[i - 1] = dump_vpid(ctx->tree, ctx->threads[i].tid);
-	}
-	return write_core(ctx, ctx->core);
 }
 
 static int cmp_tid(const void *a, const void *b)

@@ -39,6 +39,7 @@ static const char *const kind_names[IMG__COUNT] = {
 	[IMG_NETNS] = "netns",
 	[IMG_MNT] = "mnt",
 	[IMG_TMPFS] = "tmpfs",
+	[IMG_THREADS] = "threads",
 };
 
 uint32_t img_magic(enum img_kind kind)
@@ -618,6 +619,7 @@ static uint64_t max_record(const struct img_dir *d, enum img_kind kind, const ch
 		*why = lims[LIM_DIRENTS].name;
 		return 1024 + l[LIM_DIRENTS] * 96;
 	case IMG_CORE: /* XSAVE, signals, timers, groups, threads */
+	case IMG_THREADS:
 		*why = "a task's state (RLIMIT_SIGPENDING, NGROUPS_MAX, kernel.threads-max)";
 		return 4096 + 16384 + l[LIM_NSIG] * 64 + l[LIM_SIGPENDING] * (160 + 80) +
 		       (l[LIM_RLIMITS] + l[LIM_ITIMERS]) * 40 + l[LIM_NGROUPS] * 6 +
@@ -682,6 +684,9 @@ static uint64_t max_count(const struct img_dir *d, enum img_kind kind, const cha
 	case IMG_PSTREE:
 		*why = lims[LIM_PID_MAX].name;
 		return d->lim[LIM_PID_MAX];
+	case IMG_THREADS:
+		*why = lims[LIM_THREADS_MAX].name;
+		return d->lim[LIM_THREADS_MAX];
 	default: /* bounded by the other files: check_counts() */
 		*why = "";
 		return UINT64_MAX;
@@ -836,9 +841,10 @@ static int kind_of_name(const char *name, enum img_kind *kind)
 		const char *prefix;
 		enum img_kind kind;
 	} numbered[] = {
-		{"core-", IMG_CORE},   {"mm-", IMG_MM},	  {"pagemap-", IMG_PAGEMAP},
-		{"pages-", IMG_PAGES}, {"fds-", IMG_FDS}, {"fs-", IMG_FS},
-		{"ghost-", IMG_GHOST}, {"shm-", IMG_SHM}, {"tmpfs-", IMG_TMPFS},
+		{"core-", IMG_CORE},	   {"mm-", IMG_MM},   {"pagemap-", IMG_PAGEMAP},
+		{"pages-", IMG_PAGES},	   {"fds-", IMG_FDS}, {"fs-", IMG_FS},
+		{"ghost-", IMG_GHOST},	   {"shm-", IMG_SHM}, {"tmpfs-", IMG_TMPFS},
+		{"threads-", IMG_THREADS},
 	};
 
 	if (!strcmp(name, "files.img") || !strcmp(name, "pstree.img")) {
@@ -1132,6 +1138,8 @@ static int check_counts(struct img_dir *d)
 
 		if (f->kind == IMG_CORE)
 			cores++;
+		else if (f->kind == IMG_THREADS)
+			cores += f->nr_records; /* the threads' cores */
 		else if (f->kind == IMG_FDS)
 			fds += f->nr_records;
 		else if (f->kind == IMG_MM)

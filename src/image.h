@@ -45,6 +45,7 @@ enum img_kind {
 	IMG_NETNS, /* netns.img: the tree's network namespaces (ns/net.c) */
 	IMG_MNT,   /* mnt.img: the mounts of the tree's mount namespace (ns/mnt.c) */
 	IMG_TMPFS, /* tmpfs-ID.img: the files of a tmpfs of it (ns/tmpfs.c) */
+	IMG_THREADS, /* threads-PID.img: the TaskCore of each thread but the leader */
 	IMG__COUNT,
 };
 

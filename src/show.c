@@ -397,6 +397,8 @@ static void emit_task(struct show *s, uint32_t pid, uint32_t shared_vm, int leve
 		bool many;
 	} parts[] = {
 		{"core", "core-%u.img", IMG_CORE, &task_core__descriptor, false},
+		/* the other threads' cores; none for a process of one thread */
+		{"threads", "threads-%u.img", IMG_THREADS, &task_core__descriptor, true},
 		{"mm", "mm-%u.img", IMG_MM, &mm_entry__descriptor, false},
 		{"pagemap", "pagemap-%u.img", IMG_PAGEMAP, &pagemap_entry__descriptor, true},
 		{"fds", "fds-%u.img", IMG_FDS, &fd_entry__descriptor, true},
@@ -414,6 +416,8 @@ static void emit_task(struct show *s, uint32_t pid, uint32_t shared_vm, int leve
 		snprintf(name, sizeof(name), parts[i].fmt, pid);
 		if (shared_vm && (parts[i].kind == IMG_MM || parts[i].kind == IMG_PAGEMAP))
 			fprintf(s->out, "{\"shared_with\": %u}", shared_vm);
+		else if (parts[i].kind == IMG_THREADS && !file_exists(s, name))
+			fputs("[]", s->out);
 		else if (parts[i].many)
 			emit_all(s, parts[i].kind, parts[i].desc, name, level + 1);
 		else

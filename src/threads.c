@@ -47,6 +47,9 @@ static int threads_dump_thread(struct dump_ctx *ctx, struct thread *t)
 static int threads_restore_read(struct restore_ctx *ctx)
 {
 	size_t n = ctx->core->n_threads;
+	ProtobufCMessage *extra;
+	struct img *img = NULL;
+	int ret;
 
 	if (n >= MAX_THREADS) {
 		pr_err("core-%d.img lists %zu threads; the image is corrupt", ctx->pid, n);
@@ -57,26 +60,45 @@ static int threads_restore_read(struct restore_ctx *ctx)
 		return -ENOMEM;
 	ctx->threads[0] = (struct thread){ctx->pid, &ctx->inf, ctx->core};
 	ctx->nr_threads = 1;
-	for (size_t i = 0; i < n; i++) {
+	if (!n)
+		return 0;
+	ret = img_open(ctx->img, IMG_THREADS, &img, "threads-%d.img", ctx->pid);
+	for (size_t i = 0; !ret && i < n; i++) {
 		struct thread *t = &ctx->threads[ctx->nr_threads];
-		int ret;
 
 		t->tid = ctx->core->threads[i];
-		ret = img_read_one(ctx->img, IMG_CORE, &task_core__descriptor,
-				   (ProtobufCMessage **)&t->core, "core-%d.img", t->tid);
-		if (ret)
-			return ret;
+		ret = img_get(img, &task_core__descriptor, (ProtobufCMessage **)&t->core);
+		if (ret <= 0) {
+			pr_err("threads-%d.img holds %zu threads of the %zu core-%d.img lists; the "
+			       "image is corrupt",
+			       ctx->pid, i, n, ctx->pid);
+			ret = ret ? ret : -EBADMSG;
+			break;
+		}
+		ret = 0;
 		if (t->core->pid != (uint32_t)t->tid || t->tid <= 0 || !t->core->comm) {
-			pr_err("core-%d.img does not describe thread %d; the image is corrupt",
-			       t->tid, t->tid);
-			return -EBADMSG;
+			pr_err("threads-%d.img: record %zu does not describe thread %d; the image "
+			       "is corrupt",
+			       ctx->pid, i + 1, t->tid);
+			ret = -EBADMSG;
+			break;
 		}
 		t->inf = calloc(1, sizeof(*t->inf));
 		if (!t->inf)
-			return -ENOMEM;
-		ctx->nr_threads++;
+			ret = -ENOMEM;
+		else
+			ctx->nr_threads++;
 	}
-	return 0;
+	if (!ret && img_get(img, &task_core__descriptor, &extra) > 0) {
+		protobuf_c_message_free_unpacked(extra, NULL);
+		pr_err("threads-%d.img holds more threads than core-%d.img lists; the image is "
+		       "corrupt",
+		       ctx->pid, ctx->pid);
+		ret = -EBADMSG;
+	}
+	if (img)
+		img_close(img);
+	return ret;
 }
 
 #define ARGS_AT	  (128UL << 10) /* in the scratch area: clone_args, then the tids */

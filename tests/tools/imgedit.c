@@ -35,6 +35,7 @@ struct kind {
 static const struct kind kinds[] = {
 	{"inventory.img", IMG_INVENTORY, &inventory__descriptor},
 	{"core-", IMG_CORE, &task_core__descriptor},
+	{"threads-", IMG_THREADS, &task_core__descriptor},
 	{"mm-", IMG_MM, &mm_entry__descriptor},
 	{"pagemap-", IMG_PAGEMAP, &pagemap_entry__descriptor},
 	{"files.img", IMG_FILES, &reg_file__descriptor},

@@ -144,7 +144,7 @@ t_pidns_nest_fown_refused() {
 # any process is made (pidns_own_crafted: no "restoring" step in the log)
 t_pidns_nest_image_refused() {
 	[ $SELFTEST = 1 ] && return 77
-	local ok=0 show i p b u th
+	local ok=0 show i p b u th bpid
 	pidns_nest_start || return 1
 	amber_to "$W/dump.log" 60 dump -t "$INIT" -D "$W/img" -v || { fail "dump failed"; attach "$W/dump.log"; return 1; }
 	wait_for 10 is_gone "$INIT" || { fail "pid $INIT still there after the dump"; return 1; }
@@ -163,7 +163,8 @@ t_pidns_nest_image_refused() {
 	pidns_own_crafted zero "pid 0 in its nested" pstree.img "$b.nested_pid=0" || ok=1
 	pidns_own_crafted pid_max "above pid_max" pstree.img "$b.nested_pid=$(cat /proc/sys/kernel/pid_max)" || ok=1
 	pidns_own_crafted two_inits "parent is not in the tree's" pstree.img "$b.nested_init=true" "$b.nested_pid=1" || ok=1
-	pidns_own_crafted thread_dup "another task of its namespace" "core-$th.img" "nested_tid=1" || ok=1
-	pidns_own_crafted thread_none "nested tid" "core-$th.img" "nested_tid=0" || ok=1
+	bpid=$(jq ".pstree[$b].pid" <<<"$show")
+	pidns_own_crafted thread_dup "another task of its namespace" "threads-$bpid.img" "0.nested_tid=1" || ok=1
+	pidns_own_crafted thread_none "nested tid" "threads-$bpid.img" "0.nested_tid=0" || ok=1
 	return $ok
 }

@@ -1,0 +1,20 @@
+# The threads' cores in threads-PID.img (src/threads.c): a file that holds fewer
+# threads than core-PID.img lists, more, or a record that is not the thread
+# listed there is refused before anything is made; the unedited image restores.
+TESTS+=(threads_image_refused)
+t_threads_image_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	local ok=0 tids n
+	start_prog "$PROGS/threads" "$T" || return 1
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v || { fail "amber dump failed"; attach "$W/dump.log"; return 1; }
+	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
+	n=$("$IMG_TOOLS/imgedit" "$W/img" "threads-$PID.img" -n)
+	tids=$("$AMBER" show "$W/img" | jq -r '.tasks[0].core.threads | join(",")')
+	[ "$n" -ge 2 ] && [ "$(tr ',' '\n' <<<"$tids" | wc -l)" = "$n" ] ||
+		{ fail "threads-$PID.img holds $n records for threads $tids"; return 1; }
+	refused thr_more "holds $n threads of the $((n + 1)) core-$PID.img lists" "core-$PID.img" "threads=$tids,$((PID + 7777))" || ok=1
+	refused thr_fewer "holds more threads than core-$PID.img lists" "core-$PID.img" "threads=${tids%,*}" || ok=1
+	refused thr_other "record 1 does not describe thread" "threads-$PID.img" "0.pid=$((PID + 7777))" || ok=1
+	[ $ok = 0 ] || return 1
+	unedited_restores
+}
