@@ -691,6 +691,16 @@ int sys_readlink(const char *path, char *buf, size_t size)
 	return (int)r;
 }
 
+int sys_readlinkat(int dirfd, const char *name, char *buf, size_t size)
+{
+	ssize_t r = readlinkat(dirfd, name, buf, size - 1);
+
+	if (r < 0)
+		return -errno;
+	buf[r] = 0;
+	return (int)r;
+}
+
 int sys_thread_setid(uid_t euid, gid_t egid, const gid_t *groups, size_t n)
 {
 	int f = injected(SYS_SETID);

@@ -101,6 +101,8 @@ int sys_read_file(const char *path, char **out, size_t *len);
 /* The same for an open fd, read to its end (not closed). */
 int sys_read_fd(int fd, char **out, size_t *len);
 int sys_readlink(const char *path, char *buf, size_t size);
+/* The same for name in dirfd (no walk from /: many links of one /proc directory). */
+int sys_readlinkat(int dirfd, const char *name, char *buf, size_t size);
 /*
  * The calling thread's effective uid and gid and its supplementary groups
  * (raw syscalls: glibc's wrappers would change every thread).  Real and

@@ -406,15 +406,17 @@ static int check_threads(pid_t pid)
 		return -errno;
 	}
 	while (!ret && (de = readdir(d))) {
-		int tid = atoi(de->d_name);
+		int tid = atoi(de->d_name), nsd;
 
 		if (tid <= 0 || tid == pid)
 			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/ns", pid, tid);
+		nsd = sys_open(path, O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
+		if (nsd < 0)
+			continue; /* gone meanwhile */
 		for (size_t i = 0; !ret && i < sizeof(kinds) / sizeof(kinds[0]); i++) {
-			if (!leader[i][0])
-				continue;
-			snprintf(path, sizeof(path), "/proc/%d/task/%d/ns/%s", pid, tid, kinds[i]);
-			if (sys_readlink(path, theirs, sizeof(theirs)) < 0 ||
+			if (!leader[i][0] ||
+			    sys_readlinkat(nsd, kinds[i], theirs, sizeof(theirs)) < 0 ||
 			    !strcmp(leader[i], theirs))
 				continue;
 			pr_err("pid %d: thread %d is in another %s namespace (%s) than its "
@@ -423,6 +425,7 @@ static int check_threads(pid_t pid)
 			       pid, tid, kinds[i], theirs, leader[i]);
 			ret = -EOPNOTSUPP;
 		}
+		close(nsd);
 	}
 	closedir(d);
 	return ret;
