@@ -193,29 +193,30 @@ static int regs_restore_read(struct restore_ctx *ctx)
 	return 0;
 }
 
-/* Per-thread kernel pointers into user memory: now that memory is back. */
+/* Per-thread kernel pointers into user memory: now that memory is back (one stop). */
 static int regs_restore_thread(struct restore_ctx *ctx, struct thread *t)
 {
 	TaskCore *c = t->core;
-	long r;
+	struct infect_sc sc[3] = {
+		{SYS_set_tid_address, {(long)c->clear_child_tid}},
+		{SYS_set_robust_list,
+		 {c->has_robust_list ? (long)c->robust_list : 0,
+		  c->has_robust_list ? (long)c->robust_list_len : 24}},
+		{SYS_rseq, {(long)c->rseq_addr, (long)c->rseq_len, 0, (long)c->rseq_sig}},
+	};
+	size_t n = c->has_rseq_addr ? 3 : 2;
+	long r = infect_batch(t->inf, sc, n);
 
-	r = infect_call(t->inf, SYS_set_tid_address, c->clear_child_tid, 0, 0, 0, 0, 0);
-	if (r < 0)
-		goto fail;
-	r = infect_call(t->inf, SYS_set_robust_list, c->has_robust_list ? c->robust_list : 0,
-			c->has_robust_list ? c->robust_list_len : 24, 0, 0, 0, 0);
-	if (r < 0)
-		goto fail;
-	if (c->has_rseq_addr) {
-		r = infect_call(t->inf, SYS_rseq, c->rseq_addr, c->rseq_len, 0, c->rseq_sig, 0, 0);
-		if (r < 0)
-			goto fail;
+	for (size_t i = 0; !r && i < n; i++)
+		if (sc[i].ret < 0)
+			r = sc[i].ret;
+	if (r) {
+		pr_err("pid %d: cannot restore thread pointers (tid address, robust list, rseq): "
+		       "%s",
+		       t->tid, strerror((int)-r));
+		return (int)r;
 	}
 	return 0;
-fail:
-	pr_err("pid %d: cannot restore thread pointers (tid address, robust list, rseq): %s",
-	       t->tid, strerror((int)-r));
-	return (int)r;
 }
 
 /* Before its memory goes: the kernel would write into amber's rseq area. */
