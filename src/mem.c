@@ -444,8 +444,11 @@ static int mem_dump(struct dump_ctx *ctx)
 /* ---- pages ---- */
 
 /*
- * Reading the pages and writing (and hashing) them overlap: a thread writes
- * the buffers the dump has filled while it fills the next ones.
+ * Reading the pages and writing them overlap: a thread writes the buffers
+ * the dump has filled while it fills the next ones.  The writing is the
+ * bound (the file system's page allocation and copy; the machine's limit):
+ * the reader hashes each buffer while it is still in its cache, so that the
+ * writer does nothing else.
  */
 #define NR_BUFS 4
 
@@ -473,8 +476,8 @@ static void *pages_out_run(void *arg)
 			break;
 		pthread_mutex_unlock(&o->lock);
 		if (!o->err) {
-			int err = img_write(o->img, o->buf[o->tail % NR_BUFS],
-					    o->len[o->tail % NR_BUFS]);
+			int err = img_write_raw(o->img, o->buf[o->tail % NR_BUFS],
+						o->len[o->tail % NR_BUFS]);
 
 			if (!err) /* as written: the progress line's count */
 				stats_add(SC_PAGES_WRITTEN, o->len[o->tail % NR_BUFS] / PAGE_SIZE);
@@ -524,6 +527,7 @@ static int pages_out_submit(struct pages_out *o, size_t len)
 {
 	int err;
 
+	img_account(o->img, o->buf[o->head % NR_BUFS], len);
 	pthread_mutex_lock(&o->lock);
 	o->len[o->head % NR_BUFS] = len;
 	o->head++;
