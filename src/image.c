@@ -167,7 +167,7 @@ int img_create(struct img_set *set, enum img_kind kind, struct img **out, const 
 	return create_named(set, kind, name, out);
 }
 
-int img_write(struct img *img, const void *buf, size_t len)
+int img_write_raw(struct img *img, const void *buf, size_t len)
 {
 	ssize_t r = sys_write_full(img->fd, buf, len);
 
@@ -176,9 +176,22 @@ int img_write(struct img *img, const void *buf, size_t len)
 		       r == -ENOSPC ? " (free some space in the image directory)" : "");
 		return (int)r;
 	}
+	return 0;
+}
+
+void img_account(struct img *img, const void *buf, size_t len)
+{
 	XXH3_64bits_update(img->hash, buf, len);
 	img->size += len;
-	return 0;
+}
+
+int img_write(struct img *img, const void *buf, size_t len)
+{
+	int ret = img_write_raw(img, buf, len);
+
+	if (!ret)
+		img_account(img, buf, len);
+	return ret;
 }
 
 int img_put(struct img *img, const ProtobufCMessage *msg)

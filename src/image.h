@@ -81,6 +81,13 @@ const char *img_kind_name(enum img_kind kind);
 int img_create(struct img_set *set, enum img_kind kind, struct img **out, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 int img_write(struct img *img, const void *buf, size_t len);
+/*
+ * img_write() in two halves, for a writer thread: img_account() hashes and
+ * counts the bytes (in their order in the file, on the thread that has them
+ * in its cache), img_write_raw() only writes them.  Both for every byte.
+ */
+void img_account(struct img *img, const void *buf, size_t len);
+int img_write_raw(struct img *img, const void *buf, size_t len);
 int img_put(struct img *img, const ProtobufCMessage *msg);
 /* fsync, close and enter the file in the set; frees img. */
 int img_finish(struct img *img);

@@ -35,6 +35,7 @@
 #include "stats.h"
 #include "proc.h"
 #include "sys.h"
+#include "uapi/amber_kernel.h"
 #include "uapi/pagemap_scan.h"
 
 #define TASK_SIZE_MAX (1UL << 56)
@@ -444,8 +445,11 @@ static int mem_dump(struct dump_ctx *ctx)
 /* ---- pages ---- */
 
 /*
- * Reading the pages and writing (and hashing) them overlap: a thread writes
- * the buffers the dump has filled while it fills the next ones.
+ * Reading the pages and writing them overlap: a thread writes the buffers
+ * the dump has filled while it fills the next ones.  The writing is the
+ * bound (the file system's page allocation and copy; the machine's limit):
+ * the reader hashes each buffer while it is still in its cache, so that the
+ * writer does nothing else.
  */
 #define NR_BUFS 4
 
@@ -473,8 +477,8 @@ static void *pages_out_run(void *arg)
 			break;
 		pthread_mutex_unlock(&o->lock);
 		if (!o->err) {
-			int err = img_write(o->img, o->buf[o->tail % NR_BUFS],
-					    o->len[o->tail % NR_BUFS]);
+			int err = img_write_raw(o->img, o->buf[o->tail % NR_BUFS],
+						o->len[o->tail % NR_BUFS]);
 
 			if (!err) /* as written: the progress line's count */
 				stats_add(SC_PAGES_WRITTEN, o->len[o->tail % NR_BUFS] / PAGE_SIZE);
@@ -524,6 +528,7 @@ static int pages_out_submit(struct pages_out *o, size_t len)
 {
 	int err;
 
+	img_account(o->img, o->buf[o->head % NR_BUFS], len);
 	pthread_mutex_lock(&o->lock);
 	o->len[o->head % NR_BUFS] = len;
 	o->head++;
@@ -557,39 +562,90 @@ struct page_writer {
 	uint64_t offset; /* in pages-PID.img, after the header */
 	struct pages_out out;
 	int memfd; /* /proc/PID/mem: the pages are read through it */
+	int pagemap_fd;
+	bool direct; /* the VMA being scanned may be read with process_vm_readv() */
 	uint64_t nr_pages, nr_inherited;
 	struct cow_dump cow;
 	/* queued runs, read into buf one by one and written together once it is full */
 	struct iovec riov[IO_BATCH];
+	bool rdirect[IO_BATCH];
 	unsigned long nr_iov;
 	size_t fill;
+	uint64_t pme[IO_CHUNK / PAGE_SIZE]; /* a run's /proc/PID/pagemap entries */
 };
+
+static int read_mem(struct page_writer *w, char *p, uint64_t addr, size_t len)
+{
+	ssize_t n = sys_pread_full(w->memfd, p, len, (off_t)addr);
+
+	if (n != (ssize_t)len) {
+		pr_err("pid %d: cannot read memory at %#llx (%zu bytes): %s", w->ctx->pid,
+		       (unsigned long long)addr, len, n < 0 ? strerror((int)-n) : "short read");
+		return n < 0 ? (int)n : -EIO;
+	}
+	return 0;
+}
+
+/*
+ * process_vm_readv() copies once, where /proc/PID/mem copies twice (through
+ * a page of its own) and looks each page up alone.  But its read-only pin
+ * unshares a page the process shares copy-on-write (with a child, say): a
+ * dump would cost the tree memory and lose the sharing.  So it reads only
+ * the pages the process alone maps (PM_MMAP_EXCLUSIVE in /proc/PID/pagemap;
+ * the tree is frozen, nothing maps them meanwhile), in mappings it can read;
+ * the others, and what it could not read, go through /proc/PID/mem.
+ */
+static int read_run(struct page_writer *w, char *p, uint64_t addr, size_t len, bool direct)
+{
+	size_t n = len / PAGE_SIZE, i = 0;
+	ssize_t r;
+
+	if (!direct)
+		return read_mem(w, p, addr, len);
+	r = sys_pread_full(w->pagemap_fd, w->pme, n * sizeof(w->pme[0]),
+			   (off_t)(addr / PAGE_SIZE * sizeof(w->pme[0])));
+	if (r != (ssize_t)(n * sizeof(w->pme[0])))
+		return read_mem(w, p, addr, len);
+	while (i < n) {
+		bool excl = w->pme[i] & PM_MMAP_EXCLUSIVE;
+		size_t j = i + 1, off = i * PAGE_SIZE, sub;
+		int ret;
+
+		while (j < n && !(w->pme[j] & PM_MMAP_EXCLUSIVE) == !excl)
+			j++;
+		sub = (j - i) * PAGE_SIZE;
+		r = 0;
+		if (excl) {
+			struct iovec local = {p + off, sub}, remote = {(void *)(addr + off), sub};
+
+			r = sys_vm_readv(w->ctx->pid, &local, 1, &remote, 1);
+			if (r < 0)
+				r = 0;
+		}
+		if ((size_t)r < sub) {
+			ret = read_mem(w, p + off + r, addr + off + r, sub - r);
+			if (ret)
+				return ret;
+		}
+		i = j;
+	}
+	return 0;
+}
 
 /* Reads the queued runs into a buffer and hands it to the writer thread. */
 static int flush_pages(struct page_writer *w)
 {
 	char *p;
-	ssize_t n;
 	int ret;
 
 	if (!w->fill)
 		return 0;
 	p = pages_out_buf(&w->out);
-	/*
-	 * Not process_vm_readv(): its read-only pin unshares a page the process
-	 * shares copy-on-write (with a child, say), so a dump would cost the
-	 * tree memory and lose the sharing.  /proc/PID/mem does not.
-	 */
 	for (unsigned long i = 0; i < w->nr_iov; p += w->riov[i++].iov_len) {
-		const struct iovec *r = &w->riov[i];
-
-		n = sys_pread_full(w->memfd, p, r->iov_len, (off_t)(uintptr_t)r->iov_base);
-		if (n != (ssize_t)r->iov_len) {
-			pr_err("pid %d: cannot read memory at %#lx (%zu bytes): %s", w->ctx->pid,
-			       (unsigned long)r->iov_base, r->iov_len,
-			       n < 0 ? strerror((int)-n) : "short read");
-			return n < 0 ? (int)n : -EIO;
-		}
+		ret = read_run(w, p, (uintptr_t)w->riov[i].iov_base, w->riov[i].iov_len,
+			       w->rdirect[i]);
+		if (ret)
+			return ret;
 	}
 	ret = pages_out_submit(&w->out, w->fill);
 	if (ret)
@@ -619,6 +675,7 @@ static int copy_run(struct page_writer *w, uint64_t start, uint64_t end)
 	while (start < end) {
 		size_t len = end - start < IO_CHUNK - w->fill ? end - start : IO_CHUNK - w->fill;
 
+		w->rdirect[w->nr_iov] = w->direct;
 		w->riov[w->nr_iov++] = (struct iovec){(void *)start, len};
 		w->fill += len;
 		start += len;
@@ -672,6 +729,7 @@ static int scan_vma(struct page_writer *w, int pagemap_fd, const VmaEntry *v)
 	};
 
 	cow_dump_vma(&w->cow, v);
+	w->direct = v->prot & PROT_READ;
 	/* never the shared zero page; for file mappings only pages no longer the file's */
 	arg.category_inverted = PAGE_IS_PFNZERO;
 	arg.category_mask = PAGE_IS_PFNZERO;
@@ -784,6 +842,7 @@ static int mem_dump_pages(struct dump_ctx *ctx)
 		pr_err("cannot open %s: %s", path, strerror(-pagemap_fd));
 		return pagemap_fd;
 	}
+	w.pagemap_fd = pagemap_fd;
 	snprintf(path, sizeof(path), "/proc/%d/mem", ctx->pid);
 	w.memfd = sys_open(path, O_RDONLY | O_CLOEXEC, 0);
 	if (w.memfd < 0) {
@@ -810,9 +869,11 @@ static int mem_dump_pages(struct dump_ctx *ctx)
 
 		if (has_pages(e->kind)) {
 			stats_add(SC_PAGES_SCANNED, (e->end - e->start) / PAGE_SIZE);
+			w.direct = false;
 			ret = e->kind == VMA_KIND__VMA_ANON_SHARED ? scan_shmem(&w, e)
 								   : scan_vma(&w, pagemap_fd, e);
 		} else if (e->kind == VMA_KIND__VMA_VDSO) { /* for a kernel with another vDSO */
+			w.direct = false;
 			ret = copy_run(&w, e->start, e->end);
 		}
 	}

@@ -19,3 +19,27 @@ interrupted_dump() { # SIGNAL
 }
 t_dump_interrupted_sigint() { interrupted_dump INT; }
 t_dump_interrupted_sigterm() { interrupted_dump TERM; }
+
+# The image's file system fills up in the middle of the pages (a 16 MiB tmpfs,
+# 1 GiB of them): amber says so, leaves no complete image, and the target
+# runs on unharmed (its own checks pass).
+TESTS+=(dump_nospace)
+nospace_dump() {
+	start_prog "$PROGS/bigmem" "$T" || return 1
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/small/img" -v &&
+		{ fail "amber dump succeeded into a 16 MiB file system"; return 1; }
+	grep -q "cannot write image file pages-$PID.img: No space left on device" "$W/dump.log" ||
+		{ fail "no word of the full file system"; attach "$W/dump.log"; return 1; }
+	[ ! -e "$W/small/img/inventory.img" ] || { fail "the failed image is marked complete"; return 1; }
+	runs_on "the dump that found no space" 30
+}
+t_dump_nospace() {
+	[ $SELFTEST = 1 ] && return 77
+	local rc
+	mkdir -p "$W/small" && mount -t tmpfs -o size=16m amber-e2e-small "$W/small" ||
+		{ fail "cannot mount a tmpfs at $W/small"; return 1; }
+	nospace_dump
+	rc=$?
+	umount -l "$W/small"
+	return $rc
+}
