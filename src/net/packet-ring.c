@@ -22,10 +22,11 @@
  * an ethertype of its own on lo and sends it frames from a second packet
  * socket until the kernel is where it was (V1/V2: so many frames; V3: blocks
  * closed by full ones, then the block's packets with their sizes, or frozen
- * at the block after them), checking each packet's landing; then it writes
- * the dumped memory over the ring, reads the statistics (the frames counted
- * there are amber's), and the socket is bound as it was.  The mapping comes
- * back at its address in the process (packet_ring_ops).
+ * at the block after them), checking each packet's landing (a block the
+ * retire timer closed meanwhile starts it all again); then it writes the
+ * dumped memory over the ring, the current block's header last, reads the statistics (the frames
+ * counted there are amber's), and the socket is bound as it was.  The mapping comes back at its
+ * address in the process (packet_ring_ops).
  *
  * Refused: a transmit ring (PACKET_TX_RING: the kernel's position in it shows
  * nowhere, frames sent leave no mark), a ring over RING_MAX, a mapping of part
@@ -337,12 +338,12 @@ static int landed(struct replay *p, int64_t frame, bool closed)
 			volatile struct tpacket_hdr_v1 *h = live_hdr(p, p->cur);
 			uint32_t st = rd32(&h->block_status);
 
-			/* closed early (the retire timer): start again */
-			if (!closed && (st & TP_STATUS_USER))
-				return -EAGAIN;
 			if (closed ? (st & TP_STATUS_USER)
 				   : rd32(&h->num_pkts) == p->npk && rd32(&h->blk_len) == p->used)
 				return 0;
+			/* closed early (the retire timer) and the packet elsewhere: start again */
+			if (!closed && (st & TP_STATUS_USER))
+				return -EAGAIN;
 		}
 		usleep(10);
 	}
@@ -530,6 +531,30 @@ bool packet_ring_replays(const PacketRing *r)
 	return r->head || r->n_steps || r->frozen;
 }
 
+/*
+ * The dumped memory over the ring.  V3 with packets in the current block:
+ * that block's header last, once it is seen open still (the retire timer
+ * closes a block with packets: before the header is written back, the
+ * kernel would have moved on from it unseen); -EAGAIN if it closed.
+ */
+static int write_back(struct replay *p)
+{
+	const PacketRing *r = p->r;
+	size_t hdr = (size_t)r->head * r->block_size, len = sizeof(struct tpacket_block_desc);
+	volatile struct tpacket_hdr_v1 *h = live_hdr(p, r->head);
+
+	if (p->version != TPACKET_V3 || r->frozen || !r->n_steps) {
+		memcpy(p->m, r->data.data, r->data.len);
+		return 0;
+	}
+	memcpy(p->m, r->data.data, hdr);
+	memcpy(p->m + hdr + len, r->data.data + hdr + len, r->data.len - hdr - len);
+	if ((rd32(&h->block_status) & TP_STATUS_USER) || rd32(&h->num_pkts) != r->n_steps)
+		return -EAGAIN;
+	memcpy(p->m + hdr, r->data.data + hdr, len);
+	return 0;
+}
+
 int packet_ring_restore(int fd, int type, int version, const PacketRing *r, const char *who)
 {
 	struct replay p = {.fd = fd, .tx = -1, .version = version, .r = r, .who = who};
@@ -580,6 +605,8 @@ int packet_ring_restore(int fd, int type, int version, const PacketRing *r, cons
 			if (!ret)
 				ret = landed(&p, i, false);
 		}
+		if (!ret)
+			ret = write_back(&p);
 	}
 	if (ret == -EAGAIN)
 		pr_err("%s: the ring's retire timer closed blocks while amber refilled them, "
@@ -588,7 +615,6 @@ int packet_ring_restore(int fd, int type, int version, const PacketRing *r, cons
 	else if (ret == -EIO)
 		pr_err("%s: the new ring did not come to block %u as dumped", who, r->head);
 	if (!ret) {
-		memcpy(p.m, r->data.data, r->data.len);
 		/* read, they start again from 0: amber's frames are not the process's */
 		getsockopt(fd, SOL_PACKET, PACKET_STATISTICS, &st, &len);
 	}
