@@ -908,6 +908,39 @@ close_fds:
 
 /* ---- restore ---- */
 
+int mem_vma_fd(struct restore_ctx *ctx, const VmaEntry *e)
+{
+	for (size_t k = 0; k < ctx->nr_fds; k++)
+		if (ctx->fds[k]->file_id == e->file_id)
+			return (int)ctx->fds[k]->fd;
+	return -1;
+}
+
+int mem_vma_placed(struct restore_ctx *ctx, const VmaEntry *e, long r, const char *what)
+{
+	long len = (long)(e->end - e->start);
+
+	if (r != (long)e->start) {
+		pr_err("pid %d: the kernel put the %s %llx-%llx (fd %d, offset %#llx) at %lx%s%s",
+		       ctx->pid, what, (unsigned long long)e->start, (unsigned long long)e->end,
+		       mem_vma_fd(ctx, e), (unsigned long long)e->pgoff, r < 0 ? 0 : r,
+		       r < 0 ? ": " : "", r < 0 ? strerror((int)-r) : "");
+		if (r > 0)
+			infect_call(&ctx->inf, SYS_munmap, r, len, 0, 0, 0, 0);
+		return r < 0 ? (int)r : -EADDRNOTAVAIL;
+	}
+	if (e->mlock) {
+		r = infect_call(&ctx->inf, SYS_mlock2, (long)e->start, len,
+				e->mlock & VMA_MLOCK_ONFAULT ? MLOCK_ONFAULT : 0, 0, 0, 0);
+		if (r) {
+			pr_err("pid %d: cannot lock the %s at %llx: %s", ctx->pid, what,
+			       (unsigned long long)e->start, strerror((int)-r));
+			return r < 0 ? (int)r : -EIO;
+		}
+	}
+	return 0;
+}
+
 /*
  * Below vm.mmap_min_addr only CAP_SYS_RAWIO maps (a NULL-dereference
  * exploit's first step): amber maps as root, so only a root owner's image

@@ -101,6 +101,14 @@ bool aio_ring_valid(const VmaEntry *e);
 
 /* At dump, a VMA of an io_uring: v->file_id, the ring's (the process's fd). */
 int uring_vma_file(struct dump_ctx *ctx, struct vma *v);
+/* A VMA of a file mapped again by its own kind (io_uring, packet ring): the process's fd on it, or
+ * -1. */
+int mem_vma_fd(struct restore_ctx *ctx, const VmaEntry *e);
+/*
+ * After such a mapping was made (r: what mmap returned in the process): at e's
+ * place, else unmapped and -errno (logged, what naming it); locked as it was.
+ */
+int mem_vma_placed(struct restore_ctx *ctx, const VmaEntry *e, long r, const char *what);
 /* At restore, every VMA_IO_URING of the image: a ring's, of one of the process's fds. */
 int uring_check_vmas(struct restore_ctx *ctx);
 

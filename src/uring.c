@@ -56,7 +56,7 @@
 /* What amber restores; CQSIZE is always given at restore. */
 #define URING_FLAGS                                                                                \
 	(IORING_SETUP_CQSIZE | IORING_SETUP_SQE128 | IORING_SETUP_CQE32 |                          \
-	 IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_NO_SQARRAY |         \
+	 IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_NO_SQARRAY |       \
 	 IORING_SETUP_IOPOLL)
 #define URING_MAX_SQ	 32768	    /* IORING_MAX_ENTRIES */
 #define URING_MAX_CQ	 65536	    /* IORING_MAX_CQ_ENTRIES */
@@ -255,10 +255,9 @@ static int uring_workers(struct dump_ctx *ctx, int fd)
 /* A wait with a registered argument at an offset no region has: changes nothing. */
 static int reg_wait_probe(int fd)
 {
-	return sys_io_uring_enter_arg(fd, 0, 0,
-				      IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG |
-					      IORING_ENTER_EXT_ARG_REG,
-				      (void *)(1UL << 40), URING_REG_WAIT_SIZE);
+	return sys_io_uring_enter_arg(
+		fd, 0, 0, IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG | IORING_ENTER_EXT_ARG_REG,
+		(void *)(1UL << 40), URING_REG_WAIT_SIZE);
 }
 
 /* Whether the probe tells IOPOLL here: a ring of amber's own without it fails EFAULT. */
@@ -988,15 +987,6 @@ int uring_vma_file(struct dump_ctx *ctx, struct vma *v)
 	return 0;
 }
 
-/* The process's fd on the ring of VMA e, or -1. */
-static int vma_fd(struct restore_ctx *ctx, const VmaEntry *e)
-{
-	for (size_t k = 0; k < ctx->nr_fds; k++)
-		if (ctx->fds[k]->file_id == e->file_id)
-			return (int)ctx->fds[k]->fd;
-	return -1;
-}
-
 int uring_check_vmas(struct restore_ctx *ctx)
 {
 	for (size_t i = 0; i < ctx->mm->n_vmas; i++) {
@@ -1006,7 +996,7 @@ int uring_check_vmas(struct restore_ctx *ctx)
 			continue;
 		if (!uring_off(e->pgoff) || !e->has_file_id || e->file_id >= ctx->nr_files ||
 		    !ctx->files || ctx->files[e->file_id]->kind != FILE_KIND__FILE_IO_URING ||
-		    vma_fd(ctx, e) < 0 || e->prot & PROT_EXEC) {
+		    mem_vma_fd(ctx, e) < 0 || e->prot & PROT_EXEC) {
 			pr_err("mm-%d.img: mapping %llx-%llx is not an io_uring's of the process; "
 			       "the image is corrupt",
 			       ctx->pid, (unsigned long long)e->start, (unsigned long long)e->end);
@@ -1191,31 +1181,10 @@ static int place_ring(struct restore_ctx *ctx, const VmaEntry *e)
 	int ret = fill_gaps(ctx, e, &g);
 
 	r = ret ? ret
-		: infect_call(&ctx->inf, SYS_mmap, 0, len, e->prot, MAP_SHARED, vma_fd(ctx, e),
+		: infect_call(&ctx->inf, SYS_mmap, 0, len, e->prot, MAP_SHARED, mem_vma_fd(ctx, e),
 			      (long)e->pgoff);
 	clear_gaps(ctx, &g);
-	if (ret)
-		return ret;
-	if (r != (long)e->start) {
-		pr_err("pid %d: the kernel put the io_uring mapping %llx-%llx (fd %d, offset "
-		       "%#llx) at %lx%s%s",
-		       ctx->pid, (unsigned long long)e->start, (unsigned long long)e->end,
-		       vma_fd(ctx, e), (unsigned long long)e->pgoff, r < 0 ? 0 : r,
-		       r < 0 ? ": " : "", r < 0 ? strerror((int)-r) : "");
-		if (r > 0)
-			infect_call(&ctx->inf, SYS_munmap, r, len, 0, 0, 0, 0);
-		return r < 0 ? (int)r : -EADDRNOTAVAIL;
-	}
-	if (e->mlock) {
-		r = infect_call(&ctx->inf, SYS_mlock2, (long)e->start, len,
-				e->mlock & VMA_MLOCK_ONFAULT ? MLOCK_ONFAULT : 0, 0, 0, 0);
-		if (r) {
-			pr_err("pid %d: cannot lock the io_uring mapping at %llx: %s", ctx->pid,
-			       (unsigned long long)e->start, strerror((int)-r));
-			return r < 0 ? (int)r : -EIO;
-		}
-	}
-	return 0;
+	return ret ? ret : mem_vma_placed(ctx, e, r, "io_uring mapping");
 }
 
 /* The buffers of the ring at fd, registered again over the restored memory. */

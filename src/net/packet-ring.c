@@ -647,15 +647,6 @@ int packet_vma_file(struct dump_ctx *ctx, struct vma *v)
 	return 1;
 }
 
-/* The process's fd on the socket of VMA e, or -1. */
-static int ring_fd(struct restore_ctx *ctx, const VmaEntry *e)
-{
-	for (size_t k = 0; k < ctx->nr_fds; k++)
-		if (ctx->fds[k]->file_id == e->file_id)
-			return (int)ctx->fds[k]->fd;
-	return -1;
-}
-
 static int ring_restore_read(struct restore_ctx *ctx)
 {
 	for (size_t i = 0; ctx->mm && i < ctx->mm->n_vmas; i++) {
@@ -667,8 +658,8 @@ static int ring_restore_read(struct restore_ctx *ctx)
 		f = e->has_file_id && e->file_id < ctx->nr_files ? ctx->files[e->file_id] : NULL;
 		if (!f || f->kind != FILE_KIND__FILE_PACKET_SK || !f->packet_sk ||
 		    !f->packet_sk->rx_ring || e->pgoff ||
-		    e->end - e->start != ring_len(f->packet_sk->rx_ring) || ring_fd(ctx, e) < 0 ||
-		    (e->prot & PROT_EXEC)) {
+		    e->end - e->start != ring_len(f->packet_sk->rx_ring) ||
+		    mem_vma_fd(ctx, e) < 0 || (e->prot & PROT_EXEC)) {
 			pr_err("mm-%d.img: mapping %llx-%llx is not a packet ring of the "
 			       "process's; "
 			       "the image is corrupt",
@@ -681,33 +672,19 @@ static int ring_restore_read(struct restore_ctx *ctx)
 
 static int ring_restore_inject(struct restore_ctx *ctx)
 {
-	for (size_t i = 0; !ctx->shares_vm && ctx->mm && i < ctx->mm->n_vmas; i++) {
+	int ret = 0;
+
+	for (size_t i = 0; !ret && !ctx->shares_vm && ctx->mm && i < ctx->mm->n_vmas; i++) {
 		const VmaEntry *e = ctx->mm->vmas[i];
 		long len = (long)(e->end - e->start), r;
 
 		if (e->kind != VMA_KIND__VMA_PACKET_RING)
 			continue;
 		r = infect_call(&ctx->inf, SYS_mmap, (long)e->start, len, e->prot,
-				MAP_SHARED | MAP_FIXED_NOREPLACE, ring_fd(ctx, e), 0);
-		if (r != (long)e->start) {
-			pr_err("pid %d: cannot map its packet ring at %llx (fd %d): %s", ctx->pid,
-			       (unsigned long long)e->start, ring_fd(ctx, e),
-			       r < 0 ? strerror((int)-r) : "mapped elsewhere");
-			if (r > 0)
-				infect_call(&ctx->inf, SYS_munmap, r, len, 0, 0, 0, 0);
-			return r < 0 ? (int)r : -EADDRNOTAVAIL;
-		}
-		if (e->mlock) {
-			r = infect_call(&ctx->inf, SYS_mlock2, (long)e->start, len,
-					e->mlock & VMA_MLOCK_ONFAULT ? MLOCK_ONFAULT : 0, 0, 0, 0);
-			if (r) {
-				pr_err("pid %d: cannot lock its packet ring at %llx: %s", ctx->pid,
-				       (unsigned long long)e->start, strerror((int)-r));
-				return r < 0 ? (int)r : -EIO;
-			}
-		}
+				MAP_SHARED | MAP_FIXED_NOREPLACE, mem_vma_fd(ctx, e), 0);
+		ret = mem_vma_placed(ctx, e, r, "packet ring");
 	}
-	return 0;
+	return ret;
 }
 
 const struct resource_ops packet_ring_ops = {
