@@ -258,6 +258,16 @@ static int read_processes(struct tree *t)
 	return pidns_restore_threads(t) ?: tree_index_build(t);
 }
 
+/* What read_processes() read whole: none of it goes into the forked tree
+ * (after the channels: the fds amber needs at most stay what they were). */
+static void release_process_images(struct tree *t)
+{
+	static const enum img_kind kinds[] = {IMG_CORE, IMG_MM, IMG_PAGEMAP, IMG_FDS, IMG_FS};
+
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
+		img_dir_release(t->img, kinds[k]);
+}
+
 /* Every fd at or above the highest fd of any process is free for amber's own. */
 static void compute_fd_base(struct tree *t)
 {
@@ -1073,6 +1083,7 @@ static int do_restore(struct opts *o, uint32_t *root)
 		ret = run_restore_tree(&t);
 	if (ret)
 		goto close_dir;
+	release_process_images(&t);
 
 	stats_start(ST_FORKING);
 	ret = create_tree(&t);
