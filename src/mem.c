@@ -1096,7 +1096,13 @@ static int mem_restore_tree(struct tree *t)
 		ret = img_dir_raw(t->img, IMG_PAGES, &pages, "pages-%d.img", ctx->pid);
 		if (ret)
 			return ret;
-		/* the checked file itself (its description: the children pread at offsets) */
+		ctx->map_fd = t->desc_fd;
+		/* the checked file itself (its description: the children pread at offsets);
+		 * mostly above fd_base already, where a copy would be one more fd
+		 * for every process to inherit */
+		ctx->pages_fd = pages->fd;
+		if (pages->fd >= t->fd_base)
+			continue;
 		ctx->pages_fd = fcntl(pages->fd, F_DUPFD_CLOEXEC, t->fd_base);
 		if (ctx->pages_fd < 0) {
 			ret = -errno;
@@ -1104,7 +1110,7 @@ static int mem_restore_tree(struct tree *t)
 			       t->fd_base);
 			return ret;
 		}
-		ctx->map_fd = t->desc_fd;
+		ctx->pages_dup = true;
 	}
 	return cow_plan(t);
 }

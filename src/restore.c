@@ -1007,7 +1007,7 @@ static void close_tree_fds(struct tree *t)
 	for (size_t i = 0; t->desc_fd && i < t->nr_rfiles; i++)
 		close(t->desc_fd[i]);
 	for (size_t p = 0; p < t->nr_procs; p++)
-		if (t->rprocs[p]->pages_fd >= 0)
+		if (t->rprocs[p]->pages_dup)
 			close(t->rprocs[p]->pages_fd);
 }
 
