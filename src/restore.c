@@ -35,6 +35,10 @@
 #include "ns/ns.h"
 #include "sys.h"
 
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25 /* Linux 6.1; glibc 2.36 lacks it */
+#endif
+
 static bool pid_in_use(pid_t pid, char *comm, size_t len)
 {
 	char path[64], *buf;
@@ -870,6 +874,41 @@ static int seize_and_go(struct tree *t, size_t idx)
 }
 
 /*
+ * Every restored process starts as a fork of amber, with a copy of amber's
+ * heap (every process's images: 28 MB for 2000 processes), whose page table
+ * each fork copies and each restore unmaps again: O(n^2) for a tree of n.
+ * Collapsed into huge pages, a fork copies one entry per 2 MB instead of 512
+ * (a tree of 2000 restored in half the time).  The copy into huge pages pays
+ * off over a few dozen forks, so small trees keep theirs.  Best effort: a
+ * kernel without MADV_COLLAPSE (6.1) forks the 4 KB pages as before.
+ */
+static void heap_to_huge_pages(const struct tree *t)
+{
+	const unsigned long huge = 2UL << 20;
+	unsigned long start, end;
+	char *line = NULL;
+	size_t cap = 0;
+	FILE *f;
+
+	if (t->nr_pstree < 32)
+		return;
+	f = fopen("/proc/self/maps", "re");
+	if (!f)
+		return;
+	while (getline(&line, &cap, f) > 0) {
+		if (!strstr(line, " [heap]") || sscanf(line, "%lx-%lx", &start, &end) != 2)
+			continue;
+		start = (start + huge - 1) & ~(huge - 1);
+		end &= ~(huge - 1);
+		if (start < end && madvise((void *)start, end - start, MADV_COLLAPSE))
+			pr_debug("amber's heap stays in small pages: %m");
+		break;
+	}
+	free(line);
+	fclose(f);
+}
+
+/*
  * Create the tree.  Each process, once seized and told to go, creates its
  * children, sets up what needs libc and stops; amber follows in pstree
  * order (parents first), seizing each child as soon as its parent made it.
@@ -892,6 +931,7 @@ static int create_tree(struct tree *t)
 		pr_err("cannot become a child subreaper: %m");
 		return -errno;
 	}
+	heap_to_huge_pages(t);
 	ret = fork_children(t, 0);
 	if (t->creator[0])
 		prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
