@@ -344,6 +344,8 @@ bool sessions_zombie_leads(const struct tree *t, uint32_t pid);
  * have none), or NULL.  O(1) through an index that follows the tree. */
 PstreeEntry *tree_entry(const struct tree *t, uint32_t pid);
 struct restore_ctx *tree_rproc(const struct tree *t, uint32_t pid);
+/* The dump context of pid, or NULL. */
+struct dump_ctx *tree_dproc(const struct tree *t, uint32_t pid);
 /* The index of pid's pstree entry, (size_t)-1 if none. */
 size_t tree_pos(const struct tree *t, uint32_t pid);
 /* Builds the index now (before forking, so children do not each build one). */

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * pid -> pstree entry and restore context, in O(1).  Every forked restore
+ * pid -> pstree entry and dump or restore context, in O(1).  Every forked restore
  * child looks itself and its children up; a linear scan there made restoring
  * n processes O(n^2) cache misses (12% of a 500-process restore).  The index
- * follows t->pstree and t->rprocs as they grow (both only append).
+ * follows t->pstree, t->dprocs and t->rprocs as they grow (all only append).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -15,9 +15,10 @@ struct tree_index {
 		uint32_t pid; /* 0: free (pid 0 is never in a tree) */
 		uint32_t pst; /* index in t->pstree */
 		int32_t rp;   /* index in t->rprocs, or -1 */
+		int32_t dp;   /* index in t->dprocs, or -1 */
 	} * slot;
 	size_t cap; /* power of two, at least twice the entries */
-	size_t n_pst, n_rp;
+	size_t n_pst, n_rp, n_dp;
 };
 
 static size_t slot_of(const struct tree_index *x, uint32_t pid)
@@ -54,20 +55,30 @@ static struct tree_index *tree_index(const struct tree *ct)
 			return NULL;
 		}
 		x->cap = cap;
-		x->n_pst = x->n_rp = 0;
+		x->n_pst = x->n_rp = x->n_dp = 0;
 	}
 	for (; x->n_pst < t->nr_pstree; x->n_pst++) {
 		uint32_t pid = t->pstree[x->n_pst]->pid;
 		struct slot *s = &x->slot[slot_of(x, pid)];
 
 		if (!s->pid) /* the first entry of a pid wins, as a scan finds it */
-			*s = (struct slot){.pid = pid, .pst = (uint32_t)x->n_pst, .rp = -1};
+			*s = (struct slot){
+				.pid = pid, .pst = (uint32_t)x->n_pst, .rp = -1, .dp = -1};
 	}
 	for (; t->rprocs && x->n_rp < t->nr_procs; x->n_rp++) {
 		struct slot *s = &x->slot[slot_of(x, (uint32_t)t->rprocs[x->n_rp]->pid)];
 
 		if (s->pid && s->rp < 0)
 			s->rp = (int32_t)x->n_rp;
+	}
+	/* a dump adds a process to dprocs before its pstree entry: it waits for that */
+	for (; t->dprocs && x->n_dp < t->nr_procs; x->n_dp++) {
+		struct slot *s = &x->slot[slot_of(x, (uint32_t)t->dprocs[x->n_dp]->pid)];
+
+		if (!s->pid)
+			break;
+		if (s->dp < 0)
+			s->dp = (int32_t)x->n_dp;
 	}
 	return x;
 }
@@ -113,6 +124,25 @@ struct restore_ctx *tree_rproc(const struct tree *t, uint32_t pid)
 	}
 	s = &x->slot[slot_of(x, pid)];
 	return s->pid && s->rp >= 0 ? t->rprocs[s->rp] : NULL;
+}
+
+struct dump_ctx *tree_dproc(const struct tree *t, uint32_t pid)
+{
+	struct tree_index *x = pid ? tree_index(t) : NULL;
+	struct slot *s;
+
+	if (x) {
+		s = &x->slot[slot_of(x, pid)];
+		if (s->pid && s->dp >= 0)
+			return t->dprocs[s->dp];
+		if (x->n_dp == t->nr_procs)
+			return NULL;
+	}
+	/* (not all indexed: one was added to dprocs, its pstree entry still to come) */
+	for (size_t p = 0; p < t->nr_procs; p++)
+		if ((uint32_t)t->dprocs[p]->pid == pid)
+			return t->dprocs[p];
+	return NULL;
 }
 
 size_t tree_pos(const struct tree *t, uint32_t pid)
