@@ -348,8 +348,13 @@ struct restore_ctx *tree_rproc(const struct tree *t, uint32_t pid);
 struct dump_ctx *tree_dproc(const struct tree *t, uint32_t pid);
 /* The index of pid's pstree entry, (size_t)-1 if none. */
 size_t tree_pos(const struct tree *t, uint32_t pid);
-/* Builds the index now (before forking, so children do not each build one). */
+/* Builds the index now (before forking, so children do not each build one);
+ * on a restore, once t->creator is planned, also what the next two read. */
 int tree_index_build(const struct tree *t);
+/* Restore: the pstree indices of the entries creator makes (t->creator), and
+ * of the children of ppid (0: the root), each in pstree order; the count. */
+size_t tree_created(const struct tree *t, uint32_t creator, const uint32_t **idx);
+size_t tree_children(const struct tree *t, uint32_t ppid, const uint32_t **idx);
 void tree_index_free(struct tree *t);
 
 #endif

@@ -546,10 +546,46 @@ static int zombie_made(struct tree *t, size_t idx)
  * helpers of sessions and groups whose leader is gone, which make some of
  * its children in turn.
  */
+/* Create pstree entry i, one of creator's (helpers: creator has made helpers). */
+static int fork_child(struct tree *t, uint32_t creator, size_t i, bool helpers)
+{
+	PstreeEntry *c = t->pstree[i];
+	/* what it shared with its parent (kcmp at dump), it shares again */
+	uint64_t flags = (c->clone_files ? CLONE_FILES : 0) | (c->clone_fs ? CLONE_FS : 0);
+	long pid;
+
+	/* the members a zombie leader makes become ours when it dies */
+	if (!helpers && creator && sessions_zombie_leads(t, c->pid) &&
+	    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) {
+		pr_err("pid %u: cannot become a child subreaper: %m", creator);
+		return -errno;
+	}
+	if (c->clone_vm) {
+		pid = clone_vm_child(t, i, flags);
+		if (pid < 0)
+			pr_err("pid %u: cannot create its child %u: %s", creator, c->pid,
+			       strerror((int)-pid));
+	} else {
+		if ((!creator && t->own_pidns) || c->nested_init)
+			flags |= CLONE_NEWPID;
+		/* the RPC's rst_sibling: the client (runc) is the root's parent */
+		if (!creator && t->o->rst_sibling)
+			flags |= CLONE_PARENT;
+		pid = clone_pid(creator, c->pid, c->nested_pid, flags);
+		if (pid == 0)
+			child_main(t, i);
+		if (pid > 0 && !creator && t->own_pidns)
+			t->hpid[i] = (pid_t)pid;
+	}
+	return pid < 0 ? (int)pid : 0;
+}
+
 static int fork_children(struct tree *t, uint32_t creator)
 {
 	PstreeEntry *me = creator ? tree_entry(t, creator) : NULL;
+	const uint32_t *kids;
 	bool helpers = false;
+	size_t nk;
 
 	for (size_t i = 0; i < t->nr_helpers; i++) {
 		struct tree_helper *h = &t->helpers[i];
@@ -570,51 +606,28 @@ static int fork_children(struct tree *t, uint32_t creator)
 		if (pid < 0)
 			return (int)pid;
 	}
+	nk = tree_created(t, creator, &kids);
 	/* children in the creator's namespace and nested inits, then those in the
 	 * nested namespace it unshare()d (which it enters between) */
-	for (size_t n = 0; n < 2 * t->nr_pstree; n++) {
-		size_t i = n % t->nr_pstree;
-		PstreeEntry *c = t->pstree[i];
-		/* what it shared with its parent (kcmp at dump), it shares again */
-		uint64_t flags = (c->clone_files ? CLONE_FILES : 0) | (c->clone_fs ? CLONE_FS : 0);
-		long pid;
-
-		if (n == t->nr_pstree && me && me->pid_ns_for_children) {
+	for (int nested = 0; nested < 2; nested++) {
+		if (nested && me && me->pid_ns_for_children) {
 			int ret = pidns_enter_children(me);
 
 			if (ret)
 				return ret;
 		}
-		if (t->creator[i] != creator || into_children_ns(t, c) != (n >= t->nr_pstree))
-			continue;
-		/* the members a zombie leader makes become ours when it dies */
-		if (!helpers && creator && sessions_zombie_leads(t, c->pid) &&
-		    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) {
-			pr_err("pid %u: cannot become a child subreaper: %m", creator);
-			return -errno;
+		for (size_t k = 0; k < nk; k++) {
+			int ret;
+
+			if (into_children_ns(t, t->pstree[kids[k]]) != nested)
+				continue;
+			ret = fork_child(t, creator, kids[k], helpers);
+			if (ret)
+				return ret;
 		}
-		if (c->clone_vm) {
-			pid = clone_vm_child(t, i, flags);
-			if (pid < 0)
-				pr_err("pid %u: cannot create its child %u: %s", creator, c->pid,
-				       strerror((int)-pid));
-		} else {
-			if ((!creator && t->own_pidns) || c->nested_init)
-				flags |= CLONE_NEWPID;
-			/* the RPC's rst_sibling: the client (runc) is the root's parent */
-			if (!creator && t->o->rst_sibling)
-				flags |= CLONE_PARENT;
-			pid = clone_pid(creator, c->pid, c->nested_pid, flags);
-			if (pid == 0)
-				child_main(t, i);
-			if (pid > 0 && !creator && t->own_pidns)
-				t->hpid[i] = (pid_t)pid;
-		}
-		if (pid < 0)
-			return (int)pid;
 	}
-	for (size_t i = 0; i < t->nr_pstree; i++)
-		if (t->creator[i] == creator && t->pstree[i]->zombie && zombie_made(t, i))
+	for (size_t k = 0; k < nk; k++)
+		if (t->pstree[kids[k]]->zombie && zombie_made(t, kids[k]))
 			return -EIO;
 	return helpers ? reap_helpers(t, creator) : 0;
 }
@@ -915,6 +928,8 @@ static void heap_to_huge_pages(const struct tree *t)
  */
 static int create_tree(struct tree *t)
 {
+	const uint32_t *kids;
+	size_t nk;
 	int ret;
 
 	vm_tree = t;
@@ -954,13 +969,15 @@ static int create_tree(struct tree *t)
 		/* the host pids of the children it made (ns/pidns.c) */
 		if (!ret)
 			ret = pidns_find_children(t, i);
-		/* all its children exist now, also those its helpers made */
-		for (size_t k = i + 1; !ret && k < t->nr_pstree; k++)
-			if (t->pstree[k]->ppid == e->pid)
-				ours[k] = true;
-		for (size_t k = i + 1; !ret && k < t->nr_pstree; k++)
-			if (t->pstree[k]->ppid == e->pid && !t->pstree[k]->zombie)
-				ret = seize_and_go(t, k);
+		/* all its children exist now, also those its helpers made (the root
+		 * is entry 0: no child is listed before its parent) */
+		nk = tree_children(t, e->pid, &kids);
+		for (size_t k = 0; !ret && k < nk; k++)
+			if (kids[k] > i)
+				ours[kids[k]] = true;
+		for (size_t k = 0; !ret && k < nk; k++)
+			if (kids[k] > i && !t->pstree[kids[k]]->zombie)
+				ret = seize_and_go(t, kids[k]);
 	}
 	return ret;
 }
