@@ -223,9 +223,10 @@ struct restore_ctx {
 	size_t nr_fds;
 	FsEntry *fs;
 	/* Opened by amber before the processes exist: the same fds in every one. */
-	int pages_fd;	/* on pages-PID.img */
-	bool pages_dup; /* pages_fd is amber's copy of the image table's fd, to close */
-	int *map_fd;	/* per file id (tree->desc_fd) */
+	int *map_fd; /* per file id (tree->desc_fd) */
+	/* on pages-PID.img: amber's fd, and once the process reported, the
+	 * process's own (it is given it with go: restore.c) */
+	int pages_fd;
 	struct infect inf;
 	unsigned long vdso_new;	 /* our vDSO's address when the old one is proxied */
 	bool shares_vm;		 /* CLONE_VM child: its parent restores the memory */

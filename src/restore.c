@@ -327,16 +327,22 @@ static bool *ours;
 
 struct child_report {
 	int ok;
+	int pages_fd; /* where it put its pages file (send_go), or -1 */
 	char msg[124];
 };
 
-static void child_report(int fd, const char *msg)
+static void report_to_amber(int fd, const char *msg, int pages_fd)
 {
-	struct child_report rep = {.ok = !msg};
+	struct child_report rep = {.ok = !msg, .pages_fd = pages_fd};
 
 	snprintf(rep.msg, sizeof(rep.msg), "%s", msg ? msg : "");
 	if (write(fd, &rep, sizeof(rep)) != sizeof(rep))
 		_exit(1);
+}
+
+static void child_report(int fd, const char *msg)
+{
+	report_to_amber(fd, msg, -1);
 }
 
 static int read_child_report(struct restore_ctx *ctx, int fd)
@@ -352,7 +358,86 @@ static int read_child_report(struct restore_ctx *ctx, int fd)
 		pr_err("pid %d: %s", ctx->pid, rep.msg);
 		return -EIO;
 	}
+	/* from now on the injected reads name its own fd */
+	if (!ctx->shares_vm && ctx->pages_fd >= 0) {
+		if (rep.pages_fd < ctx->tree->fd_base) {
+			pr_err("pid %d: it did not get its pages file", ctx->pid);
+			return -EIO;
+		}
+		ctx->pages_fd = rep.pages_fd;
+	}
 	return 0;
+}
+
+/*
+ * The processes amber forks (the root, helpers) would pass every fd amber
+ * holds to the whole tree, and each process would copy them at fork and
+ * close them at the end, O(n^2): they drop the channels' amber ends (but
+ * for zombies', which their creators read) and the pages files, which each
+ * process gets alone with its go (send_go).
+ */
+static void drop_amber_fds(struct tree *t)
+{
+	for (size_t i = 0; i < t->nr_pstree; i++)
+		if (!t->pstree[i]->zombie)
+			close(syncs[i].amber);
+	for (size_t p = 0; p < t->nr_procs; p++)
+		if (!t->rprocs[p]->shares_vm && t->rprocs[p]->pages_fd >= 0)
+			close(t->rprocs[p]->pages_fd);
+}
+
+/* Go, with the process's pages file (SCM_RIGHTS) if it has one. */
+static int send_go(struct tree *t, size_t idx)
+{
+	struct restore_ctx *ctx =
+		t->pstree[idx]->zombie ? NULL : tree_rproc(t, t->pstree[idx]->pid);
+	char go = 'g', cbuf[CMSG_SPACE(sizeof(int))] = {0};
+	struct iovec iov = {.iov_base = &go, .iov_len = 1};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	struct cmsghdr *cm;
+
+	if (ctx && !ctx->shares_vm && ctx->pages_fd >= 0) {
+		mh.msg_control = cbuf;
+		mh.msg_controllen = sizeof(cbuf);
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &ctx->pages_fd, sizeof(int));
+	}
+	return sendmsg(syncs[idx].amber, &mh, 0) == 1 ? 0 : -EPIPE;
+}
+
+/* In the child: go, and the pages file with it, put above the image's fds. */
+static int recv_go(struct tree *t, size_t idx)
+{
+	char go, cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = {.iov_base = &go, .iov_len = 1};
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = cbuf,
+			    .msg_controllen = sizeof(cbuf)};
+	struct restore_ctx *ctx =
+		t->pstree[idx]->zombie ? NULL : tree_rproc(t, t->pstree[idx]->pid);
+	bool pages = ctx && !ctx->shares_vm && ctx->pages_fd >= 0;
+	struct cmsghdr *cm;
+	int fd;
+
+	if (recvmsg(syncs[idx].child, &mh, MSG_CMSG_CLOEXEC) != 1)
+		return -1;
+	cm = CMSG_FIRSTHDR(&mh);
+	if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
+	    cm->cmsg_len != CMSG_LEN(sizeof(int)))
+		return pages ? -1 : 0;
+	memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+	if (!pages) {
+		close(fd);
+		return -1;
+	}
+	ctx->pages_fd = fd < t->fd_base ? fcntl(fd, F_DUPFD_CLOEXEC, t->fd_base) : fd;
+	if (ctx->pages_fd != fd)
+		close(fd);
+	return ctx->pages_fd < 0 ? -1 : 0;
 }
 
 /* A zombie comes back by dying the same way once everything else is in place. */
@@ -641,6 +726,8 @@ static void __attribute__((noreturn)) helper_main(struct tree *t, struct tree_he
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != (h->creator ? (pid_t)h->creator : amber_pid))
 		_exit(1);
+	if (!h->creator)
+		drop_amber_fds(t);
 	if (h->session ? setsid() < 0 : setpgid(0, 0) < 0) {
 		pr_err("helper %u: cannot make its %s: %m", h->pid,
 		       h->session ? "session" : "process group");
@@ -667,14 +754,13 @@ static int wait_go(struct tree *t, size_t idx)
 {
 	struct pollfd pfd = {.fd = syncs[idx].child, .events = POLLIN};
 	pid_t real = seen_ppid(t, idx);
-	char c;
 
 	if (t->creator[idx] == (idx ? t->pstree[idx]->ppid : 0))
-		return read(syncs[idx].child, &c, 1) == 1 ? 0 : -1;
+		return recv_go(t, idx);
 	while (poll(&pfd, 1, 100) == 0)
 		if (!parent_expected(t, idx, getppid()))
 			return -1;
-	if (read(syncs[idx].child, &c, 1) != 1)
+	if (recv_go(t, idx))
 		return -1;
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	return getppid() == real ? 0 : -1;
@@ -728,6 +814,8 @@ static void __attribute__((noreturn)) child_main(struct tree *t, size_t idx)
 	} else if (!parent_expected(t, idx, getppid())) {
 		_exit(1); /* (its helper may have exited already) */
 	}
+	if (!t->creator[idx])
+		drop_amber_fds(t);
 	if (t->pstree[idx]->zombie)
 		zombie_main(t, idx);
 	if (wait_go(t, idx))
@@ -808,7 +896,7 @@ static void __attribute__((noreturn)) child_setup(struct tree *t, size_t idx, bo
 		child_report(report_fd, "cannot enter its user namespace");
 		_exit(1);
 	}
-	child_report(report_fd, NULL);
+	report_to_amber(report_fd, NULL, vm ? -1 : ctx->pages_fd);
 	/* a pid namespace's init ignores SIGSTOP from inside it: amber sends it */
 	if ((!idx && t->own_pidns) || e->nested_init)
 		for (;;)
@@ -883,7 +971,7 @@ static int seize_and_go(struct tree *t, size_t idx)
 		return (int)r;
 	}
 	ours[idx] = true;
-	return write(syncs[idx].amber, "g", 1) == 1 ? 0 : -EPIPE;
+	return send_go(t, idx);
 }
 
 /*
@@ -1063,9 +1151,6 @@ static void close_tree_fds(struct tree *t)
 	/* amber keeps no end of the restored pipes and files open */
 	for (size_t i = 0; t->desc_fd && i < t->nr_rfiles; i++)
 		close(t->desc_fd[i]);
-	for (size_t p = 0; p < t->nr_procs; p++)
-		if (t->rprocs[p]->pages_dup)
-			close(t->rprocs[p]->pages_fd);
 }
 
 /*
