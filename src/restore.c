@@ -369,75 +369,94 @@ static int read_child_report(struct restore_ctx *ctx, int fd)
 	return 0;
 }
 
+static bool end_pulled(const struct tree *t, size_t idx);
+
 /*
  * The processes amber forks (the root, helpers) would pass every fd amber
  * holds to the whole tree, and each process would copy them at fork and
  * close them at the end, O(n^2): they drop the channels' amber ends (but
- * for zombies', which their creators read) and the pages files, which each
- * process gets alone with its go (send_go).
+ * for zombies', which their creators read), the child ends their creators
+ * get with their go, and the pages files, which each process gets alone
+ * with its go (send_go).
  */
 static void drop_amber_fds(struct tree *t)
 {
-	for (size_t i = 0; i < t->nr_pstree; i++)
+	for (size_t i = 0; i < t->nr_pstree; i++) {
 		if (!t->pstree[i]->zombie)
 			close(syncs[i].amber);
+		if (end_pulled(t, i))
+			close(syncs[i].child);
+	}
 	for (size_t p = 0; p < t->nr_procs; p++)
 		if (!t->rprocs[p]->shares_vm && t->rprocs[p]->pages_fd >= 0)
 			close(t->rprocs[p]->pages_fd);
 }
 
-/* Go, with the process's pages file (SCM_RIGHTS) if it has one. */
-static int send_go(struct tree *t, size_t idx)
+/* One byte, tag, on a channel, with fd (SCM_RIGHTS) unless it is -1. */
+static int send_fd(int sock, char tag, int fd)
 {
-	struct restore_ctx *ctx =
-		t->pstree[idx]->zombie ? NULL : tree_rproc(t, t->pstree[idx]->pid);
-	char go = 'g', cbuf[CMSG_SPACE(sizeof(int))] = {0};
-	struct iovec iov = {.iov_base = &go, .iov_len = 1};
+	char cbuf[CMSG_SPACE(sizeof(int))] = {0};
+	struct iovec iov = {.iov_base = &tag, .iov_len = 1};
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 	struct cmsghdr *cm;
 
-	if (ctx && !ctx->shares_vm && ctx->pages_fd >= 0) {
+	if (fd >= 0) {
 		mh.msg_control = cbuf;
 		mh.msg_controllen = sizeof(cbuf);
 		cm = CMSG_FIRSTHDR(&mh);
 		cm->cmsg_level = SOL_SOCKET;
 		cm->cmsg_type = SCM_RIGHTS;
 		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &ctx->pages_fd, sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
 	}
-	return sendmsg(syncs[idx].amber, &mh, 0) == 1 ? 0 : -EPIPE;
+	return sendmsg(sock, &mh, 0) == 1 ? 0 : -EPIPE;
 }
 
-/* In the child: go, and the pages file with it, put above the image's fds. */
-static int recv_go(struct tree *t, size_t idx)
+/* In the child: send_fd()'s byte, which must be tag; *fd: what came with it
+ * (-1: nothing), moved above the image's fds, which it must not clobber. */
+static int recv_fd(const struct tree *t, int sock, char tag, int *fd)
 {
-	char go, cbuf[CMSG_SPACE(sizeof(int))];
-	struct iovec iov = {.iov_base = &go, .iov_len = 1};
+	char c, cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = {.iov_base = &c, .iov_len = 1};
 	struct msghdr mh = {.msg_iov = &iov,
 			    .msg_iovlen = 1,
 			    .msg_control = cbuf,
 			    .msg_controllen = sizeof(cbuf)};
+	struct cmsghdr *cm;
+	int got;
+
+	*fd = -1;
+	if (recvmsg(sock, &mh, MSG_CMSG_CLOEXEC) != 1)
+		return -1;
+	cm = CMSG_FIRSTHDR(&mh);
+	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+	    cm->cmsg_len == CMSG_LEN(sizeof(int))) {
+		memcpy(&got, CMSG_DATA(cm), sizeof(int));
+		*fd = got < t->fd_base ? fcntl(got, F_DUPFD_CLOEXEC, t->fd_base) : got;
+		if (*fd != got)
+			close(got);
+		if (*fd < 0)
+			return -1;
+	}
+	return c == tag ? 0 : -1;
+}
+
+/* In the child: go, with its pages file if it has one (send_go). */
+static int recv_go(struct tree *t, size_t idx)
+{
 	struct restore_ctx *ctx =
 		t->pstree[idx]->zombie ? NULL : tree_rproc(t, t->pstree[idx]->pid);
 	bool pages = ctx && !ctx->shares_vm && ctx->pages_fd >= 0;
-	struct cmsghdr *cm;
 	int fd;
 
-	if (recvmsg(syncs[idx].child, &mh, MSG_CMSG_CLOEXEC) != 1)
-		return -1;
-	cm = CMSG_FIRSTHDR(&mh);
-	if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
-	    cm->cmsg_len != CMSG_LEN(sizeof(int)))
-		return pages ? -1 : 0;
-	memcpy(&fd, CMSG_DATA(cm), sizeof(int));
-	if (!pages) {
-		close(fd);
+	if (recv_fd(t, syncs[idx].child, 'g', &fd) || (fd >= 0) != pages) {
+		if (fd >= 0)
+			close(fd);
 		return -1;
 	}
-	ctx->pages_fd = fd < t->fd_base ? fcntl(fd, F_DUPFD_CLOEXEC, t->fd_base) : fd;
-	if (ctx->pages_fd != fd)
-		close(fd);
-	return ctx->pages_fd < 0 ? -1 : 0;
+	if (pages)
+		ctx->pages_fd = fd;
+	return 0;
 }
 
 /* A zombie comes back by dying the same way once everything else is in place. */
@@ -497,6 +516,54 @@ static bool into_children_ns(const struct tree *t, const PstreeEntry *c)
 	const PstreeEntry *p = tree_entry(t, c->ppid);
 
 	return c->nested_pid && !c->nested_init && p && !p->nested_pid;
+}
+
+/*
+ * Whether entry idx's channel goes to its creator with the creator's go
+ * (send_go, pull_end) rather than down the whole tree: its creator is a
+ * process amber tells to go (not amber, a helper or a zombie).
+ */
+static bool end_pulled(const struct tree *t, size_t idx)
+{
+	const PstreeEntry *c = t->creator[idx] ? tree_entry(t, t->creator[idx]) : NULL;
+
+	return c && !c->zombie;
+}
+
+/*
+ * Go, with the process's pages file, then the child ends of the channels of
+ * the processes it creates, one a message in the order it creates them: it
+ * takes each just before it forks that one (pull_end), so that none is in
+ * the fd table the others inherit.
+ */
+static int send_go(struct tree *t, size_t idx)
+{
+	const PstreeEntry *e = t->pstree[idx];
+	struct restore_ctx *ctx = e->zombie ? NULL : tree_rproc(t, e->pid);
+	const uint32_t *kids;
+	size_t nk = tree_created(t, e->pid, &kids);
+	int ret = send_fd(syncs[idx].amber, 'g', ctx && !ctx->shares_vm ? ctx->pages_fd : -1);
+
+	for (int nested = 0; !ret && nested < 2; nested++)
+		for (size_t k = 0; !ret && k < nk; k++)
+			if (into_children_ns(t, t->pstree[kids[k]]) == nested)
+				ret = send_fd(syncs[idx].amber, 'c', syncs[kids[k]].child);
+	return ret;
+}
+
+/* In creator, about to fork entry idx: its channel's child end (send_go). */
+static int pull_end(struct tree *t, uint32_t creator, size_t idx)
+{
+	size_t me = tree_pos(t, creator);
+	int fd;
+
+	if (me == (size_t)-1 || recv_fd(t, syncs[me].child, 'c', &fd) || fd < 0) {
+		pr_err("pid %u: did not get the channel of its child %u", creator,
+		       t->pstree[idx]->pid);
+		return -EIO;
+	}
+	syncs[idx].child = fd;
+	return 0;
 }
 
 /* amber's handle on pstree entry idx: its host pid (ns/pidns.c), 0 until it exists. */
@@ -637,7 +704,11 @@ static int fork_child(struct tree *t, uint32_t creator, size_t i, bool helpers)
 	PstreeEntry *c = t->pstree[i];
 	/* what it shared with its parent (kcmp at dump), it shares again */
 	uint64_t flags = (c->clone_files ? CLONE_FILES : 0) | (c->clone_fs ? CLONE_FS : 0);
+	bool pulled = end_pulled(t, i);
 	long pid;
+
+	if (pulled && pull_end(t, creator, i))
+		return -EIO;
 
 	/* the members a zombie leader makes become ours when it dies */
 	if (!helpers && creator && sessions_zombie_leads(t, c->pid) &&
@@ -662,6 +733,9 @@ static int fork_child(struct tree *t, uint32_t creator, size_t i, bool helpers)
 		if (pid > 0 && !creator && t->own_pidns)
 			t->hpid[i] = (pid_t)pid;
 	}
+	/* the child has it; in a table shared with it, it is the child's own */
+	if (pulled && !(flags & CLONE_FILES))
+		close(syncs[i].child);
 	return pid < 0 ? (int)pid : 0;
 }
 
