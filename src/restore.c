@@ -692,12 +692,6 @@ static int zombie_made(struct tree *t, size_t idx)
 	return 0;
 }
 
-/*
- * In a restored process (or amber, creator 0, or a helper): create the
- * processes it creates, each with its old pid: its children, and the
- * helpers of sessions and groups whose leader is gone, which make some of
- * its children in turn.
- */
 /* Create pstree entry i, one of creator's (helpers: creator has made helpers). */
 static int fork_child(struct tree *t, uint32_t creator, size_t i, bool helpers)
 {
@@ -709,7 +703,6 @@ static int fork_child(struct tree *t, uint32_t creator, size_t i, bool helpers)
 
 	if (pulled && pull_end(t, creator, i))
 		return -EIO;
-
 	/* the members a zombie leader makes become ours when it dies */
 	if (!helpers && creator && sessions_zombie_leads(t, c->pid) &&
 	    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) {
@@ -739,6 +732,12 @@ static int fork_child(struct tree *t, uint32_t creator, size_t i, bool helpers)
 	return pid < 0 ? (int)pid : 0;
 }
 
+/*
+ * In a restored process (or amber, creator 0, or a helper): create the
+ * processes it creates, each with its old pid: its children, and the
+ * helpers of sessions and groups whose leader is gone, which make some of
+ * its children in turn.
+ */
 static int fork_children(struct tree *t, uint32_t creator)
 {
 	PstreeEntry *me = creator ? tree_entry(t, creator) : NULL;
