@@ -1052,9 +1052,10 @@ static int seize_and_go(struct tree *t, size_t idx)
  * heap (every process's images: 28 MB for 2000 processes), whose page table
  * each fork copies and each restore unmaps again: O(n^2) for a tree of n.
  * Collapsed into huge pages, a fork copies one entry per 2 MB instead of 512
- * (a tree of 2000 restored in half the time).  The copy into huge pages pays
- * off over a few dozen forks, so small trees keep theirs.  Best effort: a
- * kernel without MADV_COLLAPSE (6.1) forks the 4 KB pages as before.
+ * (a tree of 2000 restored in half the time).  Collapsing copies each 2 MB
+ * once, which only many forks repay (estimated, not measured: a few dozen),
+ * so small trees keep their pages.  Best effort: a kernel without
+ * MADV_COLLAPSE (6.1) forks the 4 KB pages as before.
  */
 static void heap_to_huge_pages(const struct tree *t)
 {
