@@ -223,8 +223,10 @@ struct restore_ctx {
 	size_t nr_fds;
 	FsEntry *fs;
 	/* Opened by amber before the processes exist: the same fds in every one. */
-	int pages_fd; /* on pages-PID.img */
-	int *map_fd;  /* per file id (tree->desc_fd) */
+	int *map_fd; /* per file id (tree->desc_fd) */
+	/* on pages-PID.img: amber's fd, and once the process reported, the
+	 * process's own (it is given it with go: restore.c) */
+	int pages_fd;
 	struct infect inf;
 	unsigned long vdso_new;	 /* our vDSO's address when the old one is proxied */
 	bool shares_vm;		 /* CLONE_VM child: its parent restores the memory */
@@ -344,10 +346,17 @@ bool sessions_zombie_leads(const struct tree *t, uint32_t pid);
  * have none), or NULL.  O(1) through an index that follows the tree. */
 PstreeEntry *tree_entry(const struct tree *t, uint32_t pid);
 struct restore_ctx *tree_rproc(const struct tree *t, uint32_t pid);
+/* The dump context of pid, or NULL. */
+struct dump_ctx *tree_dproc(const struct tree *t, uint32_t pid);
 /* The index of pid's pstree entry, (size_t)-1 if none. */
 size_t tree_pos(const struct tree *t, uint32_t pid);
-/* Builds the index now (before forking, so children do not each build one). */
+/* Builds the index now (before forking, so children do not each build one);
+ * on a restore, once t->creator is planned, also what the next two read. */
 int tree_index_build(const struct tree *t);
+/* Restore: the pstree indices of the entries creator makes (t->creator), and
+ * of the children of ppid (0: the root), each in pstree order; the count. */
+size_t tree_created(const struct tree *t, uint32_t creator, const uint32_t **idx);
+size_t tree_children(const struct tree *t, uint32_t ppid, const uint32_t **idx);
 void tree_index_free(struct tree *t);
 
 #endif

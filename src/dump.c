@@ -55,6 +55,26 @@ int dump_check_interrupted(void)
 	return -EINTR;
 }
 
+/* amber's own namespace links, read once a dump (every process is compared
+ * with them: 11 readlinks of /proc/self a process, the same each time). */
+static struct {
+	bool read;
+	int user_len, len[10];
+	char user[64], link[10][64];
+} own_ns;
+
+static void read_own_ns(const char *const *kinds, size_t n)
+{
+	char path[64];
+
+	own_ns.user_len = sys_readlink("/proc/self/ns/user", own_ns.user, sizeof(own_ns.user));
+	for (size_t i = 0; i < n; i++) {
+		snprintf(path, sizeof(path), "/proc/self/ns/%s", kinds[i]);
+		own_ns.len[i] = sys_readlink(path, own_ns.link[i], sizeof(own_ns.link[i]));
+	}
+	own_ns.read = true;
+}
+
 /*
  * amber restores into its own namespaces, but for UTS, IPC, time, cgroup
  * (ns/ns.c), network (ns/net.c) and mount ones (ns/mnt.c), which restore
@@ -74,13 +94,16 @@ static int check_namespaces(const struct tree *t, pid_t pid)
 					    "time",
 					    "pid_for_children",
 					    "time_for_children"};
-	char own_user[64], user[64], upath[64];
+	char user[64], upath[64];
 	bool in_user;
 
+	_Static_assert(sizeof(kinds) / sizeof(kinds[0]) <= 10, "own_ns.link");
+	if (!own_ns.read)
+		read_own_ns(kinds, sizeof(kinds) / sizeof(kinds[0]));
 	/* with a user namespace, the kinds ns.c makes inside it are restored */
 	snprintf(upath, sizeof(upath), "/proc/%d/ns/user", pid);
-	in_user = sys_readlink("/proc/self/ns/user", own_user, sizeof(own_user)) >= 0 &&
-		  sys_readlink(upath, user, sizeof(user)) >= 0 && strcmp(own_user, user);
+	in_user = own_ns.user_len >= 0 && sys_readlink(upath, user, sizeof(user)) >= 0 &&
+		  strcmp(own_ns.user, user);
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
 		bool kept = !strcmp(kinds[i], "uts") || !strcmp(kinds[i], "ipc") ||
 			    !strcmp(kinds[i], "time") || !strcmp(kinds[i], "cgroup") ||
@@ -89,11 +112,11 @@ static int check_namespaces(const struct tree *t, pid_t pid)
 		bool in_kept = !strcmp(kinds[i], "uts") || !strcmp(kinds[i], "ipc") ||
 			       !strcmp(kinds[i], "cgroup") || !strcmp(kinds[i], "user") ||
 			       !strcmp(kinds[i], "net") || !strcmp(kinds[i], "time");
-		char mine[64], theirs[64], path[64];
+		const char *mine = own_ns.link[i];
+		char theirs[64], path[64];
 		int ret;
 
-		snprintf(path, sizeof(path), "/proc/self/ns/%s", kinds[i]);
-		if (sys_readlink(path, mine, sizeof(mine)) < 0)
+		if (own_ns.len[i] < 0)
 			continue; /* a kernel without this namespace kind */
 		snprintf(path, sizeof(path), "/proc/%d/ns/%s", pid, kinds[i]);
 		ret = (int)sys_readlink(path, theirs, sizeof(theirs));
@@ -941,6 +964,7 @@ static int do_dump(struct opts *o)
 	int ret;
 
 	stats_start(ST_TOTAL);
+	own_ns.read = false;
 	ret = check_not_ancestor(o->pid);
 	if (!ret)
 		ret = pidns_dump_root(&t);

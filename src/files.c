@@ -455,6 +455,7 @@ static bool pipe_seen(struct dump_ctx *ctx, uint64_t ino)
 
 struct fdslot {
 	struct dump_ctx *ctx;
+	size_t proc; /* ctx's index in t->dprocs */
 	int fd;
 	unsigned flags;
 	uint64_t pos;
@@ -610,7 +611,7 @@ static int kcmp_order(const void *a, const void *b)
 	return r == 0 ? 0 : r == 1 ? -1 : 1;
 }
 
-static int list_fds(struct dump_ctx *ctx, struct fdslot **s, size_t *n, size_t *cap)
+static int list_fds(struct dump_ctx *ctx, size_t proc, struct fdslot **s, size_t *n, size_t *cap)
 {
 	char path[64];
 	struct dirent *de;
@@ -641,6 +642,7 @@ static int list_fds(struct dump_ctx *ctx, struct fdslot **s, size_t *n, size_t *
 		}
 		e = &(*s)[*n];
 		e->ctx = ctx;
+		e->proc = proc;
 		e->fd = atoi(de->d_name);
 		e->id = -1;
 		ret = proc_parse_fdinfo(ctx->pid, e->fd, &e->pos, &e->flags, &e->locked);
@@ -656,20 +658,20 @@ static int list_fds(struct dump_ctx *ctx, struct fdslot **s, size_t *n, size_t *
 	return 0;
 }
 
-static int write_fds(struct dump_ctx *ctx, struct fdslot *s, size_t n)
+/* ctx's fds: the n slots listed by idx. */
+static int write_fds(struct dump_ctx *ctx, const struct fdslot *s, const size_t *idx, size_t n)
 {
 	struct img *img = NULL;
 	int ret =
 		img_create(ctx->imgs, IMG_FDS, &img, "fds-%u.img", dump_vpid(ctx->tree, ctx->pid));
 
-	for (size_t i = 0; i < n && !ret; i++) {
+	for (size_t k = 0; k < n && !ret; k++) {
+		const struct fdslot *f = &s[idx[k]];
 		FdEntry e = FD_ENTRY__INIT;
 
-		if (s[i].ctx != ctx)
-			continue;
-		e.fd = s[i].fd;
-		e.file_id = s[i].id;
-		e.cloexec = !!(s[i].flags & O_CLOEXEC);
+		e.fd = f->fd;
+		e.file_id = f->id;
+		e.cloexec = !!(f->flags & O_CLOEXEC);
 		ret = img_put(img, &e.base);
 	}
 	if (ret) {
@@ -826,6 +828,37 @@ static int shared_refused(struct fdslot *s, size_t i, RegFile *f)
 	return -EOPNOTSUPP;
 }
 
+/*
+ * Each process's fds-PID.img, its slots in slot order: grouped by process in
+ * one pass (a scan of every slot for each process was O(n^2) for a tree).
+ */
+static int write_all_fds(struct tree *t, const struct fdslot *s, size_t n)
+{
+	size_t *idx = malloc((n + 1) * sizeof(*idx));
+	size_t *first = calloc(t->nr_procs + 1, sizeof(*first));
+	size_t *next = malloc((t->nr_procs + 1) * sizeof(*next));
+	int ret = 0;
+
+	if (!idx || !first || !next) {
+		ret = -ENOMEM;
+		goto free_arrays;
+	}
+	for (size_t i = 0; i < n; i++)
+		first[s[i].proc + 1]++;
+	for (size_t p = 0; p < t->nr_procs; p++)
+		first[p + 1] += first[p];
+	memcpy(next, first, (t->nr_procs + 1) * sizeof(*next));
+	for (size_t i = 0; i < n; i++)
+		idx[next[s[i].proc]++] = i;
+	for (size_t p = 0; p < t->nr_procs && !ret; p++)
+		ret = write_fds(t->dprocs[p], s, idx + first[p], first[p + 1] - first[p]);
+free_arrays:
+	free(idx);
+	free(first);
+	free(next);
+	return ret;
+}
+
 static int files_dump_tree(struct tree *t)
 {
 	struct fdslot *s = NULL;
@@ -833,7 +866,7 @@ static int files_dump_tree(struct tree *t)
 	int ret = locks_dump_start(), id = -1;
 
 	for (size_t p = 0; p < t->nr_procs && !ret; p++)
-		ret = list_fds(t->dprocs[p], &s, &n, &cap);
+		ret = list_fds(t->dprocs[p], p, &s, &n, &cap);
 	if (ret)
 		goto free_slots;
 	kcmp_err = 0;
@@ -873,8 +906,8 @@ static int files_dump_tree(struct tree *t)
 	for (const struct fd_type *const *ft = fd_types; *ft && !ret; ft++)
 		if ((*ft)->dump_done)
 			ret = (*ft)->dump_done(t);
-	for (size_t p = 0; p < t->nr_procs && !ret; p++)
-		ret = write_fds(t->dprocs[p], s, n);
+	if (!ret)
+		ret = write_all_fds(t, s, n);
 free_slots:
 	inflight_close();
 	free(s);

@@ -1465,6 +1465,19 @@ void img_dir_close(struct img_dir *d)
 	free(d);
 }
 
+void img_dir_release(struct img_dir *d, enum img_kind kind)
+{
+	for (size_t i = 0; i < d->nr_files; i++) {
+		struct img_file *f = d->files[i];
+
+		/* (the checksum thread reads only its own, async files) */
+		if (f->kind != kind || f->async || f->fd < 0)
+			continue;
+		close(f->fd);
+		f->fd = -1;
+	}
+}
+
 int img_dir_browse(int dirfd, const char *path, struct img_dir **out)
 {
 	int ret = dir_new(dirfd, path, true, out);
@@ -1513,6 +1526,10 @@ static int lookup(struct img_dir *d, enum img_kind kind, const char *name,
 	if (f->kind != kind) {
 		pr_err("image file %s is not a %s image", name, img_kind_name(kind));
 		return -EBADMSG;
+	}
+	if (f->fd < 0) { /* img_dir_release()d: amber's own mistake, not the image's */
+		pr_err("%s: image file %s is read again after it was closed", d->path, name);
+		return -EBADF;
 	}
 	*out = f;
 	return 0;

@@ -180,6 +180,13 @@ int img_dir_open(int dirfd, const char *path, struct img_dir **out);
 int img_dir_wait(struct img_dir *d);
 /* Waits for the thread if need be, closes every file. */
 void img_dir_close(struct img_dir *d);
+/*
+ * Close the files of a kind, read whole already: restored processes inherit
+ * every fd amber holds when it forks them, and close each at the end, which
+ * costs O(n^2) for a tree of n processes with files per process.  Reading
+ * one afterwards fails (-EBADF).
+ */
+void img_dir_release(struct img_dir *d, enum img_kind kind);
 /* For amber show: reads what is there by name, checking nothing but records. */
 int img_dir_browse(int dirfd, const char *path, struct img_dir **out);
 /* A listed raw file (pages, ghost): its fd (the table's: not to be closed) and size. */

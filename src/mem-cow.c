@@ -69,19 +69,15 @@ static ssize_t same_vma(const MmEntry *mm, const VmaEntry *v)
 void cow_dump_open(struct dump_ctx *ctx, struct cow_dump *cd, int pagemap_fd)
 {
 	PstreeEntry *e = tree_entry(ctx->tree, (uint32_t)ctx->pid);
+	struct dump_ctx *c = e ? tree_dproc(ctx->tree, e->ppid) : NULL;
 	char path[64];
 
 	memset(cd, 0, sizeof(*cd));
 	cd->pagemap_fd = pagemap_fd;
 	cd->parent_pagemap_fd = -1;
-	for (size_t p = 0; e && p < ctx->tree->nr_procs; p++) {
-		struct dump_ctx *c = ctx->tree->dprocs[p];
-
-		if ((uint32_t)c->pid == e->ppid && !c->shares_vm && c->mm && c->mm->n_vmas)
-			cd->parent = c;
-	}
-	if (!cd->parent)
+	if (!c || c->shares_vm || !c->mm || !c->mm->n_vmas)
 		return;
+	cd->parent = c;
 	snprintf(path, sizeof(path), "/proc/%d/pagemap", cd->parent->pid);
 	cd->parent_pagemap_fd = sys_open(path, O_RDONLY | O_CLOEXEC, 0);
 	if (cd->parent_pagemap_fd < 0) {

@@ -1178,8 +1178,8 @@ static int collect_shm(struct tree *t)
 
 /*
  * Before any process exists: the files behind mappings are the tree's open
- * descriptions (files.c opened them all); each process's pages file, as the
- * image check opened it, goes at an fd every process inherits.
+ * descriptions (files.c opened them all); each process's pages file is the
+ * image check's fd, which amber hands to that process alone (restore.c).
  */
 static int mem_restore_tree(struct tree *t)
 {
@@ -1196,15 +1196,10 @@ static int mem_restore_tree(struct tree *t)
 		ret = img_dir_raw(t->img, IMG_PAGES, &pages, "pages-%d.img", ctx->pid);
 		if (ret)
 			return ret;
-		/* the checked file itself (its description: the children pread at offsets) */
-		ctx->pages_fd = fcntl(pages->fd, F_DUPFD_CLOEXEC, t->fd_base);
-		if (ctx->pages_fd < 0) {
-			ret = -errno;
-			pr_err("pid %d: cannot move the pages fd above %d: %m", ctx->pid,
-			       t->fd_base);
-			return ret;
-		}
 		ctx->map_fd = t->desc_fd;
+		/* the checked file itself (its description: the child preads at
+		 * offsets), amber's fd until the process has its own (restore.c) */
+		ctx->pages_fd = pages->fd;
 	}
 	return cow_plan(t);
 }

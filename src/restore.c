@@ -35,6 +35,10 @@
 #include "ns/ns.h"
 #include "sys.h"
 
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25 /* Linux 6.1; glibc 2.36 lacks it */
+#endif
+
 static bool pid_in_use(pid_t pid, char *comm, size_t len)
 {
 	char path[64], *buf;
@@ -258,6 +262,16 @@ static int read_processes(struct tree *t)
 	return pidns_restore_threads(t) ?: tree_index_build(t);
 }
 
+/* What read_processes() read whole: none of it goes into the forked tree
+ * (after the channels: the fds amber needs at most stay what they were). */
+static void release_process_images(struct tree *t)
+{
+	static const enum img_kind kinds[] = {IMG_CORE, IMG_MM, IMG_PAGEMAP, IMG_FDS, IMG_FS};
+
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
+		img_dir_release(t->img, kinds[k]);
+}
+
 /* Every fd at or above the highest fd of any process is free for amber's own. */
 static void compute_fd_base(struct tree *t)
 {
@@ -313,16 +327,22 @@ static bool *ours;
 
 struct child_report {
 	int ok;
+	int pages_fd; /* where it put its pages file (send_go), or -1 */
 	char msg[124];
 };
 
-static void child_report(int fd, const char *msg)
+static void report_to_amber(int fd, const char *msg, int pages_fd)
 {
-	struct child_report rep = {.ok = !msg};
+	struct child_report rep = {.ok = !msg, .pages_fd = pages_fd};
 
 	snprintf(rep.msg, sizeof(rep.msg), "%s", msg ? msg : "");
 	if (write(fd, &rep, sizeof(rep)) != sizeof(rep))
 		_exit(1);
+}
+
+static void child_report(int fd, const char *msg)
+{
+	report_to_amber(fd, msg, -1);
 }
 
 static int read_child_report(struct restore_ctx *ctx, int fd)
@@ -338,6 +358,104 @@ static int read_child_report(struct restore_ctx *ctx, int fd)
 		pr_err("pid %d: %s", ctx->pid, rep.msg);
 		return -EIO;
 	}
+	/* from now on the injected reads name its own fd */
+	if (!ctx->shares_vm && ctx->pages_fd >= 0) {
+		if (rep.pages_fd < ctx->tree->fd_base) {
+			pr_err("pid %d: it did not get its pages file", ctx->pid);
+			return -EIO;
+		}
+		ctx->pages_fd = rep.pages_fd;
+	}
+	return 0;
+}
+
+static bool end_pulled(const struct tree *t, size_t idx);
+
+/*
+ * The processes amber forks (the root, helpers) would pass every fd amber
+ * holds to the whole tree, and each process would copy them at fork and
+ * close them at the end, O(n^2): they drop the channels' amber ends (but
+ * for zombies', which their creators read), the child ends their creators
+ * get with their go, and the pages files, which each process gets alone
+ * with its go (send_go).
+ */
+static void drop_amber_fds(struct tree *t)
+{
+	for (size_t i = 0; i < t->nr_pstree; i++) {
+		if (!t->pstree[i]->zombie)
+			close(syncs[i].amber);
+		if (end_pulled(t, i))
+			close(syncs[i].child);
+	}
+	for (size_t p = 0; p < t->nr_procs; p++)
+		if (!t->rprocs[p]->shares_vm && t->rprocs[p]->pages_fd >= 0)
+			close(t->rprocs[p]->pages_fd);
+}
+
+/* One byte, tag, on a channel, with fd (SCM_RIGHTS) unless it is -1. */
+static int send_fd(int sock, char tag, int fd)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))] = {0};
+	struct iovec iov = {.iov_base = &tag, .iov_len = 1};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	struct cmsghdr *cm;
+
+	if (fd >= 0) {
+		mh.msg_control = cbuf;
+		mh.msg_controllen = sizeof(cbuf);
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	}
+	return sendmsg(sock, &mh, 0) == 1 ? 0 : -EPIPE;
+}
+
+/* In the child: send_fd()'s byte, which must be tag; *fd: what came with it
+ * (-1: nothing), moved above the image's fds, which it must not clobber. */
+static int recv_fd(const struct tree *t, int sock, char tag, int *fd)
+{
+	char c, cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = {.iov_base = &c, .iov_len = 1};
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = cbuf,
+			    .msg_controllen = sizeof(cbuf)};
+	struct cmsghdr *cm;
+	int got;
+
+	*fd = -1;
+	if (recvmsg(sock, &mh, MSG_CMSG_CLOEXEC) != 1)
+		return -1;
+	cm = CMSG_FIRSTHDR(&mh);
+	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+	    cm->cmsg_len == CMSG_LEN(sizeof(int))) {
+		memcpy(&got, CMSG_DATA(cm), sizeof(int));
+		*fd = got < t->fd_base ? fcntl(got, F_DUPFD_CLOEXEC, t->fd_base) : got;
+		if (*fd != got)
+			close(got);
+		if (*fd < 0)
+			return -1;
+	}
+	return c == tag ? 0 : -1;
+}
+
+/* In the child: go, with its pages file if it has one (send_go). */
+static int recv_go(struct tree *t, size_t idx)
+{
+	struct restore_ctx *ctx =
+		t->pstree[idx]->zombie ? NULL : tree_rproc(t, t->pstree[idx]->pid);
+	bool pages = ctx && !ctx->shares_vm && ctx->pages_fd >= 0;
+	int fd;
+
+	if (recv_fd(t, syncs[idx].child, 'g', &fd) || (fd >= 0) != pages) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	if (pages)
+		ctx->pages_fd = fd;
 	return 0;
 }
 
@@ -398,6 +516,54 @@ static bool into_children_ns(const struct tree *t, const PstreeEntry *c)
 	const PstreeEntry *p = tree_entry(t, c->ppid);
 
 	return c->nested_pid && !c->nested_init && p && !p->nested_pid;
+}
+
+/*
+ * Whether entry idx's channel goes to its creator with the creator's go
+ * (send_go, pull_end) rather than down the whole tree: its creator is a
+ * process amber tells to go (not amber, a helper or a zombie).
+ */
+static bool end_pulled(const struct tree *t, size_t idx)
+{
+	const PstreeEntry *c = t->creator[idx] ? tree_entry(t, t->creator[idx]) : NULL;
+
+	return c && !c->zombie;
+}
+
+/*
+ * Go, with the process's pages file, then the child ends of the channels of
+ * the processes it creates, one a message in the order it creates them: it
+ * takes each just before it forks that one (pull_end), so that none is in
+ * the fd table the others inherit.
+ */
+static int send_go(struct tree *t, size_t idx)
+{
+	const PstreeEntry *e = t->pstree[idx];
+	struct restore_ctx *ctx = e->zombie ? NULL : tree_rproc(t, e->pid);
+	const uint32_t *kids;
+	size_t nk = tree_created(t, e->pid, &kids);
+	int ret = send_fd(syncs[idx].amber, 'g', ctx && !ctx->shares_vm ? ctx->pages_fd : -1);
+
+	for (int nested = 0; !ret && nested < 2; nested++)
+		for (size_t k = 0; !ret && k < nk; k++)
+			if (into_children_ns(t, t->pstree[kids[k]]) == nested)
+				ret = send_fd(syncs[idx].amber, 'c', syncs[kids[k]].child);
+	return ret;
+}
+
+/* In creator, about to fork entry idx: its channel's child end (send_go). */
+static int pull_end(struct tree *t, uint32_t creator, size_t idx)
+{
+	size_t me = tree_pos(t, creator);
+	int fd;
+
+	if (me == (size_t)-1 || recv_fd(t, syncs[me].child, 'c', &fd) || fd < 0) {
+		pr_err("pid %u: did not get the channel of its child %u", creator,
+		       t->pstree[idx]->pid);
+		return -EIO;
+	}
+	syncs[idx].child = fd;
+	return 0;
 }
 
 /* amber's handle on pstree entry idx: its host pid (ns/pidns.c), 0 until it exists. */
@@ -526,6 +692,46 @@ static int zombie_made(struct tree *t, size_t idx)
 	return 0;
 }
 
+/* Create pstree entry i, one of creator's (helpers: creator has made helpers). */
+static int fork_child(struct tree *t, uint32_t creator, size_t i, bool helpers)
+{
+	PstreeEntry *c = t->pstree[i];
+	/* what it shared with its parent (kcmp at dump), it shares again */
+	uint64_t flags = (c->clone_files ? CLONE_FILES : 0) | (c->clone_fs ? CLONE_FS : 0);
+	bool pulled = end_pulled(t, i);
+	long pid;
+
+	if (pulled && pull_end(t, creator, i))
+		return -EIO;
+	/* the members a zombie leader makes become ours when it dies */
+	if (!helpers && creator && sessions_zombie_leads(t, c->pid) &&
+	    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) {
+		pr_err("pid %u: cannot become a child subreaper: %m", creator);
+		return -errno;
+	}
+	if (c->clone_vm) {
+		pid = clone_vm_child(t, i, flags);
+		if (pid < 0)
+			pr_err("pid %u: cannot create its child %u: %s", creator, c->pid,
+			       strerror((int)-pid));
+	} else {
+		if ((!creator && t->own_pidns) || c->nested_init)
+			flags |= CLONE_NEWPID;
+		/* the RPC's rst_sibling: the client (runc) is the root's parent */
+		if (!creator && t->o->rst_sibling)
+			flags |= CLONE_PARENT;
+		pid = clone_pid(creator, c->pid, c->nested_pid, flags);
+		if (pid == 0)
+			child_main(t, i);
+		if (pid > 0 && !creator && t->own_pidns)
+			t->hpid[i] = (pid_t)pid;
+	}
+	/* the child has it; in a table shared with it, it is the child's own */
+	if (pulled && !(flags & CLONE_FILES))
+		close(syncs[i].child);
+	return pid < 0 ? (int)pid : 0;
+}
+
 /*
  * In a restored process (or amber, creator 0, or a helper): create the
  * processes it creates, each with its old pid: its children, and the
@@ -535,7 +741,9 @@ static int zombie_made(struct tree *t, size_t idx)
 static int fork_children(struct tree *t, uint32_t creator)
 {
 	PstreeEntry *me = creator ? tree_entry(t, creator) : NULL;
+	const uint32_t *kids;
 	bool helpers = false;
+	size_t nk;
 
 	for (size_t i = 0; i < t->nr_helpers; i++) {
 		struct tree_helper *h = &t->helpers[i];
@@ -556,51 +764,28 @@ static int fork_children(struct tree *t, uint32_t creator)
 		if (pid < 0)
 			return (int)pid;
 	}
+	nk = tree_created(t, creator, &kids);
 	/* children in the creator's namespace and nested inits, then those in the
 	 * nested namespace it unshare()d (which it enters between) */
-	for (size_t n = 0; n < 2 * t->nr_pstree; n++) {
-		size_t i = n % t->nr_pstree;
-		PstreeEntry *c = t->pstree[i];
-		/* what it shared with its parent (kcmp at dump), it shares again */
-		uint64_t flags = (c->clone_files ? CLONE_FILES : 0) | (c->clone_fs ? CLONE_FS : 0);
-		long pid;
-
-		if (n == t->nr_pstree && me && me->pid_ns_for_children) {
+	for (int nested = 0; nested < 2; nested++) {
+		if (nested && me && me->pid_ns_for_children) {
 			int ret = pidns_enter_children(me);
 
 			if (ret)
 				return ret;
 		}
-		if (t->creator[i] != creator || into_children_ns(t, c) != (n >= t->nr_pstree))
-			continue;
-		/* the members a zombie leader makes become ours when it dies */
-		if (!helpers && creator && sessions_zombie_leads(t, c->pid) &&
-		    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) {
-			pr_err("pid %u: cannot become a child subreaper: %m", creator);
-			return -errno;
+		for (size_t k = 0; k < nk; k++) {
+			int ret;
+
+			if (into_children_ns(t, t->pstree[kids[k]]) != nested)
+				continue;
+			ret = fork_child(t, creator, kids[k], helpers);
+			if (ret)
+				return ret;
 		}
-		if (c->clone_vm) {
-			pid = clone_vm_child(t, i, flags);
-			if (pid < 0)
-				pr_err("pid %u: cannot create its child %u: %s", creator, c->pid,
-				       strerror((int)-pid));
-		} else {
-			if ((!creator && t->own_pidns) || c->nested_init)
-				flags |= CLONE_NEWPID;
-			/* the RPC's rst_sibling: the client (runc) is the root's parent */
-			if (!creator && t->o->rst_sibling)
-				flags |= CLONE_PARENT;
-			pid = clone_pid(creator, c->pid, c->nested_pid, flags);
-			if (pid == 0)
-				child_main(t, i);
-			if (pid > 0 && !creator && t->own_pidns)
-				t->hpid[i] = (pid_t)pid;
-		}
-		if (pid < 0)
-			return (int)pid;
 	}
-	for (size_t i = 0; i < t->nr_pstree; i++)
-		if (t->creator[i] == creator && t->pstree[i]->zombie && zombie_made(t, i))
+	for (size_t k = 0; k < nk; k++)
+		if (t->pstree[kids[k]]->zombie && zombie_made(t, kids[k]))
 			return -EIO;
 	return helpers ? reap_helpers(t, creator) : 0;
 }
@@ -614,6 +799,8 @@ static void __attribute__((noreturn)) helper_main(struct tree *t, struct tree_he
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != (h->creator ? (pid_t)h->creator : amber_pid))
 		_exit(1);
+	if (!h->creator)
+		drop_amber_fds(t);
 	if (h->session ? setsid() < 0 : setpgid(0, 0) < 0) {
 		pr_err("helper %u: cannot make its %s: %m", h->pid,
 		       h->session ? "session" : "process group");
@@ -640,14 +827,13 @@ static int wait_go(struct tree *t, size_t idx)
 {
 	struct pollfd pfd = {.fd = syncs[idx].child, .events = POLLIN};
 	pid_t real = seen_ppid(t, idx);
-	char c;
 
 	if (t->creator[idx] == (idx ? t->pstree[idx]->ppid : 0))
-		return read(syncs[idx].child, &c, 1) == 1 ? 0 : -1;
+		return recv_go(t, idx);
 	while (poll(&pfd, 1, 100) == 0)
 		if (!parent_expected(t, idx, getppid()))
 			return -1;
-	if (read(syncs[idx].child, &c, 1) != 1)
+	if (recv_go(t, idx))
 		return -1;
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	return getppid() == real ? 0 : -1;
@@ -701,6 +887,8 @@ static void __attribute__((noreturn)) child_main(struct tree *t, size_t idx)
 	} else if (!parent_expected(t, idx, getppid())) {
 		_exit(1); /* (its helper may have exited already) */
 	}
+	if (!t->creator[idx])
+		drop_amber_fds(t);
 	if (t->pstree[idx]->zombie)
 		zombie_main(t, idx);
 	if (wait_go(t, idx))
@@ -781,7 +969,7 @@ static void __attribute__((noreturn)) child_setup(struct tree *t, size_t idx, bo
 		child_report(report_fd, "cannot enter its user namespace");
 		_exit(1);
 	}
-	child_report(report_fd, NULL);
+	report_to_amber(report_fd, NULL, vm ? -1 : ctx->pages_fd);
 	/* a pid namespace's init ignores SIGSTOP from inside it: amber sends it */
 	if ((!idx && t->own_pidns) || e->nested_init)
 		for (;;)
@@ -856,7 +1044,43 @@ static int seize_and_go(struct tree *t, size_t idx)
 		return (int)r;
 	}
 	ours[idx] = true;
-	return write(syncs[idx].amber, "g", 1) == 1 ? 0 : -EPIPE;
+	return send_go(t, idx);
+}
+
+/*
+ * Every restored process starts as a fork of amber, with a copy of amber's
+ * heap (every process's images: 28 MB for 2000 processes), whose page table
+ * each fork copies and each restore unmaps again: O(n^2) for a tree of n.
+ * Collapsed into huge pages, a fork copies one entry per 2 MB instead of 512
+ * (a tree of 2000 restored in half the time).  Collapsing copies each 2 MB
+ * once, which only many forks repay (estimated, not measured: a few dozen),
+ * so small trees keep their pages.  Best effort: a kernel without
+ * MADV_COLLAPSE (6.1) forks the 4 KB pages as before.
+ */
+static void heap_to_huge_pages(const struct tree *t)
+{
+	const unsigned long huge = 2UL << 20;
+	unsigned long start, end;
+	char *line = NULL;
+	size_t cap = 0;
+	FILE *f;
+
+	if (t->nr_pstree < 32)
+		return;
+	f = fopen("/proc/self/maps", "re");
+	if (!f)
+		return;
+	while (getline(&line, &cap, f) > 0) {
+		if (!strstr(line, " [heap]") || sscanf(line, "%lx-%lx", &start, &end) != 2)
+			continue;
+		start = (start + huge - 1) & ~(huge - 1);
+		end &= ~(huge - 1);
+		if (start < end && madvise((void *)start, end - start, MADV_COLLAPSE))
+			pr_debug("amber's heap stays in small pages: %m");
+		break;
+	}
+	free(line);
+	fclose(f);
 }
 
 /*
@@ -866,6 +1090,8 @@ static int seize_and_go(struct tree *t, size_t idx)
  */
 static int create_tree(struct tree *t)
 {
+	const uint32_t *kids;
+	size_t nk;
 	int ret;
 
 	vm_tree = t;
@@ -882,6 +1108,7 @@ static int create_tree(struct tree *t)
 		pr_err("cannot become a child subreaper: %m");
 		return -errno;
 	}
+	heap_to_huge_pages(t);
 	ret = fork_children(t, 0);
 	if (t->creator[0])
 		prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
@@ -904,13 +1131,15 @@ static int create_tree(struct tree *t)
 		/* the host pids of the children it made (ns/pidns.c) */
 		if (!ret)
 			ret = pidns_find_children(t, i);
-		/* all its children exist now, also those its helpers made */
-		for (size_t k = i + 1; !ret && k < t->nr_pstree; k++)
-			if (t->pstree[k]->ppid == e->pid)
-				ours[k] = true;
-		for (size_t k = i + 1; !ret && k < t->nr_pstree; k++)
-			if (t->pstree[k]->ppid == e->pid && !t->pstree[k]->zombie)
-				ret = seize_and_go(t, k);
+		/* all its children exist now, also those its helpers made (the root
+		 * is entry 0: no child is listed before its parent) */
+		nk = tree_children(t, e->pid, &kids);
+		for (size_t k = 0; !ret && k < nk; k++)
+			if (kids[k] > i)
+				ours[kids[k]] = true;
+		for (size_t k = 0; !ret && k < nk; k++)
+			if (kids[k] > i && !t->pstree[kids[k]]->zombie)
+				ret = seize_and_go(t, kids[k]);
 	}
 	return ret;
 }
@@ -996,9 +1225,6 @@ static void close_tree_fds(struct tree *t)
 	/* amber keeps no end of the restored pipes and files open */
 	for (size_t i = 0; t->desc_fd && i < t->nr_rfiles; i++)
 		close(t->desc_fd[i]);
-	for (size_t p = 0; p < t->nr_procs; p++)
-		if (t->rprocs[p]->pages_fd >= 0)
-			close(t->rprocs[p]->pages_fd);
 }
 
 /*
@@ -1073,6 +1299,7 @@ static int do_restore(struct opts *o, uint32_t *root)
 		ret = run_restore_tree(&t);
 	if (ret)
 		goto close_dir;
+	release_process_images(&t);
 
 	stats_start(ST_FORKING);
 	ret = create_tree(&t);

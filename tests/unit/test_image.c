@@ -300,6 +300,26 @@ static void test_roundtrip(void **state)
 	check_image(fx);
 }
 
+/* A kind released after reading is closed: reading it again fails, the others still read. */
+static void test_release(void **state)
+{
+	struct fixture *fx = *state;
+	struct img_dir *d = NULL;
+	FsEntry *fs = NULL;
+	struct img *img;
+
+	assert_int_equal(write_image(fx), 0);
+	assert_int_equal(verify(fx, &d), 0);
+	img_dir_release(d, IMG_FS);
+	assert_int_equal(img_read_one(d, IMG_FS, &fs_entry__descriptor, (ProtobufCMessage **)&fs,
+				      "fs-%d.img", ROOT_PID),
+			 -EBADF);
+	assert_null(fs);
+	assert_int_equal(img_open(d, IMG_FS, &img, "fs-%d.img", ROOT_PID), -EBADF);
+	check_pagemap(d);
+	img_dir_close(d);
+}
+
 static void test_flipped_byte(void **state)
 {
 	struct fixture *fx = *state;
@@ -981,6 +1001,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_roundtrip, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_release, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_flipped_byte, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_flipped_inventory, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_header, setup, teardown),
