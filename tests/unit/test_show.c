@@ -280,7 +280,9 @@ static void test_show_full(void **state)
 	/* one task with every part */
 	assert_true(jq(fx, ".tasks | length == 1"));
 	assert_true(jq(fx, ".tasks[0] | keys == [\"core\", \"fds\", \"fs\", \"mm\", \"pagemap\", "
-			   "\"pid\"]"));
+			   "\"pid\", \"threads\"]"));
+	/* a process of one thread: no threads file, no other thread's core */
+	assert_true(jq(fx, ".tasks[0].threads == []"));
 	assert_true(jq(fx, ".tasks[0].pid == 4242 and .tasks[0].core.pid == 4242"));
 	/* escaping */
 	assert_true(jq(fx, ".tasks[0].core.comm == \"we\\\"ird\\\\na\\tme\\n\\u0001\""));
