@@ -283,9 +283,10 @@ int img_set_commit(struct img_set *set, Inventory *inv)
 		ret = sys_syncfs(set->dirfd);
 		if (ret)
 			pr_err("cannot sync the image's %zu files: %s", set->n, strerror(-ret));
+	} else {
+		for (size_t i = 0; i < set->n && !ret; i++)
+			ret = sync_file(set->dirfd, set->files[i]->name);
 	}
-	for (size_t i = 0; i < set->n && set->n <= IMG_SYNC_EACH_MAX && !ret; i++)
-		ret = sync_file(set->dirfd, set->files[i]->name);
 	if (ret)
 		goto free_set;
 	ret = create_named(&inv_set, IMG_INVENTORY, "inventory.img.tmp", &img);

@@ -1196,7 +1196,7 @@ static int make_zombies(struct tree *t)
 		ret = parent ? signals_zombie_dies(parent, false) : 0;
 		if (ret)
 			return ret;
-		if (write(syncs[i].amber, "g", 1) != 1)
+		if (send_fd(syncs[i].amber, 'g', -1))
 			return -EPIPE;
 		snprintf(path, sizeof(path), "/proc/%d/stat", host_pid(t, i));
 		for (int n = 0; n < 500 && !dead; n++) {

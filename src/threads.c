@@ -68,11 +68,13 @@ static int threads_restore_read(struct restore_ctx *ctx)
 
 		t->tid = ctx->core->threads[i];
 		ret = img_get(img, &task_core__descriptor, (ProtobufCMessage **)&t->core);
-		if (ret <= 0) {
+		if (ret < 0) /* a bad record: img_get() said so */
+			break;
+		if (!ret) {
 			pr_err("threads-%d.img holds %zu threads of the %zu core-%d.img lists; the "
 			       "image is corrupt",
 			       ctx->pid, i, n, ctx->pid);
-			ret = ret ? ret : -EBADMSG;
+			ret = -EBADMSG;
 			break;
 		}
 		ret = 0;

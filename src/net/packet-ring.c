@@ -94,7 +94,7 @@ static void frame_info(const uint8_t *m, int version, size_t off, uint32_t *stat
 /* V1/V2: the frame the kernel fills next, or -EAGAIN (copy again). */
 static int frames_head(PacketRing *r, int version, const uint8_t *c1, const uint8_t *c2)
 {
-	uint64_t newest = 0;
+	uint64_t newest = 0, oldest_late = UINT64_MAX;
 	int64_t at = -1;
 
 	for (uint32_t i = 0; i < r->frame_nr; i++) {
@@ -108,17 +108,13 @@ static int frames_head(PacketRing *r, int version, const uint8_t *c1, const uint
 			newest = t1;
 			at = i;
 		}
+		/* written between the copies */
+		if (!(s1 & TP_STATUS_USER) && (s2 & TP_STATUS_USER) && t2 < oldest_late)
+			oldest_late = t2;
 	}
 	/* a packet older than the newest was still being written: its frame would stay empty */
-	for (uint32_t i = 0; i < r->frame_nr; i++) {
-		uint32_t s1, s2;
-		uint64_t t1, t2;
-
-		frame_info(c1, version, frame_off(r, i), &s1, &t1);
-		frame_info(c2, version, frame_off(r, i), &s2, &t2);
-		if (!(s1 & TP_STATUS_USER) && (s2 & TP_STATUS_USER) && t2 < newest)
-			return -EAGAIN;
-	}
+	if (oldest_late < newest)
+		return -EAGAIN;
 	r->head = at < 0 ? 0 : (uint32_t)((at + 1) % r->frame_nr);
 	return 0;
 }

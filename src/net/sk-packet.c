@@ -119,7 +119,7 @@ static int ring_shape(PacketSkEntry *e, const struct packet_diag_ring *d)
 	return 0;
 }
 
-/* The version the options of an image set (TPACKET_V1 if none). */
+/* The ring version e's options set (TPACKET_V1 if none: the default is not saved). */
 static int image_version(const PacketSkEntry *e)
 {
 	for (size_t i = 0; i < e->n_opts; i++)
@@ -261,14 +261,9 @@ static int packet_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 	ret = dump_diag(e, f->ino, what);
 	if (!ret)
 		ret = sk_opts_dump(dup, AF_PACKET, (int)e->type, false, what, &e->opts, &e->n_opts);
-	if (!ret && e->rx_ring) {
-		len = sizeof(val);
-		if (getsockopt(dup, SOL_PACKET, PACKET_VERSION, &val, &len)) {
-			pr_err("%s: cannot read PACKET_VERSION: %m", what);
-			return -errno;
-		}
-		ret = packet_ring_dump(dup, val, e->rx_ring, what);
-	}
+	/* the options just read hold the version (unless it is the default) */
+	if (!ret && e->rx_ring)
+		ret = packet_ring_dump(dup, image_version(e), e->rx_ring, what);
 	return ret;
 }
 
@@ -276,6 +271,8 @@ static int packet_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 
 static int check_one(struct tree *t, const PacketSkEntry *e, const char *who)
 {
+	int version = image_version(e);
+
 	if (e->type != SOCK_RAW && e->type != SOCK_DGRAM) {
 		pr_err("%s: the image holds a packet socket of type %u; the image is corrupt", who,
 		       e->type);
@@ -302,8 +299,8 @@ static int check_one(struct tree *t, const PacketSkEntry *e, const char *who)
 			return -EBADMSG;
 		}
 	}
-	if (e->rx_ring && (image_version(e) < TPACKET_V1 || image_version(e) > TPACKET_V3 ||
-			   packet_ring_check(e->rx_ring, image_version(e), who) ||
+	if (e->rx_ring && (version < TPACKET_V1 || version > TPACKET_V3 ||
+			   packet_ring_check(e->rx_ring, version, who) ||
 			   (packet_ring_replays(e->rx_ring) && !e->protocol))) {
 		pr_err("%s: the image holds a packet ring the socket could not have; the image is "
 		       "corrupt",
