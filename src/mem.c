@@ -929,6 +929,19 @@ int mem_vma_placed(struct restore_ctx *ctx, const VmaEntry *e, long r, const cha
 			infect_call(&ctx->inf, SYS_munmap, r, len, 0, 0, 0, 0);
 		return r < 0 ? (int)r : -EADDRNOTAVAIL;
 	}
+	/* its hints, as plan_advice() gives every other mapping */
+	for (size_t m = 0; m < sizeof(madv_map) / sizeof(madv_map[0]); m++) {
+		if (!(e->madv & (1u << m)))
+			continue;
+		r = infect_call(&ctx->inf, SYS_madvise, (long)e->start, len, madv_map[m].advice, 0,
+				0, 0);
+		if (r) {
+			pr_err("pid %d: cannot give the %s at %llx its advice %d again: %s",
+			       ctx->pid, what, (unsigned long long)e->start, madv_map[m].advice,
+			       strerror((int)-r));
+			return r < 0 ? (int)r : -EIO;
+		}
+	}
 	if (e->mlock) {
 		r = infect_call(&ctx->inf, SYS_mlock2, (long)e->start, len,
 				e->mlock & VMA_MLOCK_ONFAULT ? MLOCK_ONFAULT : 0, 0, 0, 0);

@@ -106,7 +106,8 @@ int uring_vma_file(struct dump_ctx *ctx, struct vma *v);
 int mem_vma_fd(struct restore_ctx *ctx, const VmaEntry *e);
 /*
  * After such a mapping was made (r: what mmap returned in the process): at e's
- * place, else unmapped and -errno (logged, what naming it); locked as it was.
+ * place, else unmapped and -errno (logged, what naming it); advised and locked
+ * as it was.
  */
 int mem_vma_placed(struct restore_ctx *ctx, const VmaEntry *e, long r, const char *what);
 /* At restore, every VMA_IO_URING of the image: a ring's, of one of the process's fds. */

@@ -6,7 +6,7 @@
  * at an index of its own, and gives frames and blocks back.
  *   v1, v2: 16 frames; 35 frames read and given back (the ring wrapped
  *       twice), 5 left unread: the kernel fills the frame 5 after the
- *       program's.
+ *       program's; the mapping advised MADV_DONTFORK and MADV_DONTDUMP.
  *   v3: 4 blocks of 4 KiB (retire timer 60 s); blocks read and given back
  *       until the ring wrapped, one closed block left unread and 3 packets
  *       in the block the kernel fills.
@@ -150,6 +150,27 @@ static unsigned stats_packets(unsigned *drops)
 	return st.tp_packets;
 }
 
+/* The VmFlags of the mapping at addr, from /proc/self/smaps ("" if none). */
+static const char *vmflags_at(const void *addr)
+{
+	static char line[512], flags[512];
+	char start[32];
+	int in = 0;
+	FILE *f = fopen("/proc/self/smaps", "r");
+
+	flags[0] = 0;
+	snprintf(start, sizeof(start), "%lx-", (unsigned long)addr);
+	while (f && fgets(line, sizeof(line), f)) {
+		if (strchr(line, '-') && strchr(line, '-') < strchr(line, ' '))
+			in = !strncmp(line, start, strlen(start));
+		else if (in && !strncmp(line, "VmFlags:", 8))
+			snprintf(flags, sizeof(flags), "%s", line + 8);
+	}
+	if (f)
+		fclose(f);
+	return flags;
+}
+
 static int frames(int part)
 {
 	const uint32_t nf = BSZ / 1024 * BNR;
@@ -157,6 +178,8 @@ static int frames(int part)
 	unsigned drops;
 
 	setup_ring(0);
+	if (madvise(ring, BSZ * BNR, MADV_DONTFORK) || madvise(ring, BSZ * BNR, MADV_DONTDUMP))
+		prog_die("madvise");
 	for (int k = 0; k < 35; k++) {
 		send_one();
 		if (!wait_user(idx, 2000) || frame_seq(idx) != k)
@@ -184,6 +207,9 @@ static int frames(int part)
 		idx = (idx + 1) % nf;
 	}
 	CHECK(ok == 5, "the 5 unread frames, 35..39, at the program's index (%u)", ok);
+	CHECK(strstr(vmflags_at(ring), " dc") && strstr(vmflags_at(ring), " dd"),
+	      "the ring's mapping is still MADV_DONTFORK and MADV_DONTDUMP (VmFlags:%s)",
+	      vmflags_at(ring));
 	CHECK(!(*status_at(idx) & TP_STATUS_USER), "no other frame is the program's");
 	ok = 0;
 	for (uint32_t k = 40; k < 50; k++) {
