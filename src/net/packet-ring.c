@@ -20,13 +20,15 @@
  *
  * Restore: the new socket gets a ring of the same shape; amber binds it to
  * an ethertype of its own on lo and sends it frames from a second packet
- * socket until the kernel is where it was (V1/V2: so many frames; V3: blocks
- * closed by full ones, then the block's packets with their sizes, or frozen
- * at the block after them), checking each packet's landing (a block the
- * retire timer closed meanwhile starts it all again); then it writes the
- * dumped memory over the ring, the current block's header last, reads the statistics (the frames
- * counted there are amber's), and the socket is bound as it was.  The mapping comes back at its
- * address in the process (packet_ring_ops).
+ * socket until the kernel is where it was (V1/V2: so many frames; V3: at the
+ * block it filled, led there by the live block headers, whichever blocks the
+ * retire timer closes on the way; then the block's packets with their sizes,
+ * each checked where it lands (the timer closing that block starts it all
+ * again), or frozen at the block after them); then it writes the dumped
+ * memory over the ring, the current block's header last, reads the
+ * statistics (the frames counted there are amber's), and the socket is bound
+ * as it was.  The mapping comes back at its address in the process
+ * (packet_ring_ops).
  *
  * Refused: a transmit ring (PACKET_TX_RING: the kernel's position in it shows
  * nowhere, frames sent leave no mark), a ring over RING_MAX, a mapping of part
@@ -54,7 +56,7 @@
 #define RING_MAX     (64U << 20) /* bytes of one ring an image may hold */
 #define REPLAY_PROTO 0x88b5	 /* IEEE 802 local experimental ethertype */
 #define SNAP_TRIES   100
-#define REPLAY_TRIES 3
+#define REPLAY_TRIES 10
 #define JUNK_MAX     65000 /* bytes of a frame amber sends on lo (MTU 65536) */
 
 #ifndef PACKET_VNET_HDR_SZ
@@ -324,7 +326,7 @@ static int send_frame(struct replay *p, uint32_t len)
 }
 
 /* V1/V2: frame i is the process's; V3: the kernel is where amber expects (1 s). */
-static int landed(struct replay *p, int64_t frame, bool closed)
+static int landed(struct replay *p, int64_t frame)
 {
 	for (int i = 0; i < 100000; i++) {
 		if (frame >= 0) {
@@ -332,13 +334,11 @@ static int landed(struct replay *p, int64_t frame, bool closed)
 				return 0;
 		} else {
 			volatile struct tpacket_hdr_v1 *h = live_hdr(p, p->cur);
-			uint32_t st = rd32(&h->block_status);
 
-			if (closed ? (st & TP_STATUS_USER)
-				   : rd32(&h->num_pkts) == p->npk && rd32(&h->blk_len) == p->used)
+			if (rd32(&h->num_pkts) == p->npk && rd32(&h->blk_len) == p->used)
 				return 0;
 			/* closed early (the retire timer) and the packet elsewhere: start again */
-			if (!closed && (st & TP_STATUS_USER))
+			if (rd32(&h->block_status) & TP_STATUS_USER)
 				return -EAGAIN;
 		}
 		usleep(10);
@@ -347,7 +347,7 @@ static int landed(struct replay *p, int64_t frame, bool closed)
 	return -EIO;
 }
 
-/* V3: one packet of step bytes; the kernel moves on to the next block if it does not fit. */
+/* V3: one of the dumped packets, of step bytes; the kernel moves on to the next block if it does not fit. */
 static int inject(struct replay *p, uint32_t step)
 {
 	uint32_t len = step - p->base;
@@ -368,13 +368,55 @@ static int inject(struct replay *p, uint32_t step)
 		p->npk = 1;
 	}
 	ret = send_frame(p, len);
-	return ret ? ret : landed(p, -1, false);
+	return ret ? ret : landed(p, -1);
 }
 
-/* The biggest packet that fits in a block, and in what is left of the current one. */
-static uint32_t junk_step(struct replay *p, bool in_this)
+/* V3: the block the kernel fills as the live headers show it, and the packets in the ring. */
+struct live {
+	uint32_t cur, npk, used, total;
+	bool open; /* false: the newest block is closed (the kernel between blocks, or frozen) */
+};
+
+static void live_read(struct replay *p, struct live *l)
 {
-	uint32_t room = (in_this ? p->r->block_size - p->used : p->r->block_size - p->off1) - 1;
+	uint64_t newest = 0;
+
+	memset(l, 0, sizeof(*l));
+	for (uint32_t b = 0; b < p->r->block_nr; b++) {
+		volatile struct tpacket_hdr_v1 *h = live_hdr(p, b);
+		uint64_t seq = __atomic_load_n((const uint64_t *)&h->seq_num, __ATOMIC_ACQUIRE);
+
+		l->total += rd32(&h->num_pkts);
+		if (seq > newest) {
+			newest = seq;
+			l->cur = b;
+		}
+	}
+	l->npk = rd32(&live_hdr(p, l->cur)->num_pkts);
+	l->used = rd32(&live_hdr(p, l->cur)->blk_len);
+	l->open = !(rd32(&live_hdr(p, l->cur)->block_status) & TP_STATUS_USER);
+}
+
+/* V3: the ring once the kernel took the sent packets in and is in a block (1 s). */
+static int settle(struct replay *p, struct live *l, uint32_t sent)
+{
+	struct live again;
+
+	for (int i = 0; i < 100000; i++) {
+		live_read(p, l);
+		live_read(p, &again);
+		if (l->total == sent && l->open && !memcmp(l, &again, sizeof(*l)))
+			return 0;
+		usleep(10);
+	}
+	pr_err("%s: a frame amber sent did not land in the new ring", p->who);
+	return -EIO;
+}
+
+/* The biggest packet that fits in an empty block, or in what is left of the kernel's. */
+static uint32_t junk_step(struct replay *p, const struct live *l, bool in_this)
+{
+	uint32_t room = (in_this ? p->r->block_size - l->used : p->r->block_size - p->off1) - 1;
 	uint32_t step = room & ~7U;
 
 	if (step > ((JUNK_MAX + p->base) & ~7U))
@@ -382,76 +424,111 @@ static uint32_t junk_step(struct replay *p, bool in_this)
 	return step;
 }
 
-/* V3: the kernel at block b with a packet in it. */
-static int advance_to(struct replay *p, uint32_t b)
-{
-	int ret = 0;
+enum reach {
+	REACH_IN,    /* the kernel fills block k */
+	REACH_EMPTY, /* it opened block k, empty (the retire timer closed the one before) */
+	REACH_SPILL, /* it fills k - 1 so that a packet of first bytes opens k, or opened k empty */
+};
 
-	for (uint64_t n = 0; !ret && (p->cur != b || !p->npk); n++) {
-		if (n > (uint64_t)p->r->block_nr * (p->r->block_size / 64 + 2))
+/*
+ * V3: amber's packets, and the retire timer, until the kernel is at block k
+ * as asked.  Which blocks hold amber's packets and which the timer closed
+ * early does not matter (the dump is written over them): only the block
+ * the kernel fills does.  -EAGAIN: it went past (start again).
+ */
+static int reach(struct replay *p, uint32_t k, enum reach how, uint32_t first)
+{
+	uint32_t sent = 0, step, bs = p->r->block_size;
+	/* an empty block comes only from the timer: wait for it twice over */
+	long wait_us = 2000000L + 2000L * (long)(p->r->retire_tmo ? p->r->retire_tmo : 100);
+	struct live l;
+	int ret;
+
+	for (;;) {
+		ret = settle(p, &l, sent);
+		if (ret)
+			return ret;
+		if (l.cur == k && (how == REACH_IN || !l.npk))
+			break;
+		if (how == REACH_SPILL && l.cur + 1 == k && l.used + first >= bs)
+			break;
+		if (l.cur >= k)
+			return -EAGAIN;
+		if (l.cur + 1 == k && how == REACH_EMPTY && l.npk) {
+			/* the timer closes it */
+			if (wait_us <= 0) {
+				pr_err("%s: the ring's retire timer did not close block %u", p->who,
+				       l.cur);
+				return -EIO;
+			}
+			usleep(1000);
+			wait_us -= 1000;
+			continue;
+		}
+		if (l.cur + 1 == k && how == REACH_SPILL) {
+			step = junk_step(p, &l, true);
+			if (step < p->base + ETH_HLEN) {
+				pr_err("%s: %u bytes are left in block %u of the new ring, fewer than "
+				       "a frame on lo takes, and the block's first packet needs them",
+				       p->who, bs - l.used, l.cur);
+				return -ERANGE;
+			}
+		} else if (l.cur + 1 == k && how == REACH_EMPTY) {
+			step = p->base + ETH_HLEN; /* one packet for the timer to close */
+		} else {
+			step = junk_step(p, &l, false);
+		}
+		if (sent > (uint32_t)k * (bs / 64 + 2) + 2) {
+			pr_err("%s: the new ring did not come to block %u", p->who, k);
 			return -EIO;
-		ret = inject(p, junk_step(p, false));
+		}
+		ret = send_frame(p, step - p->base);
+		if (ret)
+			return ret;
+		sent++;
 	}
-	return ret;
-}
-
-/* V3: the current block filled so that a packet of step bytes opens the next. */
-static int fill_for(struct replay *p, uint32_t step)
-{
-	int ret = 0;
-
-	while (!ret && p->used + step < p->r->block_size) {
-		uint32_t j = junk_step(p, true);
-
-		if (j < p->base + ETH_HLEN)
-			return -ERANGE;
-		ret = inject(p, j);
-	}
-	return ret;
+	p->cur = l.cur;
+	p->used = l.used;
+	p->npk = l.npk;
+	return 0;
 }
 
 static int replay_v3(struct replay *p)
 {
 	const PacketRing *r = p->r;
-	uint32_t k = r->head;
+	uint32_t k = r->head, n = (k + r->block_nr - 1) % r->block_nr;
 	int ret = 0;
 
 	p->off1 = rd32(&live_hdr(p, 0)->offset_to_first_pkt);
-	p->cur = 0;
-	p->used = p->off1;
-	p->npk = 0;
 	if (r->frozen) {
-		uint32_t n = (k + r->block_nr - 1) % r->block_nr;
+		struct live l = {.used = p->off1};
 
-		ret = advance_to(p, n);
-		/* the block after it is the process's when the kernel gets there */
+		/* every block the process's: the kernel fills n, then finds k (its own) taken */
+		ret = reach(p, n, REACH_IN, 0);
 		if (!ret && k != n)
 			__atomic_store_n((uint32_t *)&live_hdr(p, k)->block_status, TP_STATUS_USER,
 					 __ATOMIC_RELEASE);
+		/* at most two packets: one in n if it is empty, one that does not fit */
+		for (int i = 0; !ret && i < 3; i++) {
+			uint32_t had = rd32(&live_hdr(p, n)->num_pkts);
+
+			ret = send_frame(p, junk_step(p, &l, false) - p->base);
+			for (int t = 0; !ret && t < 100000; t++) {
+				if (rd32(&live_hdr(p, n)->block_status) & TP_STATUS_USER)
+					return 0;
+				if (rd32(&live_hdr(p, n)->num_pkts) != had)
+					break;
+				usleep(10);
+			}
+		}
 		if (!ret)
-			ret = fill_for(p, junk_step(p, false));
-		if (!ret) {
-			ret = send_frame(p, junk_step(p, false) - p->base);
-			if (!ret)
-				ret = landed(p, -1, true);
-		}
-		return ret;
-	}
-	if (!r->n_steps && k) {
-		/* an empty block after a full one: closed by the retire timer */
-		ret = advance_to(p, k - 1);
-		for (int i = 0; !ret && i < 200000; i++) {
-			if (rd32(&live_hdr(p, k - 1)->block_status) & TP_STATUS_USER)
-				return 0;
-			usleep(10);
-		}
+			pr_err("%s: the new ring did not stop at block %u", p->who, k);
 		return ret ? ret : -EIO;
 	}
-	if (r->n_steps && k) {
-		ret = advance_to(p, k - 1);
-		if (!ret)
-			ret = fill_for(p, r->steps[0]);
-	}
+	if (!r->n_steps)
+		return reach(p, k, REACH_EMPTY, 0);
+	if (k)
+		ret = reach(p, k, REACH_SPILL, r->steps[0]);
 	for (size_t i = 0; !ret && i < r->n_steps; i++) {
 		ret = inject(p, r->steps[i]);
 		if (!ret && p->cur != k)
@@ -599,7 +676,7 @@ int packet_ring_restore(int fd, int type, int version, const PacketRing *r, cons
 		for (uint32_t i = 0; !ret && version != TPACKET_V3 && i < r->head; i++) {
 			ret = send_frame(&p, 60);
 			if (!ret)
-				ret = landed(&p, i, false);
+				ret = landed(&p, i);
 		}
 		if (!ret)
 			ret = write_back(&p);
