@@ -29,6 +29,7 @@ AMBER=${AMBER:-$ROOT/build/amber}
 PROGS=$ROOT/build/progs
 SRC=$ROOT/tests/e2e/progs
 OUT=${AMBER_E2E_OUT:-$ROOT/tests/e2e/out}
+TEST_PORTS=42000-42099,47000-47999 # the fixed ports tests bind on the host
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=$(command -v python3)
 TMUX_SOCK=amber-e2e-$$
@@ -181,6 +182,13 @@ attach() { # FILE [LINES]
 }
 
 attach_all() {
+	local f
+	# what went wrong first: CI shows the start of a long failure
+	for f in "$W/dump.log" "$W/restore.log" "$T/err" "$T/out"; do
+		[ -s "$f" ] && grep -qE 'error|FAIL' "$f" || continue
+		note "--- ${f#"$W"/} (errors):"
+		grep -E 'error|FAIL' "$f" | head -n 8 | sed 's/^/    /' >>"$W/log"
+	done
 	attach "$W/dump.log"
 	attach "$W/restore.log"
 	attach "$T/err" 30
@@ -972,7 +980,10 @@ main() {
 	mkdir -p "$OUT"
 	chmod 0755 "$OUT"
 	kill_leftovers
-	trap 'kill_leftovers; tmux -L "$TMUX_SOCK" kill-server 2>/dev/null' EXIT
+	# the tests' fixed ports lie in the ephemeral range: keep other sockets off them
+	RESERVED=$(cat /proc/sys/net/ipv4/ip_local_reserved_ports)
+	echo "${RESERVED:+$RESERVED,}$TEST_PORTS" >/proc/sys/net/ipv4/ip_local_reserved_ports
+	trap 'echo "$RESERVED" >/proc/sys/net/ipv4/ip_local_reserved_ports; kill_leftovers; tmux -L "$TMUX_SOCK" kill-server 2>/dev/null' EXIT
 	trap 'exit 130' INT TERM
 
 	echo "1..${#sel[@]}"
