@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * io_uring: an idle ring (no request in flight, nothing registered) comes
+ * io_uring: an idle ring (no request in flight, no file registered but sockets) comes
  * back with its sizes, the setup flags amber can tell, its positions and
  * what lies in its rings: CQEs not reaped yet, SQEs queued and not submitted.
  *
@@ -526,10 +526,80 @@ static bool mapped(const struct vma *v, size_t nv, uint64_t addr, uint64_t len)
 	return !len;
 }
 
+/* The fd of pid's on the file /proc shows as name ("socket:[INO]"), or -1. */
+static int fd_named(pid_t pid, const char *name)
+{
+	char path[300], target[64];
+	struct dirent *d;
+	int fd = -1;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+	dir = sys_opendir(path);
+	while (dir && fd < 0 && (d = readdir(dir))) {
+		ssize_t n;
+
+		snprintf(path, sizeof(path), "/proc/%d/fd/%s", pid, d->d_name);
+		n = d->d_name[0] == '.' ? -1 : sys_readlink(path, target, sizeof(target) - 1);
+		if (n > 0 && (target[n] = 0, !strcmp(target, name)))
+			fd = atoi(d->d_name);
+	}
+	if (dir)
+		closedir(dir);
+	return fd;
+}
+
 /*
- * What is registered: a file table whose slots are all empty (fdinfo names
- * the files of the others, which does not tell which files they are), and
- * buffers (fdinfo gives each one's address and length, or none).
+ * The registered files: fdinfo names each slot's file only.  A socket is
+ * one open file (no open() makes another on it), so its name tells which it
+ * is; the process's fd on it is what the restored ring registers again.
+ * Other files (a path, a pipe's two ends) are refused.
+ */
+static int dump_files(struct dump_ctx *ctx, int fd, const char *buf, const struct uring_info *u,
+		      IoUringEntry *e)
+{
+	const char *p = anonfd_field(buf, "UserFiles:");
+
+	e->file_fds = malloc(u->user_files * sizeof(*e->file_fds));
+	if (!e->file_fds)
+		return -ENOMEM;
+	e->n_file_fds = u->user_files;
+	for (uint32_t i = 0; i < u->user_files; i++)
+		e->file_fds[i] = -1;
+	for (p = strchr(p, '\n'); p && p[1] == ' '; p = strchr(p + 1, '\n')) {
+		char name[64];
+		unsigned slot;
+		int at;
+
+		if (sscanf(p + 1, "%u: %63s", &slot, name) != 2 || slot >= u->user_files) {
+			pr_err("pid %d: fd %d: its io_uring fdinfo lists a registered file amber "
+			       "does not read: %.40s",
+			       ctx->pid, fd, p + 1);
+			return -EOPNOTSUPP;
+		}
+		if (strncmp(name, "socket:[", 8)) {
+			pr_err("pid %d: fd %d is an io_uring with a file registered in slot %u "
+			       "(%s); fdinfo names it only, which tells which file it is for a "
+			       "socket alone: unregister it before the dump",
+			       ctx->pid, fd, slot, name);
+			return -EOPNOTSUPP;
+		}
+		at = fd_named(ctx->pid, name);
+		if (at < 0) {
+			pr_err("pid %d: fd %d is an io_uring with %s registered in slot %u, which "
+			       "no fd of the process holds; amber restores a registered socket "
+			       "through the process's fd on it: keep one open during the dump",
+			       ctx->pid, fd, name, slot);
+			return -EOPNOTSUPP;
+		}
+		e->file_fds[slot] = at;
+	}
+	return 0;
+}
+
+/*
+ * What is registered: a file table (its sockets, dump_files), and buffers
+ * (fdinfo gives each one's address and length, or none).
  */
 static int dump_registered(struct dump_ctx *ctx, int fd, const char *buf,
 			   const struct uring_info *u, IoUringEntry *e)
@@ -541,13 +611,7 @@ static int dump_registered(struct dump_ctx *ctx, int fd, const char *buf,
 	uint32_t n = 0;
 	int ret;
 
-	if (file) {
-		pr_err("pid %d: fd %d is an io_uring with files registered (%s); amber cannot "
-		       "tell which files they are: unregister them before the dump",
-		       ctx->pid, fd, file + strspn(file, " "));
-		free(file);
-		return -EOPNOTSUPP;
-	}
+	free(file);
 	if (u->user_files > URING_MAX_FILES || u->user_bufs > URING_MAX_BUFS) {
 		pr_err("pid %d: fd %d is an io_uring with %u file slots and %u buffers "
 		       "registered; amber restores up to %u and %u",
@@ -556,6 +620,11 @@ static int dump_registered(struct dump_ctx *ctx, int fd, const char *buf,
 	}
 	if (u->user_files)
 		e->has_files = 1, e->files = u->user_files;
+	if (file) {
+		ret = dump_files(ctx, fd, buf, u, e);
+		if (ret)
+			return ret;
+	}
 	if (!u->user_bufs)
 		return 0;
 	e->buf_addr = calloc(u->user_bufs, sizeof(*e->buf_addr));
@@ -724,6 +793,7 @@ static int uring_check(struct tree *t, const RegFile *f)
 	    e->rings.len != rings_len(e->flags, sq, cq) ||
 	    e->sqes.len != (size_t)sq * sqe_size(e->flags) || h > URING_MAX_REPLAY ||
 	    (e->has_files && (!e->files || e->files > URING_MAX_FILES)) ||
+	    (e->n_file_fds && e->n_file_fds != e->files) ||
 	    e->n_buf_addr != e->n_buf_len || e->n_buf_len > URING_MAX_BUFS ||
 	    (f->flags & ~(O_ACCMODE | O_NONBLOCK)) != 0)
 		goto corrupt;
@@ -864,14 +934,18 @@ static int uring_open_child(struct restore_ctx *ctx, RegFile *f)
 		goto close_fd;
 	}
 	if (e->has_files) {
-		struct io_uring_rsrc_register rr = {.nr = e->files,
-						    .flags = IORING_RSRC_REGISTER_SPARSE};
+		/* the sockets are at their fds already (made by amber, placed first) */
+		struct io_uring_rsrc_register rr = {
+			.nr = e->files,
+			.flags = e->n_file_fds ? 0 : IORING_RSRC_REGISTER_SPARSE,
+			.data = (uintptr_t)e->file_fds,
+		};
 
 		ret = sys_io_uring_register(fd, IORING_REGISTER_FILES2, &rr, sizeof(rr));
 		if (ret) {
-			pr_err("pid %d: cannot register an empty table of %u files with the "
-			       "io_uring of file %u: %s",
-			       ctx->pid, e->files, f->id, strerror(-ret));
+			pr_err("pid %d: cannot register a table of %u files (%zu sockets) with "
+			       "the io_uring of file %u: %s",
+			       ctx->pid, e->files, e->n_file_fds, f->id, strerror(-ret));
 			goto close_fd;
 		}
 	}
@@ -1284,8 +1358,39 @@ static void uring_dump_undo(struct tree *t)
 	uring_dump_done(t);
 }
 
+static bool sk_kind(FileKind k)
+{
+	return k == FILE_KIND__FILE_UNIX_SK || k == FILE_KIND__FILE_INET_SK ||
+	       k == FILE_KIND__FILE_PACKET_SK || k == FILE_KIND__FILE_NETLINK_SK;
+}
+
+/* A ring's registered sockets: fds of its process on sockets amber makes. */
+static int uring_restore_read(struct restore_ctx *ctx)
+{
+	for (size_t i = 0; i < ctx->nr_fds; i++) {
+		const RegFile *f = ctx->files[ctx->fds[i]->file_id];
+
+		for (size_t s = 0; f->io_uring && s < f->io_uring->n_file_fds; s++) {
+			int32_t want = f->io_uring->file_fds[s];
+			bool ok = want == -1;
+
+			for (size_t k = 0; !ok && k < ctx->nr_fds; k++)
+				ok = (int64_t)ctx->fds[k]->fd == want &&
+				     sk_kind(ctx->files[ctx->fds[k]->file_id]->kind);
+			if (!ok) {
+				pr_err("files.img: io_uring entry %u registers fd %d in slot %zu, "
+				       "which is no socket of pid %d; the image is corrupt",
+				       f->id, want, s, ctx->pid);
+				return -EBADMSG;
+			}
+		}
+	}
+	return 0;
+}
+
 const struct resource_ops uring_ops = {
 	.name = "io_uring",
+	.restore_read = uring_restore_read,
 	.dump = uring_dump_proc,
 	.dump_late = uring_dump_late,
 	.dump_tree_late = uring_dump_done,

@@ -1301,13 +1301,23 @@ static int bind_src(int fd, const InetSkEntry *e)
 
 	if (ret)
 		return ret;
-	if (bind(fd, (struct sockaddr *)&ss, len)) {
+	/*
+	 * The dumped process's socket can outlive it for a moment: an io_uring's
+	 * registered files are let go by a kernel worker once the ring's last
+	 * holder exited.  A port still held after a second is another's.
+	 */
+	for (int i = 0; bind(fd, (struct sockaddr *)&ss, len); i++) {
+		if (errno == EADDRINUSE && i < 100) {
+			usleep(10000);
+			continue;
+		}
 		ret = -errno;
 		pr_err("cannot bind a %s socket to %s: %m%s",
 		       e->type == SOCK_STREAM ? "TCP" : "UDP", inet_show_addr(e, false),
 		       errno == EADDRINUSE ? " (another socket holds the port; stop it)"
 		       : errno == EACCES   ? " (the image's owner may not bind that port)"
 					   : "");
+		break;
 	}
 	owner_leave(rtree);
 	return ret;

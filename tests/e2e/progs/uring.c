@@ -29,15 +29,18 @@
  * With "busy": A has a read in flight on an empty pipe (fd 100); the dump must
  * be refused.  After "go" the program writes to the pipe and reaps it.
  *
- * With "worker", "files", "eventfd", "sqpoll", "nosqarray", "shared": A (fd 40)
- * has what amber refuses: an open of a FIFO without a writer run by an io-wq
- * worker (IOSQE_ASYNC), the pipe registered as a file, an eventfd registered,
+ * With "worker", "files", "sockclosed", "eventfd", "sqpoll", "nosqarray",
+ * "shared": A (fd 40) has what amber refuses: an open of a FIFO without a
+ * writer run by an io-wq worker (IOSQE_ASYNC), the pipe registered as a file,
+ * a socket registered whose fd was closed, an eventfd registered,
  * an SQ polling thread, no SQ array in a ring of 8 SQEs, a child process
  * holding it too.  After "go" a NOP goes through A (the worker's open completes
  * once the FIFO has a writer).
  */
+#include <arpa/inet.h>
 #include <linux/io_uring.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/eventfd.h>
 #include <sys/wait.h>
@@ -238,6 +241,13 @@ static int refused(const char *mode)
 	if (!strcmp(mode, "files") &&
 	    syscall(SYS_io_uring_register, 40, IORING_REGISTER_FILES, &p[0], 1))
 		prog_die("registering the pipe");
+	if (!strcmp(mode, "sockclosed")) { /* a socket in slot 1, its fd closed */
+		int s[2] = {-1, socket(AF_INET, SOCK_DGRAM, 0)};
+
+		if (s[1] < 0 || syscall(SYS_io_uring_register, 40, IORING_REGISTER_FILES, s, 2))
+			prog_die("registering a socket");
+		close(s[1]);
+	}
 	efd = eventfd(0, 0);
 	if (!strcmp(mode, "eventfd") &&
 	    (efd < 0 || syscall(SYS_io_uring_register, 40, IORING_REGISTER_EVENTFD, &efd, 1)))
@@ -287,6 +297,108 @@ static int refused(const char *mode)
 	return prog_done();
 }
 
+/* The file /proc names in slot i of the registered-file table of fd ("" if none). */
+static const char *slot_file(int fd, unsigned i)
+{
+	static char name[64];
+	char path[64], line[256];
+	int in = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = fopen(path, "r");
+	if (!f)
+		prog_die("fdinfo");
+	name[0] = 0;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned idx;
+		char rest[64];
+
+		if (line[0] != ' ')
+			in = !strncmp(line, "UserFiles:", 10);
+		else if (in && sscanf(line, "%u: %63s", &idx, rest) == 2 && idx == i)
+			snprintf(name, sizeof(name), "%s", rest);
+	}
+	fclose(f);
+	return name;
+}
+
+static const char *fd_link(int fd)
+{
+	static char target[64];
+	char path[64];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = readlink(path, target, sizeof(target) - 1);
+	target[n > 0 ? n : 0] = 0;
+	return target;
+}
+
+/*
+ * sockets: ring A (fd 40) with a table of 4 files: slot 0 one end of a
+ * stream socket pair (fd 50, its peer fd 51), slot 2 a UDP socket on
+ * 127.0.0.1 (fd 52), slots 1 and 3 empty.  After "go": each slot holds what
+ * it held (fdinfo names fd 50's socket in slot 0, fd 52's in slot 2, nothing
+ * in 1 and 3); a send through slot 0 arrives at fd 51, and a datagram sent to
+ * fd 52's address is received through slot 2.
+ */
+static int sockets(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t al = sizeof(a);
+	int sp[2], fds[4] = {50, -1, 52, -1}, u, c, n;
+	char got[16] = {0}, dg[16] = {0};
+	struct io_uring_sqe *sqe;
+	struct io_uring_cqe cqe;
+	struct ring r;
+
+	u = socket(AF_INET, SOCK_DGRAM, 0);
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp) || dup2(sp[0], 50) != 50 ||
+	    dup2(sp[1], 51) != 51 || u < 0 || bind(u, (struct sockaddr *)&a, sizeof(a)) ||
+	    getsockname(u, (struct sockaddr *)&a, &al) || dup2(u, 52) != 52)
+		prog_die("sockets");
+	close(sp[0]);
+	close(sp[1]);
+	close(u);
+	setup(&r, 8, 0, 0, 40);
+	if (syscall(SYS_io_uring_register, 40, IORING_REGISTER_FILES, fds, 4))
+		prog_die("registering the sockets");
+	prog_ready();
+	prog_wait_go();
+
+	CHECK(!strcmp(slot_file(40, 0), fd_link(50)), "slot 0 holds fd 50's %s (%s)", fd_link(50),
+	      slot_file(40, 0));
+	CHECK(!strcmp(slot_file(40, 2), fd_link(52)), "slot 2 holds fd 52's %s (%s)", fd_link(52),
+	      slot_file(40, 2));
+	CHECK(!*slot_file(40, 1) && !*slot_file(40, 3), "slots 1 and 3 are empty (%s, %s)",
+	      slot_file(40, 1), slot_file(40, 3));
+	sqe = queue(&r, ~0u);
+	sqe->opcode = IORING_OP_SEND;
+	sqe->fd = prog_sabotage() ? 2 : 0;
+	sqe->flags = IOSQE_FIXED_FILE;
+	sqe->addr = (uintptr_t) "ring";
+	sqe->len = 4;
+	sqe->user_data = 0x91;
+	n = enter(&r, 1, 1) == 1 && reap(&r, &cqe) && cqe.user_data == 0x91 && cqe.res == 4;
+	CHECK(n && recv(51, got, sizeof(got), MSG_DONTWAIT) == 4 && !strcmp(got, "ring"),
+	      "a send through slot 0 arrives at fd 51 (%d, %s)", n ? cqe.res : 0, got);
+	c = socket(AF_INET, SOCK_DGRAM, 0);
+	if (c < 0 || sendto(c, "dgram", 5, 0, (struct sockaddr *)&a, sizeof(a)) != 5)
+		prog_die("sendto");
+	sqe = queue(&r, ~0u);
+	sqe->opcode = IORING_OP_RECV;
+	sqe->fd = 2;
+	sqe->flags = IOSQE_FIXED_FILE;
+	sqe->addr = (uintptr_t)dg;
+	sqe->len = sizeof(dg) - 1;
+	sqe->user_data = 0x92;
+	n = enter(&r, 1, 1) == 1 && reap(&r, &cqe) && cqe.user_data == 0x92 && cqe.res == 5;
+	CHECK(n && !strcmp(dg, "dgram"), "the datagram to fd 52 received through slot 2 (%d, %s)",
+	      n ? cqe.res : 0, dg);
+	return prog_done();
+}
+
 int main(int argc, char **argv)
 {
 	static const char data[] = "0123456789abcdefghijklmnopqrstuvwxyz";
@@ -306,6 +418,8 @@ int main(int argc, char **argv)
 	n = prog_init(argc, argv);
 	if (n < argc && !strcmp(argv[n], "busy"))
 		return busy();
+	if (n < argc && !strcmp(argv[n], "sockets"))
+		return sockets();
 	if (n < argc)
 		return refused(argv[n]);
 	fd = open("data.txt", O_RDWR | O_CREAT | O_TRUNC, 0644);

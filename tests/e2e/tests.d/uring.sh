@@ -7,6 +7,7 @@
 # registered buffers), CQEs, queued SQEs, flags, and both rings work.
 TESTS+=(uring uring_leave_running uring_busy_refused uring_image_refused uring_worker_refused uring_files_refused)
 TESTS+=(uring_eventfd_refused uring_sqpoll_refused uring_nosqarray_refused uring_shared_refused)
+TESTS+=(uring_sockets uring_sockclosed_refused)
 uring_maps() { grep 'anon_inode:\[io_uring\]' "/proc/$PID/maps" | awk '{print $1, $2, $3}'; }
 uring_maps_before() { uring_maps >"$W/uring.maps"; }
 uring_maps_after() {
@@ -16,6 +17,11 @@ uring_maps_after() {
 	return 1
 }
 t_uring() { cycle -P uring_maps_before -A uring_maps_after -- "$PROGS/uring" "$T"; }
+
+# Sockets in a ring's registered-file table (a unix stream end, a UDP socket,
+# two empty slots): after restore each slot holds the restored socket at the
+# fd that held it, and a send and a receive through the slots work.
+t_uring_sockets() { cycle -- "$PROGS/uring" "$T" sockets; }
 
 # A dump that leaves the program running (-R) moves the positions the kernel
 # only reads while it probes the rings, and puts them back: the program's own
@@ -65,6 +71,9 @@ t_uring_image_refused() {
 	refused ur_rings "$bad" files.img "$id.io_uring.rings=00" || ok=1
 	refused ur_sqes "$bad" files.img "$id.io_uring.sqes=$(printf '%0200d' 0)" || ok=1
 	refused ur_files "$bad" files.img "$ida.io_uring.files=0" || ok=1
+	refused ur_nfilefds "$bad" files.img "$ida.io_uring.file_fds=-1,-1" || ok=1
+	refused ur_filefds "registers fd 40 in slot 1, which is no socket of pid $PID" files.img \
+		"$ida.io_uring.file_fds=-1,40,-1" || ok=1
 	refused ur_nbufs "$bad" files.img "$ida.io_uring.buf_len=8192,100" || ok=1
 	refused ur_buflen "$bad" files.img "$ida.io_uring.buf_len=8192,5,100" || ok=1
 	refused ur_bufaddr "$bad" files.img "$ida.io_uring.buf_addr=0,0,140737488351232" || ok=1
@@ -94,7 +103,10 @@ t_uring_worker_refused() {
 	uring_refused worker "pid @PID@: fd 40 is an io_uring and thread [0-9]* is an io_uring worker at work (iou-wrk-@PID@"
 }
 t_uring_files_refused() {
-	uring_refused files "pid @PID@: fd 40 is an io_uring with files registered (0: pipe:\[[0-9]*\]); amber cannot tell which"
+	uring_refused files "pid @PID@: fd 40 is an io_uring with a file registered in slot 0 (pipe:\[[0-9]*\]); fdinfo names it only"
+}
+t_uring_sockclosed_refused() {
+	uring_refused sockclosed "pid @PID@: fd 40 is an io_uring with socket:\[[0-9]*\] registered in slot 1, which no fd of the process holds"
 }
 t_uring_eventfd_refused() { uring_refused eventfd "pid @PID@: fd 40 is an io_uring with an eventfd registered"; }
 t_uring_sqpoll_refused() { uring_refused sqpoll "pid @PID@: fd 40 is an io_uring with a polling thread (IORING_SETUP_SQPOLL"; }
