@@ -480,6 +480,8 @@ static int commit_image(struct tree *t)
 	inv.xsave_size = (uint32_t)t->dprocs[0]->core->xsave.len;
 	inv.xfeatures = xgetbv0();
 	inv.tool_version = AMBER_VERSION;
+	/* a signal while the files are synced (seconds for big images) still stops it */
+	t->imgs.go_on = dump_check_interrupted;
 	return img_set_commit(&t->imgs, &inv);
 }
 

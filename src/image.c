@@ -287,6 +287,8 @@ int img_set_commit(struct img_set *set, Inventory *inv)
 		for (size_t i = 0; i < set->n && !ret; i++)
 			ret = sync_file(set->dirfd, set->files[i]->name);
 	}
+	if (!ret && set->go_on)
+		ret = set->go_on();
 	if (ret)
 		goto free_set;
 	ret = create_named(&inv_set, IMG_INVENTORY, "inventory.img.tmp", &img);

@@ -73,6 +73,9 @@ struct img_set {
 	InventoryFile **files;
 	char **created; /* every file created, finished or not (img_set_discard) */
 	size_t nr_created;
+	/* Optional: asked once the files are synced, before the inventory makes
+	 * the image complete; an error (-errno, logged) stops the commit. */
+	int (*go_on)(void);
 };
 
 uint32_t img_magic(enum img_kind kind);

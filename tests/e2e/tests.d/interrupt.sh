@@ -7,7 +7,8 @@ interrupted_dump() { # SIGNAL
 	start_prog "$PROGS/bigmem" "$T" || return 1
 	"$AMBER" dump -t "$PID" -D "$W/img" -v >"$W/dump.log" 2>&1 &
 	apid=$!
-	sleep 0.3
+	# in the middle: its pages (1 GiB) are read and written after every other part
+	wait_for 10 grep -q "dumping memory of pid $PID" "$W/dump.log"
 	kill "-$1" "$apid"
 	wait "$apid"
 	rc=$?
