@@ -31,7 +31,7 @@
  * (packet_ring_ops).
  *
  * Refused: a transmit ring (PACKET_TX_RING: the kernel's position in it shows
- * nowhere, frames sent leave no mark), a ring over RING_MAX, a mapping of part
+ * nowhere, frames sent leave no mark), a ring over PACKET_RING_MAX, a mapping of part
  * of a ring, a ring that changes under every copy.
  */
 #include <arpa/inet.h>
@@ -53,7 +53,6 @@
 #include "mem.h"
 #include "sk.h"
 
-#define RING_MAX     (64U << 20) /* bytes of one ring an image may hold */
 #define REPLAY_PROTO 0x88b5	 /* IEEE 802 local experimental ethertype */
 #define SNAP_TRIES   100
 #define REPLAY_TRIES 10
@@ -63,12 +62,12 @@
 #define PACKET_VNET_HDR_SZ 24
 #endif
 
-static size_t ring_len(const PacketRing *r)
+size_t packet_ring_len(const PacketRing *r)
 {
 	return (size_t)r->block_size * r->block_nr;
 }
 
-static size_t frame_off(const PacketRing *r, uint32_t i)
+size_t packet_frame_off(const PacketRing *r, uint32_t i)
 {
 	uint32_t fpb = r->block_size / r->frame_size;
 
@@ -103,8 +102,8 @@ static int frames_head(PacketRing *r, int version, const uint8_t *c1, const uint
 		uint32_t s1, s2;
 		uint64_t t1, t2;
 
-		frame_info(c1, version, frame_off(r, i), &s1, &t1);
-		frame_info(c2, version, frame_off(r, i), &s2, &t2);
+		frame_info(c1, version, packet_frame_off(r, i), &s1, &t1);
+		frame_info(c2, version, packet_frame_off(r, i), &s2, &t2);
 		if (((s1 & TP_STATUS_USER) || (!(s2 & TP_STATUS_USER) && t1 == t2)) && t1 &&
 		    t1 >= newest) {
 			newest = t1;
@@ -208,21 +207,21 @@ again:
 	return -EAGAIN;
 }
 
-int packet_ring_dump(int dup, int version, PacketRing *r, const char *what)
+int packet_ring_dump(int dup, int version, PacketRing *r, size_t map_len, const char *what)
 {
 	struct timespec gap = {0, 2 * 1000 * 1000};
-	size_t len = ring_len(r);
+	size_t len = packet_ring_len(r);
 	uint8_t *c1 = NULL, *c2 = NULL;
 	int ret = -EAGAIN;
 	void *m;
 
-	if (!r->block_nr || !r->frame_size || len > RING_MAX) {
+	if (!r->block_nr || !r->frame_size || len > PACKET_RING_MAX) {
 		pr_err("%s: its PACKET_RX_RING of %u blocks of %u bytes is larger than the %u MiB "
 		       "amber dumps",
-		       what, r->block_nr, r->block_size, RING_MAX >> 20);
+		       what, r->block_nr, r->block_size, PACKET_RING_MAX >> 20);
 		return -EOPNOTSUPP;
 	}
-	m = mmap(NULL, len, PROT_READ, MAP_SHARED, dup, 0);
+	m = mmap(NULL, map_len, PROT_READ, MAP_SHARED, dup, 0);
 	if (m == MAP_FAILED) {
 		pr_err("%s: cannot map its PACKET_RX_RING (%zu bytes): %m", what, len);
 		return -errno;
@@ -236,7 +235,7 @@ int packet_ring_dump(int dup, int version, PacketRing *r, const char *what)
 		ret = version == TPACKET_V3 ? blocks_head(r, c1, c2)
 					    : frames_head(r, version, c1, c2);
 	}
-	munmap(m, len);
+	munmap(m, map_len);
 	free(c2);
 	if (!c1 || !c2)
 		ret = -ENOMEM;
@@ -265,9 +264,9 @@ int packet_ring_check(const PacketRing *r, int version, const char *who)
 
 	if (r->block_size < PAGE_SIZE || r->block_size % PAGE_SIZE || !r->block_nr ||
 	    r->frame_size < TPACKET_ALIGNMENT || r->frame_size % TPACKET_ALIGNMENT ||
-	    r->frame_size > r->block_size || ring_len(r) > RING_MAX ||
+	    r->frame_size > r->block_size || packet_ring_len(r) > PACKET_RING_MAX ||
 	    (uint64_t)(r->block_size / r->frame_size) * r->block_nr != r->frame_nr ||
-	    r->data.len != ring_len(r) ||
+	    r->data.len != packet_ring_len(r) ||
 	    r->head >= (version == TPACKET_V3 ? r->block_nr : r->frame_nr) ||
 	    (version != TPACKET_V3 && (r->n_steps || r->frozen)) || (r->frozen && r->n_steps) ||
 	    r->n_steps > r->block_size / 8)
@@ -290,6 +289,7 @@ corrupt:
 
 struct replay {
 	int fd, tx, version;
+	size_t tx_len; /* the transmit ring's bytes after the ring in the mapping */
 	const PacketRing *r;
 	uint8_t *m;
 	struct sockaddr_ll to;
@@ -330,7 +330,7 @@ static int landed(struct replay *p, int64_t frame)
 {
 	for (int i = 0; i < 100000; i++) {
 		if (frame >= 0) {
-			if (rd32(p->m + frame_off(p->r, (uint32_t)frame)) & TP_STATUS_USER)
+			if (rd32(p->m + packet_frame_off(p->r, (uint32_t)frame)) & TP_STATUS_USER)
 				return 0;
 		} else {
 			volatile struct tpacket_hdr_v1 *h = live_hdr(p, p->cur);
@@ -556,7 +556,9 @@ static int make_ring(struct replay *p)
 		       r->block_nr, r->block_size);
 		return -errno;
 	}
-	p->m = mmap(NULL, ring_len(r), PROT_READ | PROT_WRITE, MAP_SHARED, p->fd, 0);
+	/* the transmit ring, made first, follows in the mapping */
+	p->m = mmap(NULL, packet_ring_len(r) + p->tx_len, PROT_READ | PROT_WRITE, MAP_SHARED,
+		    p->fd, 0);
 	if (p->m == MAP_FAILED) {
 		pr_err("%s: cannot map the new PACKET_RX_RING: %m", p->who);
 		p->m = NULL;
@@ -570,17 +572,32 @@ static void drop_ring(struct replay *p)
 	struct tpacket_req3 req = {0};
 
 	if (p->m)
-		munmap(p->m, ring_len(p->r));
+		munmap(p->m, packet_ring_len(p->r) + p->tx_len);
 	p->m = NULL;
 	setsockopt(p->fd, SOL_PACKET, PACKET_RX_RING, &req,
 		   p->version == TPACKET_V3 ? sizeof(req) : sizeof(struct tpacket_req));
+}
+
+uint32_t packet_vnet_len(int fd, int type)
+{
+	int vnet = 0;
+	socklen_t len = sizeof(vnet);
+
+	if (type != SOCK_RAW)
+		return 0;
+	if (getsockopt(fd, SOL_PACKET, PACKET_VNET_HDR_SZ, &vnet, &len)) {
+		len = sizeof(vnet);
+		if (!getsockopt(fd, SOL_PACKET, PACKET_VNET_HDR, &vnet, &len) && vnet)
+			vnet = 10; /* struct virtio_net_hdr */
+	}
+	return vnet > 0 ? (uint32_t)vnet : 0;
 }
 
 /* Where an injected frame's bytes start in the ring, less ETH_HLEN (af_packet's tpacket_rcv). */
 static int ring_base(struct replay *p, int type)
 {
 	static const uint32_t hdrlen[] = {TPACKET_HDRLEN, TPACKET2_HDRLEN, TPACKET3_HDRLEN};
-	int reserve = 0, vnet = 0;
+	int reserve = 0;
 	socklen_t len = sizeof(reserve);
 	uint32_t netoff;
 
@@ -588,13 +605,8 @@ static int ring_base(struct replay *p, int type)
 		pr_err("%s: cannot read PACKET_RESERVE: %m", p->who);
 		return -errno;
 	}
-	len = sizeof(vnet);
-	if (type == SOCK_RAW && getsockopt(p->fd, SOL_PACKET, PACKET_VNET_HDR_SZ, &vnet, &len)) {
-		len = sizeof(vnet);
-		if (!getsockopt(p->fd, SOL_PACKET, PACKET_VNET_HDR, &vnet, &len) && vnet)
-			vnet = 10; /* struct virtio_net_hdr */
-	}
-	netoff = TPACKET_ALIGN(hdrlen[p->version] + 16) + (uint32_t)reserve + (uint32_t)vnet;
+	netoff = TPACKET_ALIGN(hdrlen[p->version] + 16) + (uint32_t)reserve +
+		 packet_vnet_len(p->fd, type);
 	p->base = netoff - ETH_HLEN;
 	return 0;
 }
@@ -628,9 +640,11 @@ static int write_back(struct replay *p)
 	return 0;
 }
 
-int packet_ring_restore(int fd, int type, int version, const PacketRing *r, const char *who)
+int packet_ring_restore(int fd, int type, int version, const PacketRing *r, size_t tx_len,
+			const char *who)
 {
-	struct replay p = {.fd = fd, .tx = -1, .version = version, .r = r, .who = who};
+	struct replay p = {
+		.fd = fd, .tx = -1, .version = version, .r = r, .tx_len = tx_len, .who = who};
 	struct tpacket_stats_v3 st;
 	socklen_t len = sizeof(st);
 	int ret = -EAGAIN;
@@ -640,7 +654,7 @@ int packet_ring_restore(int fd, int type, int version, const PacketRing *r, cons
 		ret = make_ring(&p);
 		if (!ret) {
 			memcpy(p.m, r->data.data, r->data.len);
-			munmap(p.m, ring_len(r));
+			munmap(p.m, packet_ring_len(r) + tx_len);
 		}
 		return ret;
 	}
@@ -692,12 +706,19 @@ int packet_ring_restore(int fd, int type, int version, const PacketRing *r, cons
 		getsockopt(fd, SOL_PACKET, PACKET_STATISTICS, &st, &len);
 	}
 	if (p.m)
-		munmap(p.m, ring_len(r));
+		munmap(p.m, packet_ring_len(r) + tx_len);
 	close(p.tx);
 	return ret;
 }
 
-/* ---- the process's mapping of the ring ---- */
+/* ---- the process's mapping of the rings ---- */
+
+/* A mapping of the socket's rings is both, the receive ring first (0: none). */
+static size_t rings_len(const PacketSkEntry *e)
+{
+	return (e && e->rx_ring ? packet_ring_len(e->rx_ring) : 0) +
+	       (e && e->tx_ring ? packet_ring_len(e->tx_ring) : 0);
+}
 
 int packet_vma_file(struct dump_ctx *ctx, struct vma *v)
 {
@@ -706,10 +727,10 @@ int packet_vma_file(struct dump_ctx *ctx, struct vma *v)
 
 		if (f->kind != FILE_KIND__FILE_PACKET_SK || f->ino != v->ino)
 			continue;
-		if (!f->packet_sk || !f->packet_sk->rx_ring || v->pgoff ||
-		    v->end - v->start != ring_len(f->packet_sk->rx_ring)) {
-			pr_err("pid %d: mapping %lx-%lx is part of the ring of packet socket:[%lu] "
-			       "(offset %#lx); amber restores a mapping of a whole ring",
+		if (!rings_len(f->packet_sk) || v->pgoff ||
+		    v->end - v->start != rings_len(f->packet_sk)) {
+			pr_err("pid %d: mapping %lx-%lx is part of the rings of packet "
+			       "socket:[%lu] (offset %#lx); amber restores a mapping of them whole",
 			       ctx->pid, v->start, v->end, v->ino, v->pgoff);
 			return -EOPNOTSUPP;
 		}
@@ -729,9 +750,8 @@ static int ring_restore_read(struct restore_ctx *ctx)
 		if (e->kind != VMA_KIND__VMA_PACKET_RING)
 			continue;
 		f = e->has_file_id && e->file_id < ctx->nr_files ? ctx->files[e->file_id] : NULL;
-		if (!f || f->kind != FILE_KIND__FILE_PACKET_SK || !f->packet_sk ||
-		    !f->packet_sk->rx_ring || e->pgoff ||
-		    e->end - e->start != ring_len(f->packet_sk->rx_ring) ||
+		if (!f || f->kind != FILE_KIND__FILE_PACKET_SK || !rings_len(f->packet_sk) ||
+		    e->pgoff || e->end - e->start != rings_len(f->packet_sk) ||
 		    mem_vma_fd(ctx, e) < 0 || (e->prot & PROT_EXEC)) {
 			pr_err("mm-%d.img: mapping %llx-%llx is not a packet ring of the "
 			       "process's; "

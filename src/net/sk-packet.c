@@ -8,16 +8,16 @@
  * the options and the fanout; the memberships, rings and queued bytes come
  * from sock_diag (sk-diag.c).
  *
- * A receive ring (PACKET_RX_RING) is packet-ring.c's.
+ * A receive ring (PACKET_RX_RING) is packet-ring.c's, a transmit ring
+ * (PACKET_TX_RING) packet-tx.c's.
  *
- * Refused at dump: a transmit ring (PACKET_TX_RING: where the kernel is in
- * it shows nowhere), packets queued for reading (they came from the
+ * Refused at dump: packets queued for reading (they came from the
  * network; nothing can deliver them to this socket alone again), fanout
  * groups that run a BPF program (PACKET_FANOUT_CBPF/EBPF: the program cannot
  * be read back).
  *
  * Restore: a new socket of protocol 0 (receiving nothing yet), the early
- * options, the ring, the late options (a filter last: the ring's refill
+ * options, the rings, the late options (a filter last: the ring's refill
  * passes none), then bind to the protocol and interface (checked to have the
  * name it had), the memberships, the fanout group.  A packet socket needs
  * CAP_NET_RAW: an image not root's holding one is refused before anything is
@@ -100,7 +100,7 @@ static int add_mc(PacketSkEntry *e, const struct packet_diag_mclist *m)
 	return 0;
 }
 
-static int ring_shape(PacketSkEntry *e, const struct packet_diag_ring *d)
+static int ring_shape(PacketRing **to, const struct packet_diag_ring *d)
 {
 	PacketRing *r = malloc(sizeof(*r));
 
@@ -115,7 +115,7 @@ static int ring_shape(PacketSkEntry *e, const struct packet_diag_ring *d)
 	r->retire_tmo = d->pdr_retire_tmo;
 	r->sizeof_priv = d->pdr_sizeof_priv;
 	r->features = d->pdr_features;
-	e->rx_ring = r;
+	*to = r;
 	return 0;
 }
 
@@ -176,14 +176,11 @@ static int dump_diag(PacketSkEntry *e, uint64_t ino, const char *what)
 			break;
 		case PACKET_DIAG_RX_RING:
 			if (len >= sizeof(struct packet_diag_ring))
-				ret = ring_shape(e, d);
+				ret = ring_shape(&e->rx_ring, d);
 			break;
 		case PACKET_DIAG_TX_RING:
-			pr_err("%s: the packet socket has a PACKET_TX_RING, which amber cannot "
-			       "restore (where the kernel is in it shows nowhere); send with "
-			       "send() or close the ring before the dump",
-			       what);
-			ret = -EOPNOTSUPP;
+			if (len >= sizeof(struct packet_diag_ring))
+				ret = ring_shape(&e->tx_ring, d);
 			break;
 		case PACKET_DIAG_MEMINFO:
 			if (len >= sizeof(uint32_t) * (SK_MEMINFO_RMEM_ALLOC + 1) &&
@@ -263,7 +260,13 @@ static int packet_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 		ret = sk_opts_dump(dup, AF_PACKET, (int)e->type, false, what, &e->opts, &e->n_opts);
 	/* the options just read hold the version (unless it is the default) */
 	if (!ret && e->rx_ring)
-		ret = packet_ring_dump(dup, image_version(e), e->rx_ring, what);
+		ret = packet_ring_dump(dup, image_version(e), e->rx_ring,
+				       packet_ring_len(e->rx_ring) +
+					       (e->tx_ring ? packet_ring_len(e->tx_ring) : 0),
+				       what);
+	if (!ret && e->tx_ring)
+		ret = packet_tx_dump(dup, image_version(e), (int)e->type, e->ifindex > 0, e->tx_ring,
+				     e->rx_ring ? packet_ring_len(e->rx_ring) : 0, what);
 	return ret;
 }
 
@@ -307,6 +310,8 @@ static int check_one(struct tree *t, const PacketSkEntry *e, const char *who)
 		       who);
 		return -EBADMSG;
 	}
+	if (e->tx_ring && packet_tx_check(e->tx_ring, version, who))
+		return -EBADMSG;
 	if (t->owner.switches) {
 		pr_err("%s: the image holds a packet socket, which needs CAP_NET_RAW, and belongs "
 		       "to uid %u: only root's own images restore packet sockets",
@@ -355,8 +360,12 @@ static int open_one(struct tree *t, RegFile *f, const char *who)
 	}
 	/* all of them before bind, which starts the receiving: a filter comes first */
 	ret = sk_opts_restore(t, fd, e->opts, e->n_opts, false, who);
+	/* the transmit ring first: its refill sends while the socket receives nothing */
+	if (!ret && e->tx_ring)
+		ret = packet_tx_restore(fd, (int)e->type, image_version(e), e->tx_ring, who);
 	if (!ret && e->rx_ring)
-		ret = packet_ring_restore(fd, (int)e->type, image_version(e), e->rx_ring, who);
+		ret = packet_ring_restore(fd, (int)e->type, image_version(e), e->rx_ring,
+					  e->tx_ring ? packet_ring_len(e->tx_ring) : 0, who);
 	if (!ret)
 		ret = sk_opts_restore(t, fd, e->opts, e->n_opts, true, who);
 	if (!ret)

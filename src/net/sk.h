@@ -48,14 +48,33 @@ int sk_diag_find(const void *req, size_t len, size_t ino_off, uint64_t ino, void
 /*
  * A packet socket's PACKET_RX_RING (packet-ring.c).  Dump: its memory and the
  * kernel's place in it into r (its shape filled from sock_diag), through
- * dup.  Restore: check r before any socket exists; make the ring on fd (not
+ * dup (map_len: the socket's rings' bytes, the receive ring's first).  The
+ * transmit ring's bytes (tx_len) follow it in a mapping of the socket.  Restore: check r before any socket exists; make the ring on fd (not
  * bound yet, its early options set) and bring the kernel to its place, which
  * leaves fd bound to lo when packet_ring_replays(r).
  */
-int packet_ring_dump(int dup, int version, PacketRing *r, const char *what);
+int packet_ring_dump(int dup, int version, PacketRing *r, size_t map_len, const char *what);
 int packet_ring_check(const PacketRing *r, int version, const char *who);
 bool packet_ring_replays(const PacketRing *r);
-int packet_ring_restore(int fd, int type, int version, const PacketRing *r, const char *who);
+int packet_ring_restore(int fd, int type, int version, const PacketRing *r, size_t tx_len,
+			const char *who);
+#define PACKET_RING_MAX (64U << 20) /* bytes of one ring an image may hold */
+size_t packet_ring_len(const PacketRing *r);
+/* The virtio header's bytes before a packet on a SOCK_RAW packet socket. */
+uint32_t packet_vnet_len(int fd, int type);
+/* Where frame i of a ring of frames starts in its memory. */
+size_t packet_frame_off(const PacketRing *r, uint32_t i);
+
+/*
+ * Its PACKET_TX_RING (packet-tx.c): dump, the process frozen, through dup
+ * (bound: to an interface; rx_len: the receive ring's bytes before it in
+ * the socket's mapping); check; restore on fd before its receive ring and
+ * its bind.
+ */
+int packet_tx_dump(int dup, int version, int type, bool bound, PacketRing *r, size_t rx_len,
+		   const char *what);
+int packet_tx_check(const PacketRing *r, int version, const char *who);
+int packet_tx_restore(int fd, int type, int version, const PacketRing *r, const char *who);
 
 /* Is socket inode ino open in some process of the tree being dumped? */
 bool sk_open_in_tree(struct tree *t, uint64_t ino);

@@ -15,7 +15,8 @@
  *   skfamilies DIR netlink  route sockets with groups and options, port ids,
  *                           usersock pair; a link change is notified
  *   skfamilies DIR rawq     a raw socket with a packet queued (refused at dump)
- *   skfamilies DIR ring     a packet socket with a mapped PACKET_TX_RING (refused);
+ *   skfamilies DIR ring     a SOCK_DGRAM packet socket with PACKET_LOSS and a mapped
+ *                           PACKET_TX_RING (refused);
  *                           ring-mapped: a PACKET_RX_RING, its fd closed, the ring
  *                           mapped (refused)
  *   skfamilies DIR owner-raw, owner-packet  (as nobody with CAP_NET_RAW, then
@@ -640,7 +641,9 @@ int main(int argc, char **argv)
 		raw4 = sock(AF_INET, SOCK_RAW, PROTO_X);
 		send_to(raw4, "queued", 6, (struct sockaddr *)&lo, sizeof(lo));
 	} else if (!strcmp(mode, "ring") || !strcmp(mode, "ring-mapped")) {
-		/* a TPACKET_V2 transmit ring, mapped; "ring-mapped": a receive ring, its fd closed
+		/*
+		 * a TPACKET_V2 transmit ring on a SOCK_DGRAM socket with PACKET_LOSS,
+		 * mapped; "ring-mapped": a receive ring, its fd closed
 		 */
 		struct tpacket_req req = {.tp_block_size = 4096,
 					  .tp_block_nr = 4,
@@ -648,9 +651,11 @@ int main(int argc, char **argv)
 					  .tp_frame_nr = 8};
 		void *ring;
 
-		pk_rx = sock(AF_PACKET, SOCK_RAW, 0);
+		pk_rx = sock(AF_PACKET, strcmp(mode, "ring") ? SOCK_RAW : SOCK_DGRAM, 0);
 		if (setsockopt(pk_rx, SOL_PACKET, PACKET_VERSION, &(int){TPACKET_V2},
 			       sizeof(int)) ||
+		    (!strcmp(mode, "ring") &&
+		     setsockopt(pk_rx, SOL_PACKET, PACKET_LOSS, &(int){1}, sizeof(int))) ||
 		    setsockopt(pk_rx, SOL_PACKET,
 			       strcmp(mode, "ring") ? PACKET_RX_RING : PACKET_TX_RING, &req,
 			       sizeof(req)))

@@ -11,6 +11,15 @@ t_packetring_v3() { cycle -- "$PROGS/packetring" "$T" v3; }
 t_packetring_v3frozen() { cycle -- "$PROGS/packetring" "$T" v3frozen; }
 t_packetring_v3empty() { cycle -- "$PROGS/packetring" "$T" v3empty; }
 
+# Transmit rings (PACKET_TX_RING): V1 with PACKET_LOSS, V2 with a receive ring in
+# the same mapping, V3; the ring wrapped, two frames queued and not sent at
+# the dump.  After restore a send() sends the two first, and new frames go
+# out in order from where the program is in the ring.
+TESTS+=(packetring_tx1loss packetring_tx2 packetring_tx3)
+t_packetring_tx1loss() { cycle -- "$PROGS/packetring" "$T" tx1loss; }
+t_packetring_tx2() { cycle -- "$PROGS/packetring" "$T" tx2; }
+t_packetring_tx3() { cycle -- "$PROGS/packetring" "$T" tx3; }
+
 # Debian's tcpdump capturing UDP on lo into a file (-U): libpcap's TPACKET_V3
 # ring (the last datagrams before the dump still in the block the kernel
 # fills) and, with --immediate-mode, its TPACKET_V2 ring.  Datagrams 1-10
@@ -81,13 +90,38 @@ t_packetring_image_refused() {
 	unedited_restores
 }
 
+# The same for transmit rings: a V2 one beside a receive ring (the mapping holds
+# both), and block options on a V3 one.
+TESTS+=(packetring_tx_image_refused)
+t_packetring_tx_image_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	local ok=0 id k v start bad="a packet ring of a shape the kernel does not make"
+	start_prog "$PROGS/packetring" "$T" tx2 || return 1
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v || { fail "amber dump failed"; attach "$W/dump.log"; return 1; }
+	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
+	id=$("$AMBER" show "$W/img" | jq '[.files[] | select(.packet_sk.tx_ring)][0].id')
+	k=$("$AMBER" show "$W/img" | jq '.tasks[0].mm.vmas | map(.kind == "VMA_PACKET_RING") | index(true)')
+	[ "$id" != null ] && [ "$k" != null ] || { fail "no transmit ring or ring mapping in the image"; return 1; }
+	start=$("$AMBER" show "$W/img" | jq ".tasks[0].mm.vmas[$k].start")
+	refused tx_head "$bad" files.img "$id.packet_sk.tx_ring.head=16" || ok=1
+	refused tx_frames "$bad" files.img "$id.packet_sk.tx_ring.frame_nr=15" || ok=1
+	refused tx_data "$bad" files.img "$id.packet_sk.tx_ring.data=00" || ok=1
+	v=$("$AMBER" show "$W/img" | jq "[.files[] | select(.id == $id)][0].packet_sk.opts | map(.name == \"PACKET_VERSION\") | index(true)")
+	refused tx_v3opts "a V3 transmit ring with block options" files.img \
+		"$id.packet_sk.opts.$v.val=2" "$id.packet_sk.tx_ring.retire_tmo=5" || ok=1
+	# the mapping holds the receive ring alone
+	refused tx_vma_len "not a packet ring of the process's" "mm-$PID.img" "vmas.$k.end=$((start + 16384))" || ok=1
+	[ $ok = 0 ] || return 1
+	unedited_restores
+}
+
 # A mapping of part of a ring is refused at dump, naming it; the program runs on.
 TESTS+=(packetring_part_refused)
 t_packetring_part_refused() {
 	[ $SELFTEST = 1 ] && { cycle -- "$PROGS/packetring" "$T" v2part; return; }
 	start_prog "$PROGS/packetring" "$T" v2part || return 1
 	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v && { fail "amber dump succeeded"; return 1; }
-	grep -q "is part of the ring of packet socket:\[[0-9]*\]" "$W/dump.log" ||
+	grep -q "is part of the rings of packet socket:\[[0-9]*\]" "$W/dump.log" ||
 		{ fail "the refusal does not name the partial mapping"; attach "$W/dump.log"; return 1; }
 	runs_on "the refused dump"
 }

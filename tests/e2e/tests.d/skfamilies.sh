@@ -74,8 +74,11 @@ fam_dump_refused() {
 
 # a raw socket with a packet queued is refused at dump, naming it, and runs on
 t_skfamilies_rawq_refused() { fam_dump_refused rawq "raw socket .* has packets queued for reading"; }
-# so is a packet socket's transmit ring, and a receive ring mapped with its socket closed
-t_skfamilies_ring_refused() { fam_dump_refused ring "has a PACKET_TX_RING, which amber cannot"; }
+# so is a SOCK_DGRAM packet socket's transmit ring with PACKET_LOSS (its place
+# is found only by sending), and a receive ring mapped with its socket closed
+t_skfamilies_ring_refused() {
+	fam_dump_refused ring "a SOCK_DGRAM packet socket with PACKET_LOSS has a PACKET_TX_RING, whose place amber cannot find without sending"
+}
 t_skfamilies_ring_mapped_refused() { fam_dump_refused ring-mapped "maps socket:\[[0-9]*\], a socket's memory"; }
 
 # crafted values in the image's packet, netlink and raw sockets are refused before
