@@ -1627,6 +1627,55 @@ static int place_child_made(struct restore_ctx *ctx, size_t i)
 	return 0;
 }
 
+static int cmp_int(const void *a, const void *b)
+{
+	return *(const int *)a - *(const int *)b;
+}
+
+/*
+ * Every process inherited every description of the tree; those it does not
+ * map (nor a terminal's master) go once its fds are placed, while amber drives the others (closed at
+ * the end, by an injected close_range, amber waited for each process's
+ * thousands of closes in turn).  A table shared with a child (CLONE_FILES)
+ * keeps them all: the child's mappings may need them.
+ */
+static void drop_unmapped(struct restore_ctx *ctx)
+{
+	struct tree *t = ctx->tree;
+	int *drop;
+	size_t n = 0;
+	bool *keep;
+
+	for (size_t i = 0; i < t->nr_pstree; i++)
+		if (t->pstree[i]->clone_files && t->pstree[i]->ppid == (uint32_t)ctx->pid)
+			return;
+	keep = calloc(t->nr_rfiles + 1, sizeof(*keep));
+	if (!keep || !ctx->mm) {
+		free(keep);
+		return;
+	}
+	for (size_t i = 0; i < ctx->mm->n_vmas; i++)
+		if (ctx->mm->vmas[i]->has_file_id && ctx->mm->vmas[i]->file_id < t->nr_rfiles)
+			keep[ctx->mm->vmas[i]->file_id] = true;
+	if (ctx->mm->has_exe_file_id && ctx->mm->exe_file_id < t->nr_rfiles)
+		keep[ctx->mm->exe_file_id] = true;
+	drop = malloc((t->nr_rfiles + 1) * sizeof(*drop));
+	for (size_t i = 0; drop && i < t->nr_rfiles; i++)
+		/* the masters of terminals: a group is made the foreground through them (tty.c) */
+		if (!keep[i] && t->desc_fd[i] >= 0 && t->rfiles[i]->kind != FILE_KIND__FILE_PTY_MASTER)
+			drop[n++] = t->desc_fd[i];
+	/* in runs of consecutive numbers: a syscall per fd would cost more than the closes */
+	if (drop)
+		qsort(drop, n, sizeof(*drop), cmp_int);
+	for (size_t i = 0, j; drop && i < n; i = j) {
+		for (j = i + 1; j < n && drop[j] == drop[j - 1] + 1;)
+			j++;
+		close_range((unsigned)drop[i], (unsigned)drop[j - 1], 0);
+	}
+	free(drop);
+	free(keep);
+}
+
 /* In each process: its fds, from the descriptions it inherited. */
 static int files_restore_child(struct restore_ctx *ctx)
 {
@@ -1656,6 +1705,7 @@ static int files_restore_child(struct restore_ctx *ctx)
 		if (ret)
 			return ret;
 	}
+	drop_unmapped(ctx);
 	return 0;
 }
 
