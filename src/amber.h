@@ -117,6 +117,9 @@ enum {
 struct file_table {
 	RegFile **f;
 	size_t n, cap;
+	/* the files behind mappings: ids + 1 by (dev, ino), open addressing, 0 free (files.c) */
+	uint32_t *by_ino;
+	size_t by_ino_cap, by_ino_n;
 };
 
 /* One thread of the process; threads[0] is the leader (ctx->inf, ctx->core). */

@@ -35,6 +35,58 @@
 #define MAX_FD	 (1 << 20)
 #define PIPE_MAX (1 << 20)
 
+static size_t ino_slot(const struct file_table *t, uint64_t dev, uint64_t ino)
+{
+	return (size_t)((ino * 0x9e3779b97f4a7c15ULL) ^ dev) & (t->by_ino_cap - 1);
+}
+
+static void ino_put(struct file_table *t, uint32_t id)
+{
+	size_t k = ino_slot(t, t->f[id]->dev, t->f[id]->ino);
+
+	while (t->by_ino[k])
+		k = (k + 1) & (t->by_ino_cap - 1);
+	t->by_ino[k] = id + 1;
+}
+
+/* One more file behind mappings in the index, kept at most half full. */
+static int ino_add(struct file_table *t, uint32_t id)
+{
+	size_t old_cap = t->by_ino_cap, cap = old_cap ? old_cap * 2 : 256;
+	uint32_t *old = t->by_ino;
+
+	if (old_cap < 2 * (t->by_ino_n + 1)) {
+		t->by_ino = calloc(cap, sizeof(*t->by_ino));
+		if (!t->by_ino) {
+			t->by_ino = old;
+			return -ENOMEM;
+		}
+		t->by_ino_cap = cap;
+		for (size_t k = 0; k < old_cap; k++)
+			if (old[k])
+				ino_put(t, old[k] - 1);
+		free(old);
+	}
+	ino_put(t, id);
+	t->by_ino_n++;
+	return 0;
+}
+
+/* The file behind mappings opened as path with flags on (dev, ino), or NULL. */
+static RegFile *find_reg(const struct file_table *t, const struct stat *st, const char *path,
+			 int flags)
+{
+	for (size_t k = t->by_ino_cap ? ino_slot(t, st->st_dev, st->st_ino) : 0;
+	     t->by_ino_cap && t->by_ino[k]; k = (k + 1) & (t->by_ino_cap - 1)) {
+		RegFile *o = t->f[t->by_ino[k] - 1];
+
+		if (o->kind == FILE_KIND__FILE_REG && o->dev == st->st_dev &&
+		    o->ino == st->st_ino && (int)o->flags == flags && !strcmp(o->path, path))
+			return o;
+	}
+	return NULL;
+}
+
 int files_add(struct dump_ctx *ctx, RegFile *f)
 {
 	struct file_table *t = ctx->files;
@@ -307,14 +359,10 @@ int files_dump_path(struct dump_ctx *ctx, const char *procpath, const char *path
 		       ctx->pid, path);
 		return -EOPNOTSUPP;
 	}
-	for (size_t i = 0; i < ctx->files->n; i++) {
-		RegFile *o = ctx->files->f[i];
-
-		if (o->kind == FILE_KIND__FILE_REG && o->dev == st.st_dev && o->ino == st.st_ino &&
-		    (int)o->flags == flags && !strcmp(o->path, path)) {
-			*id = (int)o->id;
-			return 0;
-		}
+	f = find_reg(ctx->files, &st, path, flags);
+	if (f) {
+		*id = (int)f->id;
+		return 0;
 	}
 	f = new_file(path, &st, flags, pos);
 	if (!f)
@@ -334,7 +382,7 @@ int files_dump_path(struct dump_ctx *ctx, const char *procpath, const char *path
 	if (ret < 0)
 		return ret;
 	*id = ret;
-	return 0;
+	return ino_add(ctx->files, (uint32_t)ret);
 }
 
 /* Copy what is queued in a pipe or FIFO without consuming it (tee). */

@@ -1150,8 +1150,8 @@ static int uring_dump_proc(struct dump_ctx *ctx)
 	bool any = false;
 
 	/* files.c described every fd of the tree already: without a ring, no listing */
-	for (size_t i = 0; i < ctx->files->n && !any; i++)
-		any = ctx->files->f[i]->kind == FILE_KIND__FILE_IO_URING;
+	for (size_t i = 0; i < nr_dumped && !any; i++)
+		any = dumped[i].pid == ctx->pid;
 	if (!any)
 		return 0;
 	snprintf(path, sizeof(path), "/proc/%d/fd", ctx->pid);
