@@ -1675,11 +1675,6 @@ static int place_child_made(struct restore_ctx *ctx, size_t i)
 	return 0;
 }
 
-static int cmp_int(const void *a, const void *b)
-{
-	return *(const int *)a - *(const int *)b;
-}
-
 /*
  * Every process inherited every description of the tree; those it does not
  * map (nor a terminal's master) go once its fds are placed, while amber drives the others (closed at
@@ -1690,9 +1685,8 @@ static int cmp_int(const void *a, const void *b)
 static void drop_unmapped(struct restore_ctx *ctx)
 {
 	struct tree *t = ctx->tree;
-	int *drop;
-	size_t n = 0;
-	bool *keep;
+	bool *keep, *drop;
+	int top = -1;
 
 	for (size_t i = 0; i < t->nr_pstree; i++)
 		if (t->pstree[i]->clone_files && t->pstree[i]->ppid == (uint32_t)ctx->pid)
@@ -1707,18 +1701,22 @@ static void drop_unmapped(struct restore_ctx *ctx)
 			keep[ctx->mm->vmas[i]->file_id] = true;
 	if (ctx->mm->has_exe_file_id && ctx->mm->exe_file_id < t->nr_rfiles)
 		keep[ctx->mm->exe_file_id] = true;
-	drop = malloc((t->nr_rfiles + 1) * sizeof(*drop));
+	for (size_t i = 0; i < t->nr_rfiles; i++)
+		if (t->desc_fd[i] >= 0)
+			top = t->desc_fd[i] > top ? t->desc_fd[i] : top;
+	/* by fd number, closed in runs: a syscall per fd would cost more than the closes */
+	drop = top >= 0 ? calloc((size_t)top + 2, sizeof(*drop)) : NULL;
 	for (size_t i = 0; drop && i < t->nr_rfiles; i++)
 		/* the masters of terminals: a group is made the foreground through them (tty.c) */
 		if (!keep[i] && t->desc_fd[i] >= 0 && t->rfiles[i]->kind != FILE_KIND__FILE_PTY_MASTER)
-			drop[n++] = t->desc_fd[i];
-	/* in runs of consecutive numbers: a syscall per fd would cost more than the closes */
-	if (drop)
-		qsort(drop, n, sizeof(*drop), cmp_int);
-	for (size_t i = 0, j; drop && i < n; i = j) {
-		for (j = i + 1; j < n && drop[j] == drop[j - 1] + 1;)
-			j++;
-		close_range((unsigned)drop[i], (unsigned)drop[j - 1], 0);
+			drop[t->desc_fd[i]] = true;
+	for (int fd = 0, end; drop && fd <= top; fd = end + 1) {
+		for (; fd <= top && !drop[fd];)
+			fd++;
+		for (end = fd; end + 1 <= top && drop[end + 1];)
+			end++;
+		if (fd <= top)
+			close_range((unsigned)fd, (unsigned)end, 0);
 	}
 	free(drop);
 	free(keep);
