@@ -130,11 +130,30 @@ struct pid_pair {
 	uint32_t nested;	      /* its pid in a pid namespace one below (0: none) */
 };
 
+/*
+ * Dump: what a thread's kernel state tells only through injected syscalls,
+ * asked in one batch (thread_probe(), threads.c) for the resources that
+ * need it: the alternate signal stack (signals.c), securebits and the
+ * parent-death signal (creds.c), the tid address (regs.c).
+ */
+enum { PROBE_ALTSTACK, PROBE_SECUREBITS, PROBE_PDEATHSIG, PROBE_TID_ADDRESS, PROBE_NR };
+#define PROBE_ALTSTACK_AT  0  /* offsets in mem of what the syscalls wrote: a stack_t */
+#define PROBE_PDEATHSIG_AT 32 /* an int */
+#define PROBE_TID_AT	   40 /* a pointer */
+struct thread_probe {
+	bool done;
+	long ret[PROBE_NR];
+	uint8_t mem[48];
+};
+
 struct thread {
 	pid_t tid;
 	struct infect *inf;
 	TaskCore *core;
+	struct thread_probe probe;
 };
+
+int thread_probe(struct thread *t);
 
 struct dump_ctx;
 struct restore_ctx;

@@ -32,8 +32,6 @@ static int creds_dump_thread(struct dump_ctx *ctx, struct thread *t)
 {
 	struct proc_status ps, *st = &ps;
 	int ret = proc_parse_status(t->tid, &ps);
-	struct infect_sc sc[2] = {{SYS_prctl, {PR_GET_SECUREBITS}},
-				  {SYS_prctl, {PR_GET_PDEATHSIG, (long)t->inf->scratch}}};
 	Creds *cr;
 
 	if (ret)
@@ -57,17 +55,16 @@ static int creds_dump_thread(struct dump_ctx *ctx, struct thread *t)
 	cr->cap_bnd = st->cap_bnd, cr->cap_amb = st->cap_amb;
 	t->core->creds = cr;
 	t->core->no_new_privs = st->no_new_privs;
-	/* one stop for both (a process of 10,000 threads makes 10,000 of them) */
-	ret = infect_batch(t->inf, sc, 2);
-	if (ret) {
-		pr_err("pid %d: cannot make it run prctl: %s", t->tid, strerror(-ret));
+	ret = thread_probe(t);
+	if (ret)
 		return ret;
-	}
-	cr->securebits = sc[0].ret > 0 ? (uint32_t)sc[0].ret : 0;
+	cr->securebits = t->probe.ret[PROBE_SECUREBITS] > 0
+				 ? (uint32_t)t->probe.ret[PROBE_SECUREBITS]
+				 : 0;
 	/* the death signal is reset by credential changes, so restored with them */
-	if (!sc[1].ret)
-		ret = infect_read(t->inf, t->inf->scratch, &t->core->pdeath_sig, sizeof(uint32_t));
-	return ret;
+	if (!t->probe.ret[PROBE_PDEATHSIG])
+		memcpy(&t->core->pdeath_sig, t->probe.mem + PROBE_PDEATHSIG_AT, sizeof(uint32_t));
+	return 0;
 }
 
 /* Securebits that only take rights away: a user may inherit them from a

@@ -337,7 +337,7 @@ static int seize_thread(struct dump_ctx *ctx, pid_t tid)
 		return -ENOMEM;
 	ctx->threads = nt;
 	t = &nt[ctx->nr_threads];
-	t->tid = tid;
+	*t = (struct thread){.tid = tid};
 	t->inf = calloc(1, sizeof(*t->inf));
 	t->core = calloc(1, sizeof(*t->core));
 	if (!t->inf || !t->core) {

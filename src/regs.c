@@ -162,9 +162,8 @@ static int regs_dump_thread(struct dump_ctx *ctx, struct thread *t)
 	}
 	/* PR_GET_TID_ADDRESS writes the pointer into the task's memory */
 	{
-		long r;
-		int err = infect_ask(t->inf, &r, SYS_prctl, 40 /* PR_GET_TID_ADDRESS */,
-				     t->inf->scratch, 0);
+		int err = thread_probe(t);
+		long r = t->probe.ret[PROBE_TID_ADDRESS];
 
 		if (err)
 			return err;
@@ -174,8 +173,8 @@ static int regs_dump_thread(struct dump_ctx *ctx, struct thread *t)
 			       tid, strerror((int)-r));
 			return (int)r;
 		}
-		return infect_read(t->inf, t->inf->scratch, &core->clear_child_tid,
-				   sizeof(uint64_t));
+		memcpy(&core->clear_child_tid, t->probe.mem + PROBE_TID_AT, sizeof(uint64_t));
+		return 0;
 	}
 }
 

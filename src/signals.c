@@ -107,17 +107,17 @@ static int dump_actions(struct dump_ctx *ctx)
 static int dump_altstack(struct thread *t)
 {
 	struct kstack ss;
-	long r = infect_call(t->inf, SYS_sigaltstack, 0, t->inf->scratch, 0, 0, 0, 0);
-	int ret;
+	int ret = thread_probe(t);
+	long r = t->probe.ret[PROBE_ALTSTACK];
 
+	if (ret)
+		return ret;
 	if (r) {
 		pr_err("tid %d: cannot read the alternate signal stack: %s", t->tid,
 		       strerror((int)-r));
 		return (int)r;
 	}
-	ret = infect_read(t->inf, t->inf->scratch, &ss, sizeof(ss));
-	if (ret)
-		return ret;
+	memcpy(&ss, t->probe.mem + PROBE_ALTSTACK_AT, sizeof(ss));
 	if (ss.flags & SS_DISABLE)
 		return 0;
 	t->core->has_altstack_sp = t->core->has_altstack_flags = 1;

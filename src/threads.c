@@ -44,6 +44,34 @@ static int threads_dump_thread(struct dump_ctx *ctx, struct thread *t)
 	return 0;
 }
 
+int thread_probe(struct thread *t)
+{
+	long at = (long)t->inf->scratch;
+	struct infect_sc sc[PROBE_NR] = {
+		[PROBE_ALTSTACK] = {SYS_sigaltstack, {0, at + PROBE_ALTSTACK_AT}},
+		[PROBE_SECUREBITS] = {SYS_prctl, {PR_GET_SECUREBITS}},
+		[PROBE_PDEATHSIG] = {SYS_prctl, {PR_GET_PDEATHSIG, at + PROBE_PDEATHSIG_AT}},
+		[PROBE_TID_ADDRESS] = {SYS_prctl, {40 /* PR_GET_TID_ADDRESS */, at + PROBE_TID_AT}},
+	};
+	int ret;
+
+	if (t->probe.done)
+		return 0;
+	/* one stop for all (a process of 10,000 threads makes 10,000 of them) */
+	ret = infect_batch(t->inf, sc, PROBE_NR);
+	if (!ret)
+		ret = infect_read(t->inf, t->inf->scratch, t->probe.mem, sizeof(t->probe.mem));
+	if (ret) {
+		pr_err("tid %d: cannot make it run sigaltstack and prctl: %s", t->tid,
+		       strerror(-ret));
+		return ret;
+	}
+	for (int i = 0; i < PROBE_NR; i++)
+		t->probe.ret[i] = sc[i].ret;
+	t->probe.done = true;
+	return 0;
+}
+
 static int threads_restore_read(struct restore_ctx *ctx)
 {
 	size_t n = ctx->core->n_threads;
