@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <ctype.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +117,65 @@ bool proc_status_shstk(const char *status)
 	return false;
 }
 
+/*
+ * One "Key:\tvalues" line of /proc/PID/status, by the key's name: a
+ * dump reads it for every thread (sscanf tried each field on each line).
+ */
+static void status_line(char *line, struct proc_status *st)
+{
+	static const struct {
+		const char *key;
+		char base; /* 0: ids; 'g': groups; else the number's base */
+		size_t off;
+	} tab[] = {
+		{"Uid", 0, offsetof(struct proc_status, uid)},
+		{"Gid", 0, offsetof(struct proc_status, gid)},
+		{"Groups", 'g', 0},
+		{"CapInh", 16, offsetof(struct proc_status, cap_inh)},
+		{"CapPrm", 16, offsetof(struct proc_status, cap_prm)},
+		{"CapEff", 16, offsetof(struct proc_status, cap_eff)},
+		{"CapBnd", 16, offsetof(struct proc_status, cap_bnd)},
+		{"CapAmb", 16, offsetof(struct proc_status, cap_amb)},
+		{"NoNewPrivs", 10, offsetof(struct proc_status, no_new_privs)},
+		{"Umask", 8, offsetof(struct proc_status, umask)},
+		{"Seccomp", 10, offsetof(struct proc_status, seccomp)},
+		{"TracerPid", 10, offsetof(struct proc_status, tracer_pid)},
+		{"Threads", 10, offsetof(struct proc_status, threads)},
+	};
+	char *colon = strchr(line, ':'), *p, *end;
+	size_t i;
+
+	if (!colon)
+		return;
+	*colon = 0;
+	for (i = 0; i < sizeof(tab) / sizeof(tab[0]) && strcmp(line, tab[i].key); i++)
+		;
+	if (i == sizeof(tab) / sizeof(tab[0]))
+		return;
+	p = colon + 1;
+	if (!tab[i].base) { /* real, effective, saved, fs */
+		unsigned *v = (unsigned *)((char *)st + tab[i].off);
+
+		for (int k = 0; k < 4; k++, p = end)
+			v[k] = (unsigned)strtoul(p, &end, 10);
+	} else if (tab[i].base == 'g') {
+		for (;;) {
+			unsigned long g = strtoul(p, &end, 10);
+
+			if (end == p || st->nr_groups >= 256)
+				break;
+			st->groups[st->nr_groups++] = (unsigned)g;
+			p = end;
+		}
+	} else if (tab[i].base == 16) {
+		*(uint64_t *)((char *)st + tab[i].off) = strtoull(p, NULL, 16);
+	} else if (tab[i].base == 8) {
+		*(unsigned *)((char *)st + tab[i].off) = (unsigned)strtoul(p, NULL, 8);
+	} else {
+		*(int *)((char *)st + tab[i].off) = (int)strtol(p, NULL, 10);
+	}
+}
+
 int proc_parse_status(pid_t pid, struct proc_status *st)
 {
 	char path[64], *buf, *line, *save;
@@ -126,38 +186,8 @@ int proc_parse_status(pid_t pid, struct proc_status *st)
 	if (ret)
 		return ret;
 	memset(st, 0, sizeof(*st));
-	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		if (sscanf(line, "Uid: %u %u %u %u", &st->uid[0], &st->uid[1], &st->uid[2],
-			   &st->uid[3]) == 4)
-			continue;
-		if (sscanf(line, "Gid: %u %u %u %u", &st->gid[0], &st->gid[1], &st->gid[2],
-			   &st->gid[3]) == 4)
-			continue;
-		if (!strncmp(line, "Groups:", 7)) {
-			char *p = line + 7, *end;
-
-			for (;;) {
-				unsigned long g = strtoul(p, &end, 10);
-
-				if (end == p || st->nr_groups >= 256)
-					break;
-				st->groups[st->nr_groups++] = (unsigned)g;
-				p = end;
-			}
-			continue;
-		}
-		if (sscanf(line, "CapInh: %lx", &st->cap_inh) == 1 ||
-		    sscanf(line, "CapPrm: %lx", &st->cap_prm) == 1 ||
-		    sscanf(line, "CapEff: %lx", &st->cap_eff) == 1 ||
-		    sscanf(line, "CapBnd: %lx", &st->cap_bnd) == 1 ||
-		    sscanf(line, "CapAmb: %lx", &st->cap_amb) == 1 ||
-		    sscanf(line, "NoNewPrivs: %d", &st->no_new_privs) == 1 ||
-		    sscanf(line, "Umask: %o", &st->umask) == 1 ||
-		    sscanf(line, "Seccomp: %d", &st->seccomp) == 1 ||
-		    sscanf(line, "TracerPid: %d", &st->tracer_pid) == 1 ||
-		    sscanf(line, "Threads: %d", &st->threads) == 1)
-			continue;
-	}
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		status_line(line, st);
 	free(buf);
 	return 0;
 }
