@@ -20,6 +20,25 @@ t_packetring_tx1loss() { cycle -- "$PROGS/packetring" "$T" tx1loss; }
 t_packetring_tx2() { cycle -- "$PROGS/packetring" "$T" tx2; }
 t_packetring_tx3() { cycle -- "$PROGS/packetring" "$T" tx3; }
 
+# A dump that leaves the program running (-R) offers every frame of its
+# transmit rings to the kernel to find its place, and puts them back: the
+# program's own checks (its two queued frames go out first, then new ones in
+# order) pass on the original rings; with and without PACKET_LOSS.
+TESTS+=(packetring_tx_leave_running)
+t_packetring_tx_leave_running() {
+	[ $SELFTEST = 1 ] && return 77
+	local mode
+	for mode in tx2 tx1loss; do
+		start_prog "$PROGS/packetring" "$T" "$mode" || return 1
+		amber_to "$W/dump-$mode.log" 60 dump -t "$PID" -D "$W/img-$mode" -R -v ||
+			{ fail "amber dump -R failed ($mode)"; attach "$W/dump-$mode.log"; return 1; }
+		grep -q "PACKET_TX_RING V[12], 16 frames of 1024, the kernel at frame 5" "$W/dump-$mode.log" ||
+			{ fail "the dump did not find the kernel at frame 5 ($mode)"; attach "$W/dump-$mode.log"; return 1; }
+		runs_on "the dump with -R ($mode)" || return 1
+		rm -f "$T/go" "$T/ready" "$T/result"
+	done
+}
+
 # Debian's tcpdump capturing UDP on lo into a file (-U): libpcap's TPACKET_V3
 # ring (the last datagrams before the dump still in the block the kernel
 # fills) and, with --immediate-mode, its TPACKET_V2 ring.  Datagrams 1-10
