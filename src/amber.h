@@ -379,6 +379,8 @@ int tree_index_build(const struct tree *t);
  * of the children of ppid (0: the root), each in pstree order; the count. */
 size_t tree_created(const struct tree *t, uint32_t creator, const uint32_t **idx);
 size_t tree_children(const struct tree *t, uint32_t ppid, const uint32_t **idx);
+/* pid shares its fd table with its parent or a child (CLONE_FILES). */
+bool tree_shares_files(const struct tree *t, uint32_t pid);
 void tree_index_free(struct tree *t);
 
 #endif

@@ -1677,10 +1677,10 @@ static int place_child_made(struct restore_ctx *ctx, size_t i)
 
 /*
  * Every process inherited every description of the tree; those it does not
- * map (nor a terminal's master) go once its fds are placed, while amber drives the others (closed at
- * the end, by an injected close_range, amber waited for each process's
- * thousands of closes in turn).  A table shared with a child (CLONE_FILES)
- * keeps them all: the child's mappings may need them.
+ * map (nor a terminal's master) go once its fds are placed, while amber
+ * drives the others (closed at the end, by an injected close_range, amber
+ * waited for each process's thousands of closes in turn).  A table shared
+ * (CLONE_FILES) keeps them all: the sharers' mappings may need them.
  */
 static void drop_unmapped(struct restore_ctx *ctx)
 {
@@ -1688,9 +1688,8 @@ static void drop_unmapped(struct restore_ctx *ctx)
 	bool *keep, *drop;
 	int top = -1;
 
-	for (size_t i = 0; i < t->nr_pstree; i++)
-		if (t->pstree[i]->clone_files && t->pstree[i]->ppid == (uint32_t)ctx->pid)
-			return;
+	if (tree_shares_files(t, (uint32_t)ctx->pid))
+		return;
 	keep = calloc(t->nr_rfiles + 1, sizeof(*keep));
 	if (!keep || !ctx->mm) {
 		free(keep);

@@ -204,18 +204,6 @@ static const char *kind_name(LockKind k)
 	}
 }
 
-static bool shares_files(struct tree *t, pid_t pid)
-{
-	PstreeEntry *e = tree_entry(t, (uint32_t)pid);
-
-	if (e && e->clone_files)
-		return true;
-	for (size_t i = 0; i < t->nr_pstree; i++)
-		if (t->pstree[i]->ppid == (uint32_t)pid && t->pstree[i]->clone_files)
-			return true;
-	return false;
-}
-
 /*
  * One "lock:" line of fdinfo, after "lock:\t": "1: POSIX  ADVISORY  WRITE
  * 1234 00:1f:5678 0 EOF"; "FLOCK  ADVISORY  READ ..."; "LEASE  ACTIVE    READ".
@@ -237,7 +225,7 @@ static int parse_lock(struct dump_ctx *ctx, int fd, RegFile *f, char *line)
 	if (!l)
 		return -ENOMEM;
 	lock_entry__init(l);
-	if (!strcmp(kind, "POSIX") && shares_files(ctx->tree, ctx->pid)) {
+	if (!strcmp(kind, "POSIX") && tree_shares_files(ctx->tree, (uint32_t)ctx->pid)) {
 		/* their owner is the table: one process's closes would drop the other's */
 		pr_err("pid %d: fd %d (%s) holds a POSIX lock, and pid %d shares its fd table "
 		       "with another process (CLONE_FILES): amber cannot take such locks again",

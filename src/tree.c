@@ -187,6 +187,18 @@ void tree_index_free(struct tree *t)
 	t->index = NULL;
 }
 
+bool tree_shares_files(const struct tree *t, uint32_t pid)
+{
+	const PstreeEntry *e = tree_entry(t, pid);
+
+	if (e && e->clone_files)
+		return true;
+	for (size_t i = 0; i < t->nr_pstree; i++)
+		if (t->pstree[i]->ppid == pid && t->pstree[i]->clone_files)
+			return true;
+	return false;
+}
+
 PstreeEntry *tree_entry(const struct tree *t, uint32_t pid)
 {
 	struct tree_index *x = pid ? tree_index(t) : NULL;
