@@ -605,6 +605,7 @@ static int dump_registered(struct dump_ctx *ctx, int fd, const char *buf,
 			   const struct uring_info *u, IoUringEntry *e)
 {
 	char *file = first_entry(buf, "UserFiles:");
+	bool listed = file; /* a slot that is not empty */
 	const char *p = anonfd_field(buf, "UserBufs:");
 	struct vma *v = NULL;
 	size_t nv = 0;
@@ -620,7 +621,7 @@ static int dump_registered(struct dump_ctx *ctx, int fd, const char *buf,
 	}
 	if (u->user_files)
 		e->has_files = 1, e->files = u->user_files;
-	if (file) {
+	if (listed) {
 		ret = dump_files(ctx, fd, buf, u, e);
 		if (ret)
 			return ret;
