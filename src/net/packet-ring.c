@@ -30,9 +30,11 @@
  * as it was.  The mapping comes back at its address in the process
  * (packet_ring_ops).
  *
- * Refused: a transmit ring (PACKET_TX_RING: the kernel's position in it shows
- * nowhere, frames sent leave no mark), a ring over PACKET_RING_MAX, a mapping of part
- * of a ring, a ring that changes under every copy.
+ * A transmit ring beside it (PACKET_TX_RING) is packet-tx.c's; the socket's
+ * mapping holds both, this one first.
+ *
+ * Refused: a ring over PACKET_RING_MAX, a mapping of part of a ring, a ring
+ * that changes under every copy.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -207,23 +209,29 @@ again:
 	return -EAGAIN;
 }
 
+int packet_ring_fits(const PacketRing *r, const char *kind, const char *what)
+{
+	if (r->block_nr && r->frame_size && packet_ring_len(r) <= PACKET_RING_MAX)
+		return 0;
+	pr_err("%s: its %s of %u blocks of %u bytes is larger than the %u MiB amber dumps", what,
+	       kind, r->block_nr, r->block_size, PACKET_RING_MAX >> 20);
+	return -EOPNOTSUPP;
+}
+
 int packet_ring_dump(int dup, int version, PacketRing *r, size_t map_len, const char *what)
 {
 	struct timespec gap = {0, 2 * 1000 * 1000};
 	size_t len = packet_ring_len(r);
 	uint8_t *c1 = NULL, *c2 = NULL;
-	int ret = -EAGAIN;
+	int ret = packet_ring_fits(r, "PACKET_RX_RING", what);
 	void *m;
 
-	if (!r->block_nr || !r->frame_size || len > PACKET_RING_MAX) {
-		pr_err("%s: its PACKET_RX_RING of %u blocks of %u bytes is larger than the %u MiB "
-		       "amber dumps",
-		       what, r->block_nr, r->block_size, PACKET_RING_MAX >> 20);
-		return -EOPNOTSUPP;
-	}
+	if (ret)
+		return ret;
+	ret = -EAGAIN;
 	m = mmap(NULL, map_len, PROT_READ, MAP_SHARED, dup, 0);
 	if (m == MAP_FAILED) {
-		pr_err("%s: cannot map its PACKET_RX_RING (%zu bytes): %m", what, len);
+		pr_err("%s: cannot map its packet rings (%zu bytes): %m", what, map_len);
 		return -errno;
 	}
 	c1 = malloc(len);
@@ -258,7 +266,7 @@ int packet_ring_dump(int dup, int version, PacketRing *r, size_t map_len, const 
 
 /* ---- restore ---- */
 
-int packet_ring_check(const PacketRing *r, int version, const char *who)
+bool packet_ring_sane(const PacketRing *r, int version)
 {
 	uint64_t sum = 0;
 
@@ -270,21 +278,14 @@ int packet_ring_check(const PacketRing *r, int version, const char *who)
 	    r->head >= (version == TPACKET_V3 ? r->block_nr : r->frame_nr) ||
 	    (version != TPACKET_V3 && (r->n_steps || r->frozen)) || (r->frozen && r->n_steps) ||
 	    r->n_steps > r->block_size / 8)
-		goto corrupt;
+		return false;
 	for (size_t i = 0; i < r->n_steps; i++) {
 		if (r->steps[i] % 8 || r->steps[i] < sizeof(struct tpacket3_hdr) ||
 		    r->steps[i] > r->block_size)
-			goto corrupt;
+			return false;
 		sum += r->steps[i];
 	}
-	if (sum >= r->block_size)
-		goto corrupt;
-	return 0;
-corrupt:
-	pr_err("%s: the image holds a packet ring of a shape the kernel does not make, or a "
-	       "position outside it; the image is corrupt",
-	       who);
-	return -EBADMSG;
+	return sum < r->block_size;
 }
 
 struct replay {
@@ -531,8 +532,10 @@ static int replay_v3(struct replay *p)
 		ret = reach(p, k, REACH_SPILL, r->steps[0]);
 	for (size_t i = 0; !ret && i < r->n_steps; i++) {
 		ret = inject(p, r->steps[i]);
-		if (!ret && p->cur != k)
+		if (!ret && p->cur != k) {
+			pr_err("%s: the new ring did not come to block %u as dumped", p->who, k);
 			ret = -EIO;
+		}
 	}
 	return ret;
 }
@@ -699,8 +702,6 @@ int packet_ring_restore(int fd, int type, int version, const PacketRing *r, size
 		pr_err("%s: the ring's retire timer closed blocks while amber refilled them, "
 		       "%d times",
 		       who, REPLAY_TRIES);
-	else if (ret == -EIO)
-		pr_err("%s: the new ring did not come to block %u as dumped", who, r->head);
 	if (!ret) {
 		/* read, they start again from 0: amber's frames are not the process's */
 		getsockopt(fd, SOL_PACKET, PACKET_STATISTICS, &st, &len);

@@ -139,12 +139,8 @@ int packet_tx_dump(int dup, int version, int type, bool bound, PacketRing *r, si
 	uint8_t *m, *copy;
 	bool sending = true;
 
-	if (!r->block_nr || !r->frame_size || len > PACKET_RING_MAX) {
-		pr_err("%s: its PACKET_TX_RING of %u blocks of %u bytes is larger than the %u MiB "
-		       "amber dumps",
-		       what, r->block_nr, r->block_size, PACKET_RING_MAX >> 20);
+	if (packet_ring_fits(r, "PACKET_TX_RING", what))
 		return -EOPNOTSUPP;
-	}
 	if (getsockopt(dup, SOL_PACKET, PACKET_LOSS, &loss, &(socklen_t){sizeof(loss)})) {
 		pr_err("%s: cannot read PACKET_LOSS: %m", what);
 		return -errno;
@@ -209,8 +205,12 @@ int packet_tx_dump(int dup, int version, int type, bool bound, PacketRing *r, si
 int packet_tx_check(const PacketRing *r, int version, const char *who)
 {
 	/* a frame ring as a V2 receive ring is; V3 sends frames too, of no block options */
-	if (packet_ring_check(r, TPACKET_V2, who))
+	if (version < TPACKET_V1 || version > TPACKET_V3 || !packet_ring_sane(r, TPACKET_V2)) {
+		pr_err("%s: the image holds a packet ring of a shape the kernel does not make, or "
+		       "a position outside it; the image is corrupt",
+		       who);
 		return -EBADMSG;
+	}
 	if (version == TPACKET_V3 && (r->retire_tmo || r->sizeof_priv || r->features)) {
 		pr_err("%s: the image holds a V3 transmit ring with block options, which the "
 		       "kernel refuses; the image is corrupt",

@@ -303,7 +303,7 @@ static int check_one(struct tree *t, const PacketSkEntry *e, const char *who)
 		}
 	}
 	if (e->rx_ring && (version < TPACKET_V1 || version > TPACKET_V3 ||
-			   packet_ring_check(e->rx_ring, version, who) ||
+			   !packet_ring_sane(e->rx_ring, version) ||
 			   (packet_ring_replays(e->rx_ring) && !e->protocol))) {
 		pr_err("%s: the image holds a packet ring the socket could not have; the image is "
 		       "corrupt",

@@ -49,12 +49,16 @@ int sk_diag_find(const void *req, size_t len, size_t ino_off, uint64_t ino, void
  * A packet socket's PACKET_RX_RING (packet-ring.c).  Dump: its memory and the
  * kernel's place in it into r (its shape filled from sock_diag), through
  * dup (map_len: the socket's rings' bytes, the receive ring's first).  The
- * transmit ring's bytes (tx_len) follow it in a mapping of the socket.  Restore: check r before any socket exists; make the ring on fd (not
- * bound yet, its early options set) and bring the kernel to its place, which
- * leaves fd bound to lo when packet_ring_replays(r).
+ * transmit ring's bytes (tx_len) follow it in a mapping of the socket.
+ * Restore: whether r is a ring the kernel makes (the caller says what is
+ * corrupt), before any socket exists; make the ring on fd (not bound yet,
+ * its early options set) and bring the kernel to its place, which leaves fd
+ * bound to lo when packet_ring_replays(r).
  */
 int packet_ring_dump(int dup, int version, PacketRing *r, size_t map_len, const char *what);
-int packet_ring_check(const PacketRing *r, int version, const char *who);
+/* Dump: 0, or -EOPNOTSUPP (logged) for a ring (kind: its option's name) too big to dump. */
+int packet_ring_fits(const PacketRing *r, const char *kind, const char *what);
+bool packet_ring_sane(const PacketRing *r, int version);
 bool packet_ring_replays(const PacketRing *r);
 int packet_ring_restore(int fd, int type, int version, const PacketRing *r, size_t tx_len,
 			const char *who);

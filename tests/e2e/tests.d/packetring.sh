@@ -134,6 +134,23 @@ t_packetring_tx_image_refused() {
 	unedited_restores
 }
 
+# A transmit ring alone (V3) whose socket's version is none the kernel has
+# (amber sizes the frames' headers by it) is refused the same way.
+TESTS+=(packetring_tx_version_refused)
+t_packetring_tx_version_refused() {
+	[ $SELFTEST = 1 ] && return 77
+	local id v
+	start_prog "$PROGS/packetring" "$T" tx3 || return 1
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v || { fail "amber dump failed"; attach "$W/dump.log"; return 1; }
+	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
+	id=$("$AMBER" show "$W/img" | jq '[.files[] | select(.packet_sk.tx_ring)][0].id')
+	v=$("$AMBER" show "$W/img" | jq "[.files[] | select(.id == $id)][0].packet_sk.opts | map(.name == \"PACKET_VERSION\") | index(true)")
+	[ "$id" != null ] && [ "$v" != null ] || { fail "no transmit ring or version in the image"; return 1; }
+	refused tx_version "a packet ring of a shape the kernel does not make" files.img \
+		"$id.packet_sk.opts.$v.val=7" || return 1
+	unedited_restores
+}
+
 # A mapping of part of a ring is refused at dump, naming it; the program runs on.
 TESTS+=(packetring_part_refused)
 t_packetring_part_refused() {
