@@ -111,6 +111,21 @@ runs_on() {
 	rc=$?
 	[ $rc = 0 ] || { fail "after $1 the program fails its own checks (exit $rc)"; attach_all; return 1; }
 }
+# A dump of $PID that had to fail (its status RC): it says PATTERN, left no
+# complete image in DIR ($W/img), and the program runs on and passes its own
+# checks (within SECONDS, 60).
+dump_refused() { # RC PATTERN [DIR] [SECONDS]
+	[ "$1" != 0 ] || { fail "the dump succeeded"; attach "$W/dump.log"; return 1; }
+	grep -q -- "$2" "$W/dump.log" ||
+		{ fail "the refusal does not say '$2'"; attach "$W/dump.log"; return 1; }
+	[ ! -e "${3:-$W/img}/inventory.img" ] || { fail "the refused dump marked its image complete"; return 1; }
+	note "amber said: $(grep -m1 -- "$2" "$W/dump.log")"
+	runs_on "the refused dump" "${4:-60}"
+}
+# A dump -R of $PID into DIR, logged to LOG, that must succeed.
+dump_leave_running() { # LOG DIR
+	amber_to "$1" 60 dump -t "$PID" -D "$2" -R -v || { fail "amber dump -R failed"; attach "$1"; return 1; }
+}
 # After the refusals of an image-editing test: the unedited image restores
 # detached and the program passes its own checks (so the refusals were not a
 # broken setup).

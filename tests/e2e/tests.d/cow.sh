@@ -11,7 +11,6 @@ TESTS+=(cow_leave_running)
 t_cow_leave_running() {
 	[ $SELFTEST = 1 ] && return 77
 	start_prog "$PROGS/cow" "$T" || return 1
-	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -R -v ||
-		{ fail "amber dump -R failed"; attach "$W/dump.log"; return 1; }
+	dump_leave_running "$W/dump.log" "$W/img" || return 1
 	runs_on "the dump with -R"
 }

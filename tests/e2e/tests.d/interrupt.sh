@@ -27,12 +27,8 @@ t_dump_interrupted_sigterm() { interrupted_dump TERM; }
 TESTS+=(dump_nospace)
 nospace_dump() {
 	start_prog "$PROGS/bigmem" "$T" || return 1
-	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/small/img" -v &&
-		{ fail "amber dump succeeded into a 16 MiB file system"; return 1; }
-	grep -q "cannot write image file pages-$PID.img: No space left on device" "$W/dump.log" ||
-		{ fail "no word of the full file system"; attach "$W/dump.log"; return 1; }
-	[ ! -e "$W/small/img/inventory.img" ] || { fail "the failed image is marked complete"; return 1; }
-	runs_on "the dump that found no space" 30
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/small/img" -v
+	dump_refused $? "cannot write image file pages-$PID.img: No space left on device" "$W/small/img" 30
 }
 t_dump_nospace() {
 	[ $SELFTEST = 1 ] && return 77

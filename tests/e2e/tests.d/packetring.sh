@@ -30,8 +30,7 @@ t_packetring_tx_leave_running() {
 	local mode
 	for mode in tx2 tx1loss; do
 		start_prog "$PROGS/packetring" "$T" "$mode" || return 1
-		amber_to "$W/dump-$mode.log" 60 dump -t "$PID" -D "$W/img-$mode" -R -v ||
-			{ fail "amber dump -R failed ($mode)"; attach "$W/dump-$mode.log"; return 1; }
+		dump_leave_running "$W/dump-$mode.log" "$W/img-$mode" || return 1
 		grep -q "PACKET_TX_RING V[12], 16 frames of 1024, the kernel at frame 5" "$W/dump-$mode.log" ||
 			{ fail "the dump did not find the kernel at frame 5 ($mode)"; attach "$W/dump-$mode.log"; return 1; }
 		runs_on "the dump with -R ($mode)" || return 1

@@ -29,8 +29,7 @@ t_uring_sockets() { cycle -- "$PROGS/uring" "$T" sockets; }
 t_uring_leave_running() {
 	[ $SELFTEST = 1 ] && return 77
 	start_prog "$PROGS/uring" "$T" || return 1
-	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -R -v ||
-		{ fail "amber dump -R failed"; attach "$W/dump.log"; return 1; }
+	dump_leave_running "$W/dump.log" "$W/img" || return 1
 	grep -q "io_uring 64/128, flags 0x10400" "$W/dump.log" ||
 		{ fail "the dump did not probe ring C's flags"; attach "$W/dump.log"; return 1; }
 	runs_on "the dump with -R"
@@ -93,11 +92,8 @@ uring_refused() { # MODE PATTERN (@PID@: the program's pid)
 	[ $SELFTEST = 1 ] && { cycle -- "$PROGS/uring" "$T" "$1"; return; }
 	start_prog "$PROGS/uring" "$T" "$1" || return 1
 	set -- "$1" "${2//@PID@/$PID}"
-	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v &&
-		{ fail "amber dump succeeded with an io_uring ($1)"; return 1; }
-	grep -q -- "$2" "$W/dump.log" ||
-		{ fail "the refusal does not say '$2'"; attach "$W/dump.log"; return 1; }
-	runs_on "the refused dump"
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v
+	dump_refused $? "$2"
 }
 t_uring_worker_refused() {
 	uring_refused worker "pid @PID@: fd 40 is an io_uring and thread [0-9]* is an io_uring worker at work (iou-wrk-@PID@"
