@@ -122,6 +122,12 @@ dump_refused() { # RC PATTERN [DIR] [SECONDS]
 	note "amber said: $(grep -m1 -- "$2" "$W/dump.log")"
 	runs_on "the refused dump" "${4:-60}"
 }
+# A dump of $PID into $W/img (logged to dump.log) that must succeed; $PID is gone after it.
+dump_and_gone() {
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v ||
+		{ fail "amber dump failed"; attach "$W/dump.log"; return 1; }
+	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
+}
 # A dump -R of $PID into DIR, logged to LOG, that must succeed.
 dump_leave_running() { # LOG DIR
 	amber_to "$1" 60 dump -t "$PID" -D "$2" -R -v || { fail "amber dump -R failed"; attach "$1"; return 1; }

@@ -214,8 +214,7 @@ t_aio_image_refused() {
 	[ $SELFTEST = 1 ] && return 77
 	local ok=0 k
 	start_prog "$PROGS/aio" "$T" || return 1
-	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v || { fail "amber dump failed"; attach "$W/dump.log"; return 1; }
-	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
+	dump_and_gone || return 1
 	k=$("$AMBER" show "$W/img" | jq '.tasks[0].mm.vmas | map(.kind == "VMA_AIO") | index(true)')
 	[ "$k" != null ] || { fail "no AIO ring in the image"; return 1; }
 	refused aio_head "bad mapping table" "mm-$PID.img" "vmas.$k.aio_head=127" || ok=1

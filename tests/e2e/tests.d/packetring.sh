@@ -85,8 +85,7 @@ t_packetring_image_refused() {
 	[ $SELFTEST = 1 ] && return 77
 	local ok=0 id other k bad="a packet ring the socket could not have"
 	start_prog "$PROGS/packetring" "$T" v3 || return 1
-	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v || { fail "amber dump failed"; attach "$W/dump.log"; return 1; }
-	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
+	dump_and_gone || return 1
 	id=$("$AMBER" show "$W/img" | jq '[.files[] | select(.packet_sk.rx_ring)][0].id')
 	other=$("$AMBER" show "$W/img" | jq '[.files[] | select(.packet_sk and (.packet_sk.rx_ring | not))][0].id')
 	k=$("$AMBER" show "$W/img" | jq '.tasks[0].mm.vmas | map(.kind == "VMA_PACKET_RING") | index(true)')
@@ -115,8 +114,7 @@ t_packetring_tx_image_refused() {
 	[ $SELFTEST = 1 ] && return 77
 	local ok=0 id k v start bad="a packet ring of a shape the kernel does not make"
 	start_prog "$PROGS/packetring" "$T" tx2 || return 1
-	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v || { fail "amber dump failed"; attach "$W/dump.log"; return 1; }
-	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
+	dump_and_gone || return 1
 	id=$("$AMBER" show "$W/img" | jq '[.files[] | select(.packet_sk.tx_ring)][0].id')
 	k=$("$AMBER" show "$W/img" | jq '.tasks[0].mm.vmas | map(.kind == "VMA_PACKET_RING") | index(true)')
 	[ "$id" != null ] && [ "$k" != null ] || { fail "no transmit ring or ring mapping in the image"; return 1; }
@@ -140,8 +138,7 @@ t_packetring_tx_version_refused() {
 	[ $SELFTEST = 1 ] && return 77
 	local id v
 	start_prog "$PROGS/packetring" "$T" tx3 || return 1
-	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v || { fail "amber dump failed"; attach "$W/dump.log"; return 1; }
-	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
+	dump_and_gone || return 1
 	id=$("$AMBER" show "$W/img" | jq '[.files[] | select(.packet_sk.tx_ring)][0].id')
 	v=$("$AMBER" show "$W/img" | jq "[.files[] | select(.id == $id)][0].packet_sk.opts | map(.name == \"PACKET_VERSION\") | index(true)")
 	[ "$id" != null ] && [ "$v" != null ] || { fail "no transmit ring or version in the image"; return 1; }

@@ -56,8 +56,7 @@ TESTS+=(hugetlb_image_refused)
 hugetlb_image_refused() {
 	local ok=0 k
 	start_prog "$PROGS/hugetlb" "$T" private || return 1
-	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v || { fail "amber dump failed"; attach "$W/dump.log"; return 1; }
-	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
+	dump_and_gone || return 1
 	k=$("$AMBER" show "$W/img" | jq '.tasks[0].mm.vmas | map(has("hugetlb_kib")) | index(true)')
 	[ "$k" != null ] || { fail "no VMA of huge pages in the image"; return 1; }
 	refused hl_size "bad mapping table" "mm-$PID.img" "vmas.$k.hugetlb_kib=4" || ok=1

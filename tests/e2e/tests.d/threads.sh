@@ -6,8 +6,7 @@ t_threads_image_refused() {
 	[ $SELFTEST = 1 ] && return 77
 	local ok=0 tids n
 	start_prog "$PROGS/threads" "$T" || return 1
-	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v || { fail "amber dump failed"; attach "$W/dump.log"; return 1; }
-	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
+	dump_and_gone || return 1
 	n=$("$IMG_TOOLS/imgedit" "$W/img" "threads-$PID.img" -n)
 	tids=$("$AMBER" show "$W/img" | jq -r '.tasks[0].core.threads | join(",")')
 	[ "$n" -ge 2 ] && [ "$(tr ',' '\n' <<<"$tids" | wc -l)" = "$n" ] ||

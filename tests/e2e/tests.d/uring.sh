@@ -53,8 +53,7 @@ t_uring_image_refused() {
 	[ $SELFTEST = 1 ] && return 77
 	local ok=0 id ida k hex
 	start_prog "$PROGS/uring" "$T" || return 1
-	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -v || { fail "amber dump failed"; attach "$W/dump.log"; return 1; }
-	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
+	dump_and_gone || return 1
 	id=$("$AMBER" show "$W/img" | jq -r '[.files[] | select(.io_uring)][0].id')
 	[ -n "$id" ] && [ "$id" != null ] || { fail "no io_uring in the image"; return 1; }
 	ida=$("$AMBER" show "$W/img" | jq -r '[.files[] | select(.io_uring.files)][0].id')
