@@ -1707,7 +1707,8 @@ static void drop_unmapped(struct restore_ctx *ctx)
 	drop = top >= 0 ? calloc((size_t)top + 2, sizeof(*drop)) : NULL;
 	for (size_t i = 0; drop && i < t->nr_rfiles; i++)
 		/* the masters of terminals: a group is made the foreground through them (tty.c) */
-		if (!keep[i] && t->desc_fd[i] >= 0 && t->rfiles[i]->kind != FILE_KIND__FILE_PTY_MASTER)
+		if (!keep[i] && t->desc_fd[i] >= 0 &&
+		    t->rfiles[i]->kind != FILE_KIND__FILE_PTY_MASTER)
 			drop[t->desc_fd[i]] = true;
 	for (int fd = 0, end; drop && fd <= top; fd = end + 1) {
 		for (; fd <= top && !drop[fd];)
@@ -1892,6 +1893,22 @@ static int place_late(struct restore_ctx *ctx, size_t i)
 	}
 	infect_call(&ctx->inf, SYS_close, fd, 0, 0, 0, 0, 0);
 	return r < 0 ? (int)r : 0;
+}
+
+bool files_made_late(const char *link, const struct stat *st)
+{
+	for (const struct fd_type *const *t = fd_types; *t; t++)
+		if ((*t)->match(link, st))
+			return (*t)->open_child || (*t)->open_late;
+	return false;
+}
+
+bool files_placed_first(struct tree *t, int id)
+{
+	const struct fd_type *ft =
+		id >= 0 && (size_t)id < t->nr_rfiles ? type_of(t->rfiles[id]) : NULL;
+
+	return id >= 0 && (size_t)id < t->nr_rfiles && (!ft || (!ft->open_child && !ft->open_late));
 }
 
 bool files_is_late(struct tree *t, int id)

@@ -139,6 +139,14 @@ void remap_restore_done(struct tree *t);
  */
 int files_dump_inflight(struct dump_ctx *ctx, int fd, int *id);
 
+/*
+ * Dump: is the file /proc shows as link (st) of a kind a restored process
+ * gets after the descriptions amber opens (fd_type.open_child, open_late)?
+ * Restore: is file id one amber opens, in place before any of those?
+ */
+bool files_made_late(const char *link, const struct stat *st);
+bool files_placed_first(struct tree *t, int id);
+
 /* Is file id of a kind opened once the processes exist (fd_type.open_late)? */
 bool files_is_late(struct tree *t, int id);
 

@@ -52,12 +52,28 @@
 #define IORING_ENTER_EXT_ARG_REG (1U << 6) /* 6.13 */
 #endif
 #define URING_REG_WAIT_SIZE 64 /* struct io_uring_reg_wait */
+#ifndef IORING_SETUP_HYBRID_IOPOLL
+#define IORING_SETUP_HYBRID_IOPOLL (1U << 17) /* 6.13 */
+#endif
+/*
+ * kcmp() of amber's kernel series (kernel/patches): an fd against a slot of
+ * a ring's registered files.  Upstream has no such type; an unknown one
+ * fails EINVAL.
+ */
+#define KCMP_IOURING_FILE 8
+struct kcmp_iouring_slot {
+	uint32_t ring_fd, index;
+};
 
-/* What amber restores; CQSIZE is always given at restore. */
+/*
+ * What amber restores.  The first line's are known only where fdinfo shows
+ * the ring's flags (SetupFlags, amber's kernel series): no probe tells them.
+ */
 #define URING_FLAGS                                                                                \
-	(IORING_SETUP_CQSIZE | IORING_SETUP_SQE128 | IORING_SETUP_CQE32 |                          \
-	 IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_NO_SQARRAY |       \
-	 IORING_SETUP_IOPOLL)
+	(IORING_SETUP_CLAMP | IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN |                \
+	 IORING_SETUP_TASKRUN_FLAG | IORING_SETUP_HYBRID_IOPOLL | IORING_SETUP_CQSIZE |            \
+	 IORING_SETUP_SQE128 | IORING_SETUP_CQE32 | IORING_SETUP_SINGLE_ISSUER |                   \
+	 IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_NO_SQARRAY | IORING_SETUP_IOPOLL)
 #define URING_MAX_SQ	 32768	    /* IORING_MAX_ENTRIES */
 #define URING_MAX_CQ	 65536	    /* IORING_MAX_CQ_ENTRIES */
 #define URING_MAX_REPLAY (1U << 24) /* NOPs at restore: well under a minute */
@@ -140,6 +156,8 @@ struct uring_info {
 	long sq_thread;
 	uint32_t user_files, user_bufs;
 	bool personalities;
+	bool has_setup; /* fdinfo shows the setup flags (amber's kernel series) */
+	uint32_t setup;
 	unsigned polls, overflows;
 };
 
@@ -175,6 +193,9 @@ static int parse_info(const char *buf, struct uring_info *u)
 		return -ENOENT;
 	u->sq_thread = strtol(p, NULL, 10);
 	u->personalities = anonfd_field(buf, "Personalities:") != NULL;
+	p = anonfd_field(buf, "SetupFlags:");
+	u->has_setup = p != NULL;
+	u->setup = p ? (uint32_t)strtoul(p, NULL, 16) : 0;
 	/* the lists' entries are the indented lines below their titles */
 	u->polls = u->overflows = 0;
 	for (p = strchr(poll, '\n'); p && p[1] == ' '; p = strchr(p + 1, '\n'))
@@ -285,7 +306,7 @@ static bool kernel_tells_iopoll(void)
  * The flags the probes tell (see the top), 0 or -errno (refused, logged).
  * They run in amber, on its dup: none changes the ring.
  */
-static int probe_flags(struct dump_ctx *ctx, int fd, int dup, uint32_t *flags)
+static int probe_flags(struct dump_ctx *ctx, int fd, int dup, bool told, uint32_t *flags)
 {
 	/* a probe of one op: the header and its op, zeroed (the kernel wants that) */
 	uint64_t probe[(sizeof(struct io_uring_probe) + sizeof(struct io_uring_probe_op)) / 8 + 1];
@@ -312,7 +333,7 @@ static int probe_flags(struct dump_ctx *ctx, int fd, int dup, uint32_t *flags)
 		       ctx->pid, fd, strerror(-r));
 		return r;
 	}
-	r = reg_wait_probe(dup);
+	r = told ? 0 : reg_wait_probe(dup); /* fdinfo tells IOPOLL */
 	if (r == -EINVAL && kernel_tells_iopoll())
 		*flags |= IORING_SETUP_IOPOLL;
 	memset(probe, 0, sizeof(probe));
@@ -336,6 +357,27 @@ static int probe_flags(struct dump_ctx *ctx, int fd, int dup, uint32_t *flags)
 		       ctx->pid, fd, ctx->nr_threads);
 		return -EOPNOTSUPP;
 	}
+	return 0;
+}
+
+/*
+ * Where fdinfo shows the ring's setup flags (SetupFlags, amber's kernel
+ * series): they are the ring's, and no probe of its layout is needed.
+ */
+static int setup_flags(struct dump_ctx *ctx, int fd, uint32_t setup, uint32_t *flags)
+{
+	uint32_t other = setup & ~URING_FLAGS;
+
+	if (other) {
+		pr_err("pid %d: fd %d is an io_uring set up with flags %#x%s, which amber does "
+		       "not restore",
+		       ctx->pid, fd, other,
+		       other & IORING_SETUP_ATTACH_WQ ? " (ATTACH_WQ: it shares another "
+							"ring's io-wq)"
+						      : "");
+		return -EOPNOTSUPP;
+	}
+	*flags = setup;
 	return 0;
 }
 
@@ -526,39 +568,85 @@ static bool mapped(const struct vma *v, size_t nv, uint64_t addr, uint64_t len)
 	return !len;
 }
 
-/* The fd of pid's on the file /proc shows as name ("socket:[INO]"), or -1. */
-static int fd_named(pid_t pid, const char *name)
+/* Whether kcmp() here compares an fd with a ring's registered file (KCMP_IOURING_FILE). */
+static bool kernel_tells_files(int dup)
 {
-	char path[300], target[64];
-	struct dirent *d;
-	int fd = -1;
-	DIR *dir;
+	static int tells = -1;
+	struct kcmp_iouring_slot none = {INT32_MAX, 0};
 
-	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
-	dir = sys_opendir(path);
-	while (dir && fd < 0 && (d = readdir(dir))) {
-		ssize_t n;
-
-		snprintf(path, sizeof(path), "/proc/%d/fd/%s", pid, d->d_name);
-		n = d->d_name[0] == '.' ? -1 : sys_readlink(path, target, sizeof(target) - 1);
-		if (n > 0 && (target[n] = 0, !strcmp(target, name)))
-			fd = atoi(d->d_name);
-	}
-	if (dir)
-		closedir(dir);
-	return fd;
+	/* with the type: no ring at fd INT32_MAX (EBADF); without: an unknown type */
+	if (tells < 0)
+		tells = sys_kcmp(getpid(), getpid(), KCMP_IOURING_FILE, (unsigned long)dup,
+				 (uintptr_t)&none) == -EBADF;
+	return tells;
 }
 
 /*
- * The registered files: fdinfo names each slot's file only.  A socket is
- * one open file (no open() makes another on it), so its name tells which it
- * is; the process's fd on it is what the restored ring registers again.
- * Other files (a path, a pipe's two ends) are refused.
+ * The fd of pid on the file in slot of its ring (fd ring), in *at (-1: no
+ * fd holds it): the one kcmp() finds where the kernel tells (kernel), else
+ * the one /proc names as the slot's name (a socket, one open file per name).
  */
-static int dump_files(struct dump_ctx *ctx, int fd, const char *buf, const struct uring_info *u,
-		      IoUringEntry *e)
+static int slot_holder(pid_t pid, int ring, uint32_t slot, const char *name, bool kernel, int *at)
+{
+	struct kcmp_iouring_slot s = {(uint32_t)ring, slot};
+	char path[300], target[64];
+	struct dirent *d;
+	int ret = 0;
+	DIR *dir;
+
+	*at = -1;
+	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+	dir = sys_opendir(path);
+	if (!dir)
+		return -errno;
+	while (!ret && *at < 0 && (d = readdir(dir))) {
+		int fd = atoi(d->d_name);
+		ssize_t n;
+
+		if (d->d_name[0] == '.' || fd == ring)
+			continue;
+		if (kernel) {
+			ret = sys_kcmp(pid, pid, KCMP_IOURING_FILE, (unsigned long)fd,
+				       (uintptr_t)&s);
+			*at = ret ? -1 : fd;
+			ret = ret < 0 && ret != -EBADF ? ret : 0; /* EBADF: the fd went meanwhile */
+			continue;
+		}
+		snprintf(path, sizeof(path), "/proc/%d/fd/%s", pid, d->d_name);
+		n = sys_readlink(path, target, sizeof(target) - 1);
+		if (n > 0 && (target[n] = 0, !strcmp(target, name)))
+			*at = fd;
+	}
+	closedir(dir);
+	return ret;
+}
+
+/* Is fd of pid on a file its restore makes after the rings (a /proc file, a pidfd...)? */
+static bool made_late(pid_t pid, int fd, char *link, size_t len)
+{
+	char path[64];
+	struct stat st;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
+	n = sys_readlink(path, link, len - 1);
+	link[n > 0 ? n : 0] = 0;
+	return n > 0 && !stat(path, &st) && files_made_late(link, &st);
+}
+
+/*
+ * The registered files.  fdinfo names each slot's file only; which open file
+ * it is, kcmp() tells where the kernel has KCMP_IOURING_FILE (amber's kernel
+ * series).  Elsewhere a socket's name tells it (one open file per socket),
+ * and other files are refused.  The restored ring registers the process's
+ * fd on it again, so each must be held by an fd that is in place before the
+ * ring is made.
+ */
+static int dump_files(struct dump_ctx *ctx, int fd, int dup, const char *buf,
+		      const struct uring_info *u, IoUringEntry *e)
 {
 	const char *p = anonfd_field(buf, "UserFiles:");
+	bool kernel = kernel_tells_files(dup);
 
 	e->file_fds = malloc(u->user_files * sizeof(*e->file_fds));
 	if (!e->file_fds)
@@ -567,9 +655,9 @@ static int dump_files(struct dump_ctx *ctx, int fd, const char *buf, const struc
 	for (uint32_t i = 0; i < u->user_files; i++)
 		e->file_fds[i] = -1;
 	for (p = strchr(p, '\n'); p && p[1] == ' '; p = strchr(p + 1, '\n')) {
-		char name[64];
+		char name[64], link[300];
 		unsigned slot;
-		int at;
+		int at, ret;
 
 		if (sscanf(p + 1, "%u: %63s", &slot, name) != 2 || slot >= u->user_files) {
 			pr_err("pid %d: fd %d: its io_uring fdinfo lists a registered file amber "
@@ -577,19 +665,39 @@ static int dump_files(struct dump_ctx *ctx, int fd, const char *buf, const struc
 			       ctx->pid, fd, p + 1);
 			return -EOPNOTSUPP;
 		}
-		if (strncmp(name, "socket:[", 8)) {
+		if (!strcmp(name, "<none>"))
+			continue; /* an empty slot (listed before 6.13) */
+		if (!kernel && strncmp(name, "socket:[", 8)) {
 			pr_err("pid %d: fd %d is an io_uring with a file registered in slot %u "
-			       "(%s); fdinfo names it only, which tells which file it is for a "
-			       "socket alone: unregister it before the dump",
+			       "(%s); fdinfo names it only, which tells which open file it is "
+			       "for a socket alone: unregister it before the dump, or use a "
+			       "kernel whose kcmp() has KCMP_IOURING_FILE (amber's kernel series)",
 			       ctx->pid, fd, slot, name);
 			return -EOPNOTSUPP;
 		}
-		at = fd_named(ctx->pid, name);
+		ret = slot_holder(ctx->pid, fd, slot, name, kernel, &at);
+		if (ret) {
+			pr_err("pid %d: fd %d (io_uring): cannot tell which fd holds the file in "
+			       "slot %u (%s): %s%s",
+			       ctx->pid, fd, slot, name, strerror(-ret),
+			       ret == -EAGAIN ? " (the ring's lock is held: a request is being "
+						"issued)"
+					      : "");
+			return ret == -EAGAIN ? -EBUSY : ret;
+		}
 		if (at < 0) {
 			pr_err("pid %d: fd %d is an io_uring with %s registered in slot %u, which "
-			       "no fd of the process holds; amber restores a registered socket "
+			       "no fd of the process holds; amber registers a file again "
 			       "through the process's fd on it: keep one open during the dump",
 			       ctx->pid, fd, name, slot);
+			return -EOPNOTSUPP;
+		}
+		if (made_late(ctx->pid, at, link, sizeof(link))) {
+			pr_err("pid %d: fd %d is an io_uring with fd %d (%s) registered in slot "
+			       "%u; "
+			       "amber makes such a file after the process's rings: unregister it "
+			       "before the dump",
+			       ctx->pid, fd, at, link, slot);
 			return -EOPNOTSUPP;
 		}
 		e->file_fds[slot] = at;
@@ -601,7 +709,7 @@ static int dump_files(struct dump_ctx *ctx, int fd, const char *buf, const struc
  * What is registered: a file table (its sockets, dump_files), and buffers
  * (fdinfo gives each one's address and length, or none).
  */
-static int dump_registered(struct dump_ctx *ctx, int fd, const char *buf,
+static int dump_registered(struct dump_ctx *ctx, int fd, int dup, const char *buf,
 			   const struct uring_info *u, IoUringEntry *e)
 {
 	char *file = first_entry(buf, "UserFiles:");
@@ -622,7 +730,7 @@ static int dump_registered(struct dump_ctx *ctx, int fd, const char *buf,
 	if (u->user_files)
 		e->has_files = 1, e->files = u->user_files;
 	if (listed) {
-		ret = dump_files(ctx, fd, buf, u, e);
+		ret = dump_files(ctx, fd, dup, buf, u, e);
 		if (ret)
 			return ret;
 	}
@@ -717,7 +825,7 @@ static int uring_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 		free(buf);
 		return -EOPNOTSUPP;
 	}
-	ret = u.personalities ? -EOPNOTSUPP : dump_registered(ctx, fd, buf, &u, e);
+	ret = u.personalities ? -EOPNOTSUPP : dump_registered(ctx, fd, dup, buf, &u, e);
 	free(buf);
 	if (ret) {
 		if (u.personalities)
@@ -741,11 +849,13 @@ static int uring_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 	}
 	ret = uring_workers(ctx, fd);
 	if (!ret)
-		ret = probe_flags(ctx, fd, dup, &flags);
+		ret = probe_flags(ctx, fd, dup, u.has_setup, &flags);
 	if (ret)
 		return ret;
-
-	ret = probe_layout(ctx, fd, dup, sq, cq, &flags);
+	if (u.has_setup)
+		ret = setup_flags(ctx, fd, u.setup, &flags);
+	else
+		ret = probe_layout(ctx, fd, dup, sq, cq, &flags);
 	if (ret)
 		return ret;
 	if (cq != 2 * sq)
@@ -790,13 +900,15 @@ static int uring_check(struct tree *t, const RegFile *f)
 	if (!pow2(sq) || !pow2(cq) || sq > URING_MAX_SQ || cq > URING_MAX_CQ || cq < sq ||
 	    (e->flags & ~URING_FLAGS) ||
 	    ((e->flags & IORING_SETUP_DEFER_TASKRUN) && !(e->flags & IORING_SETUP_SINGLE_ISSUER)) ||
+	    ((e->flags & IORING_SETUP_TASKRUN_FLAG) &&
+	     !(e->flags & (IORING_SETUP_COOP_TASKRUN | IORING_SETUP_DEFER_TASKRUN))) ||
+	    ((e->flags & IORING_SETUP_HYBRID_IOPOLL) && !(e->flags & IORING_SETUP_IOPOLL)) ||
 	    ((cq != 2 * sq) && !(e->flags & IORING_SETUP_CQSIZE)) ||
 	    e->rings.len != rings_len(e->flags, sq, cq) ||
 	    e->sqes.len != (size_t)sq * sqe_size(e->flags) || h > URING_MAX_REPLAY ||
 	    (e->has_files && (!e->files || e->files > URING_MAX_FILES)) ||
-	    (e->n_file_fds && e->n_file_fds != e->files) ||
-	    e->n_buf_addr != e->n_buf_len || e->n_buf_len > URING_MAX_BUFS ||
-	    (f->flags & ~(O_ACCMODE | O_NONBLOCK)) != 0)
+	    (e->n_file_fds && e->n_file_fds != e->files) || e->n_buf_addr != e->n_buf_len ||
+	    e->n_buf_len > URING_MAX_BUFS || (f->flags & ~(O_ACCMODE | O_NONBLOCK)) != 0)
 		goto corrupt;
 	for (size_t i = 0; i < e->n_buf_len; i++)
 		if (e->buf_len[i] > URING_MAX_BUF || !e->buf_len[i] != !e->buf_addr[i] ||
@@ -914,7 +1026,7 @@ static int uring_open_child(struct restore_ctx *ctx, RegFile *f)
 	int fd, ret = 0;
 
 	memset(&p, 0, sizeof(p));
-	p.flags = e->flags | IORING_SETUP_CQSIZE;
+	p.flags = e->flags; /* CQSIZE as dumped: the new ring's flags are the dumped ones */
 	p.cq_entries = e->cq_entries;
 	fd = sys_io_uring_setup(e->sq_entries, &p);
 	if (fd < 0) {
@@ -935,7 +1047,7 @@ static int uring_open_child(struct restore_ctx *ctx, RegFile *f)
 		goto close_fd;
 	}
 	if (e->has_files) {
-		/* the sockets are at their fds already (made by amber, placed first) */
+		/* the files are at their fds already (made by amber, placed first) */
 		struct io_uring_rsrc_register rr = {
 			.nr = e->files,
 			.flags = e->n_file_fds ? 0 : IORING_RSRC_REGISTER_SPARSE,
@@ -944,7 +1056,7 @@ static int uring_open_child(struct restore_ctx *ctx, RegFile *f)
 
 		ret = sys_io_uring_register(fd, IORING_REGISTER_FILES2, &rr, sizeof(rr));
 		if (ret) {
-			pr_err("pid %d: cannot register a table of %u files (%zu sockets) with "
+			pr_err("pid %d: cannot register a table of %u files (%zu slots) with "
 			       "the io_uring of file %u: %s",
 			       ctx->pid, e->files, e->n_file_fds, f->id, strerror(-ret));
 			goto close_fd;
@@ -1359,13 +1471,7 @@ static void uring_dump_undo(struct tree *t)
 	uring_dump_done(t);
 }
 
-static bool sk_kind(FileKind k)
-{
-	return k == FILE_KIND__FILE_UNIX_SK || k == FILE_KIND__FILE_INET_SK ||
-	       k == FILE_KIND__FILE_PACKET_SK || k == FILE_KIND__FILE_NETLINK_SK;
-}
-
-/* A ring's registered sockets: fds of its process on sockets amber makes. */
+/* A ring's registered files: fds of its process on files placed before its rings. */
 static int uring_restore_read(struct restore_ctx *ctx)
 {
 	for (size_t i = 0; i < ctx->nr_fds; i++) {
@@ -1377,10 +1483,12 @@ static int uring_restore_read(struct restore_ctx *ctx)
 
 			for (size_t k = 0; !ok && k < ctx->nr_fds; k++)
 				ok = (int64_t)ctx->fds[k]->fd == want &&
-				     sk_kind(ctx->files[ctx->fds[k]->file_id]->kind);
+				     files_placed_first(ctx->tree, (int)ctx->fds[k]->file_id);
 			if (!ok) {
 				pr_err("files.img: io_uring entry %u registers fd %d in slot %zu, "
-				       "which is no socket of pid %d; the image is corrupt",
+				       "which is no fd of pid %d placed before its rings; the "
+				       "image "
+				       "is corrupt",
 				       f->id, want, s, ctx->pid);
 				return -EBADMSG;
 			}

@@ -31,8 +31,9 @@
  *
  * With "worker", "files", "sockclosed", "eventfd", "sqpoll", "nosqarray",
  * "shared": A (fd 40) has what amber refuses: an open of a FIFO without a
- * writer run by an io-wq worker (IOSQE_ASYNC), the pipe registered as a file,
- * a socket registered whose fd was closed, an eventfd registered,
+ * writer run by an io-wq worker (IOSQE_ASYNC), the pipe registered as a file
+ * (on kernels without KCMP_IOURING_FILE), a socket registered whose fd was
+ * closed, an eventfd registered,
  * an SQ polling thread, no SQ array in a ring of 8 SQEs, a child process
  * holding it too.  After "go" a NOP goes through A (the worker's open completes
  * once the FIFO has a writer).
@@ -316,7 +317,8 @@ static const char *slot_file(int fd, unsigned i)
 
 		if (line[0] != ' ')
 			in = !strncmp(line, "UserFiles:", 10);
-		else if (in && sscanf(line, "%u: %63s", &idx, rest) == 2 && idx == i)
+		else if (in && sscanf(line, "%u: %63s", &idx, rest) == 2 && idx == i &&
+			 strcmp(rest, "<none>")) /* an empty slot, listed before 6.13 */
 			snprintf(name, sizeof(name), "%s", rest);
 	}
 	fclose(f);
@@ -399,6 +401,105 @@ static int sockets(void)
 	return prog_done();
 }
 
+/* The ring's setup flags as fdinfo shows them (amber's kernel series), or -1. */
+static long setup_flags(int fd)
+{
+	char path[64], line[256];
+	long flags = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = fopen(path, "r");
+	if (!f)
+		prog_die("fdinfo");
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "SetupFlags:", 11))
+			flags = strtol(line + 11, NULL, 16);
+	fclose(f);
+	return flags;
+}
+
+/* One SQE on a fixed file (slot), submitted and reaped: its result, or -1000. */
+static int fixed_rw(struct ring *r, int op, unsigned slot, void *buf, unsigned len, uint64_t data)
+{
+	struct io_uring_sqe *sqe = queue(r, ~0u);
+	struct io_uring_cqe cqe;
+
+	sqe->opcode = op;
+	sqe->fd = (int)slot;
+	sqe->flags = IOSQE_FIXED_FILE;
+	sqe->off = -1ULL; /* the file's position (the description's) */
+	sqe->addr = (uintptr_t)buf;
+	sqe->len = len;
+	sqe->user_data = data;
+	if (enter(r, 1, 1) != 1 || !reap(r, &cqe) || cqe.user_data != data)
+		return -1000;
+	return cqe.res;
+}
+
+/*
+ * regfiles: ring A (fd 40) set up with SUBMIT_ALL | COOP_TASKRUN |
+ * TASKRUN_FLAG, a table of 5 files: slot 0 data.txt (fd 60, read-write, at
+ * offset 5), slot 1 empty, slots 2 and 3 a pipe's read and write ends (fds 61,
+ * 62), slot 4 an eventfd (fd 63, count 5).  Only a kernel
+ * whose kcmp() compares registered files (amber's kernel series) tells which
+ * open files they are; elsewhere the dump is refused.  After "go": the slots
+ * hold the same open files as the fds (a read through slot 0 at the file's
+ * position reads "5678" and moves fd 60's offset to 9; what slot 3 writes fd 61
+ * reads, what fd 62 writes slot 2 reads; 7 written through slot 4 makes fd
+ * 63 read 12) and the ring's setup flags, where fdinfo shows them, are as set up.
+ */
+static int regfiles(void)
+{
+	const unsigned want =
+		IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
+	int fds[5] = {60, -1, 61, 62, 63}, pp[2], d, e, n;
+	uint64_t add = 7, count = 0;
+	char got[16] = {0}, fromfd[16] = {0};
+	long before, after;
+	struct ring r;
+	off_t pos;
+
+	d = open("data.txt", O_RDWR | O_CREAT | O_TRUNC, 0644);
+	if (d < 0 || write(d, "0123456789abcdef", 16) != 16 || lseek(d, 5, SEEK_SET) != 5 ||
+	    dup2(d, 60) != 60 || pipe(pp) || dup2(pp[0], 61) != 61 || dup2(pp[1], 62) != 62 ||
+	    (e = eventfd(5, EFD_NONBLOCK)) < 0 || dup2(e, 63) != 63)
+		prog_die("regfiles");
+	close(d);
+	close(pp[0]);
+	close(pp[1]);
+	close(e);
+	setup(&r, 8, want, 0, 40);
+	if (syscall(SYS_io_uring_register, 40, IORING_REGISTER_FILES, fds, 5))
+		prog_die("registering the files");
+	before = setup_flags(40);
+	prog_ready();
+	prog_wait_go();
+
+	n = fixed_rw(&r, IORING_OP_READ, prog_sabotage() ? 3 : 0, got, 4, 0xa1);
+	pos = lseek(60, 0, SEEK_CUR);
+	CHECK(n == 4 && !strcmp(got, "5678") && pos == 9,
+	      "slot 0 is fd 60's open file: read %d bytes (%s) at its offset, now %lld", n, got,
+	      (long long)pos);
+	n = fixed_rw(&r, IORING_OP_WRITE, 3, "ring", 4, 0xa2);
+	CHECK(n == 4 && read(61, fromfd, sizeof(fromfd)) == 4 && !strcmp(fromfd, "ring"),
+	      "what slot 3 writes (%d) fd 61 reads (%s)", n, fromfd);
+	memset(got, 0, sizeof(got));
+	n = write(62, "fd", 2) == 2 ? fixed_rw(&r, IORING_OP_READ, 2, got, sizeof(got) - 1, 0xa3)
+				    : -1;
+	CHECK(n == 2 && !strcmp(got, "fd"), "what fd 62 writes slot 2 reads (%d, %s)", n, got);
+	n = fixed_rw(&r, IORING_OP_WRITE, 4, &add, sizeof(add), 0xa4);
+	if (n == 8 && read(63, &count, sizeof(count)) != 8)
+		count = 0;
+	CHECK(n == 8 && count == 12, "7 written through slot 4 (%d) makes eventfd 63 read %llu", n,
+	      (unsigned long long)count);
+	CHECK(!*slot_file(40, 1), "slot 1 is empty (%s)", slot_file(40, 1));
+	after = setup_flags(40);
+	CHECK(before == -1 || (before == (long)want && after == before),
+	      "the ring's setup flags: %#lx, %#lx before (%#x set up)", after, before, want);
+	return prog_done();
+}
+
 int main(int argc, char **argv)
 {
 	static const char data[] = "0123456789abcdefghijklmnopqrstuvwxyz";
@@ -420,6 +521,8 @@ int main(int argc, char **argv)
 		return busy();
 	if (n < argc && !strcmp(argv[n], "sockets"))
 		return sockets();
+	if (n < argc && !strcmp(argv[n], "regfiles"))
+		return regfiles();
 	if (n < argc)
 		return refused(argv[n]);
 	fd = open("data.txt", O_RDWR | O_CREAT | O_TRUNC, 0644);
