@@ -1196,15 +1196,35 @@ int uring_check_vmas(struct restore_ctx *ctx)
 /*
  * At dump, in the process (a SINGLE_ISSUER ring refuses others' calls):
  * what its fdinfo does not show and amber does not restore, an eventfd
- * and provided-buffer rings, found by calls that fail without changing the
- * ring when there are none (EFAULT reading the eventfd's number; ENOENT
- * for a buffer group without a ring).
+ * and provided buffers, found by calls that fail without changing the ring
+ * when there are none (EFAULT reading the eventfd's number; ENOENT for a
+ * buffer group that does not exist, EINVAL for one of buffers provided
+ * with IORING_OP_PROVIDE_BUFFERS, not a ring).
  */
 #define PBUF_BATCH 512
 
 struct pbuf_status {
 	uint32_t bgid, head, resv[8];
 };
+
+/* Whether the kernel tells buffer groups (PBUF_STATUS, 6.8): ENOENT on amber's own ring. */
+static bool kernel_tells_pbuf(void)
+{
+	static int tells = -1;
+	struct io_uring_params p;
+	struct pbuf_status st;
+	int fd;
+
+	if (tells < 0) {
+		memset(&p, 0, sizeof(p));
+		memset(&st, 0, sizeof(st));
+		fd = sys_io_uring_setup(1, &p);
+		tells = fd >= 0 && sys_io_uring_register(fd, URING_PBUF_STATUS, &st, 1) == -ENOENT;
+		if (fd >= 0)
+			close(fd);
+	}
+	return tells;
+}
 
 static int uring_refused_by_calls(struct dump_ctx *ctx, int fd)
 {
@@ -1242,12 +1262,19 @@ static int uring_refused_by_calls(struct dump_ctx *ctx, int fd)
 		for (uint32_t i = 0; i < PBUF_BATCH; i++) {
 			if (sc[i].ret == -ENOENT)
 				continue;
-			if (sc[i].ret == -EINVAL && g + i == 0)
+			if (sc[i].ret == -EINVAL && g + i == 0 && !kernel_tells_pbuf())
 				return 0; /* before 6.8: no status to ask, see README */
-			pr_err("pid %d: fd %d is an io_uring with a provided-buffer ring (group "
-			       "%u)%s%s, which amber does not restore",
-			       ctx->pid, fd, g + i, sc[i].ret ? ": " : "",
-			       sc[i].ret ? strerror((int)-sc[i].ret) : "");
+			if (sc[i].ret == -EINVAL)
+				pr_err("pid %d: fd %d is an io_uring with buffers provided by "
+				       "IORING_OP_PROVIDE_BUFFERS (group %u), which amber does not "
+				       "restore: remove them (IORING_OP_REMOVE_BUFFERS) before the "
+				       "dump",
+				       ctx->pid, fd, g + i);
+			else
+				pr_err("pid %d: fd %d is an io_uring with a provided-buffer ring "
+				       "(group %u)%s%s, which amber does not restore",
+				       ctx->pid, fd, g + i, sc[i].ret ? ": " : "",
+				       sc[i].ret ? strerror((int)-sc[i].ret) : "");
 			return -EOPNOTSUPP;
 		}
 	}

@@ -29,11 +29,11 @@
  * With "busy": A has a read in flight on an empty pipe (fd 100); the dump must
  * be refused.  After "go" the program writes to the pipe and reaps it.
  *
- * With "worker", "files", "sockclosed", "eventfd", "sqpoll", "nosqarray",
- * "shared": A (fd 40) has what amber refuses: an open of a FIFO without a
- * writer run by an io-wq worker (IOSQE_ASYNC), the pipe registered as a file
- * (on kernels without KCMP_IOURING_FILE), a socket registered whose fd was
- * closed, an eventfd registered,
+ * With "worker", "files", "sockclosed", "eventfd", "provide", "sqpoll",
+ * "nosqarray", "shared": A (fd 40) has what amber refuses: an open of a FIFO
+ * without a writer run by an io-wq worker (IOSQE_ASYNC), the pipe registered
+ * as a file (on kernels without KCMP_IOURING_FILE), a socket registered whose
+ * fd was closed, an eventfd registered, buffers provided (PROVIDE_BUFFERS),
  * an SQ polling thread, no SQ array in a ring of 8 SQEs, a child process
  * holding it too.  After "go" a NOP goes through A (the worker's open completes
  * once the FIFO has a writer).
@@ -248,6 +248,18 @@ static int refused(const char *mode)
 		if (s[1] < 0 || syscall(SYS_io_uring_register, 40, IORING_REGISTER_FILES, s, 2))
 			prog_die("registering a socket");
 		close(s[1]);
+	}
+	if (!strcmp(mode, "provide")) { /* 4 buffers of 16 bytes in group 0, not a ring */
+		static char pool[64];
+		struct io_uring_sqe *sqe = nop(&a, 0x79);
+
+		sqe->opcode = IORING_OP_PROVIDE_BUFFERS;
+		sqe->fd = 4;
+		sqe->addr = (uintptr_t)pool;
+		sqe->len = 16;
+		sqe->buf_group = 0;
+		if (enter(&a, 1, 1) != 1 || !reap(&a, &cqe) || cqe.res)
+			prog_die("providing buffers");
 	}
 	efd = eventfd(0, 0);
 	if (!strcmp(mode, "eventfd") &&
