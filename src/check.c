@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/io_uring.h>
 #include <linux/sched.h>
 #include <linux/userfaultfd.h>
 #include <signal.h>
@@ -76,6 +77,8 @@ enum {
 	F_TIMER_IDS,
 	F_TID_ADDRESS,
 	F_KCMP_EPOLL,
+	F_KCMP_URING,
+	F_URING_FLAGS,
 	F_TFD_TICKS,
 	F_INOTIFY_WD,
 	F_FHANDLE,
@@ -120,6 +123,13 @@ static struct feature features[F__COUNT] = {
 			 "restore: timer ids are reached by creating filler timers"},
 	[F_TID_ADDRESS] = {"prctl-get-tid-address", NEED_DUMP},
 	[F_KCMP_EPOLL] = {"kcmp-epoll-tfd", 0, "dump: processes with epoll fds are refused"},
+	[F_KCMP_URING] = {"kcmp-iouring-file", 0,
+			  "dump: io_uring files registered other than sockets are refused "
+			  "(amber's kernel series, patch 0008)"},
+	[F_URING_FLAGS] =
+		{"iouring-setup-flags", 0,
+		 "dump: io_uring setup flags no probe tells (SUBMIT_ALL, COOP_TASKRUN...) "
+		 "are lost (amber's kernel series, patch 0007)"},
 	[F_TFD_TICKS] = {"timerfd-set-ticks", 0,
 			 "restore: processes with timerfds cannot be restored"},
 	[F_INOTIFY_WD] = {"inotify-set-next-wd", 0,
@@ -923,6 +933,48 @@ close:
 		close(efd);
 }
 
+/*
+ * The kernel series' io_uring patches: kcmp() compares an fd with a slot of
+ * a ring's registered files (KCMP_IOURING_FILE, 8), fdinfo shows SetupFlags.
+ */
+static void probe_uring(struct feature *fk, struct feature *ff)
+{
+	struct io_uring_params p = {.flags = IORING_SETUP_SUBMIT_ALL};
+	struct amber_kcmp_iouring_slot slot;
+	char path[64], *buf = NULL;
+	const char *flags;
+	int ring = sys_io_uring_setup(1, &p), pp[2] = {-1, -1}, r;
+
+	if (ring < 0 || pipe2(pp, O_CLOEXEC) ||
+	    sys_io_uring_register(ring, IORING_REGISTER_FILES, &pp[0], 1)) {
+		set(fk, UNKNOWN, "cannot set up an io_uring with a registered pipe: %s",
+		    strerror(ring < 0 ? -ring : errno));
+		set(ff, UNKNOWN, "%s", fk->detail);
+		goto close;
+	}
+	slot.ring_fd = (uint32_t)ring;
+	slot.index = 0;
+	r = sys_kcmp(getpid(), getpid(), AMBER_KCMP_IOURING_FILE, pp[0], (unsigned long)&slot);
+	if (r == 0)
+		set(fk, PRESENT, "finds a ring's registered file as the same file");
+	else
+		set(fk, ABSENT, "kcmp(KCMP_IOURING_FILE): %s", r < 0 ? strerror(-r) : "differs");
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", ring);
+	flags = sys_read_file(path, &buf, NULL) ? NULL : strstr(buf, "\nSetupFlags:");
+	if (flags && strtoul(flags + 12, NULL, 16) == IORING_SETUP_SUBMIT_ALL)
+		set(ff, PRESENT, "a ring's fdinfo shows its SetupFlags");
+	else
+		set(ff, ABSENT, "a ring's fdinfo shows no SetupFlags");
+	free(buf);
+close:
+	if (ring >= 0)
+		close(ring);
+	if (pp[0] >= 0)
+		close(pp[0]);
+	if (pp[1] >= 0)
+		close(pp[1]);
+}
+
 static void probe_tfd_ticks(struct feature *f)
 {
 	uint64_t ticks = 3, got = 0;
@@ -1154,6 +1206,7 @@ int cmd_check(int argc, char **argv)
 	probe_timer_ids(&features[F_TIMER_IDS]);
 	probe_tid_address(&features[F_TID_ADDRESS]);
 	probe_kcmp_epoll(&features[F_KCMP_EPOLL]);
+	probe_uring(&features[F_KCMP_URING], &features[F_URING_FLAGS]);
 	probe_tfd_ticks(&features[F_TFD_TICKS]);
 	probe_inotify_wd(&features[F_INOTIFY_WD]);
 	probe_fhandle(&features[F_FHANDLE]);

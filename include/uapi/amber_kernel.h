@@ -46,6 +46,18 @@
 #endif
 
 /*
+ * kcmp(2) of amber's kernel series (kernel/patches/0008, not upstream): an
+ * fd of pid1 (idx1) against slot index of the registered files of the ring
+ * ring_fd of pid2 (idx2 points to the slot).  A kernel without it fails
+ * EINVAL, as for any unknown type.
+ */
+#define AMBER_KCMP_IOURING_FILE 8
+struct amber_kcmp_iouring_slot {
+	__u32 ring_fd;
+	__u32 index;
+};
+
+/*
  * ptrace(2) PTRACE_GET_RSEQ_CONFIGURATION: glibc 2.35+ has the request (an
  * enum in <sys/ptrace.h>, so it is not defined here) and the result as
  * struct __ptrace_rseq_configuration; <linux/ptrace.h> clashes with glibc.
