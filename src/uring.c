@@ -43,6 +43,7 @@
 #include "anonfd.h"
 #include "mem.h"
 #include "proc.h"
+#include "uapi/amber_kernel.h"
 
 #ifndef IORING_SETUP_NO_SQARRAY
 #define IORING_SETUP_NO_SQARRAY (1U << 16)
@@ -55,15 +56,6 @@
 #ifndef IORING_SETUP_HYBRID_IOPOLL
 #define IORING_SETUP_HYBRID_IOPOLL (1U << 17) /* 6.13 */
 #endif
-/*
- * kcmp() of amber's kernel series (kernel/patches): an fd against a slot of
- * a ring's registered files.  Upstream has no such type; an unknown one
- * fails EINVAL.
- */
-#define KCMP_IOURING_FILE 8
-struct kcmp_iouring_slot {
-	uint32_t ring_fd, index;
-};
 
 /*
  * What amber restores.  The first line's are known only where fdinfo shows
@@ -97,7 +89,6 @@ enum {
 	R_SQ_FLAGS = 36,
 	R_CQ_FLAGS = 40,
 	R_CQ_OVERFLOW = 44,
-	R_CQES = 64,
 };
 
 static uint32_t *ring_u32(void *rings, size_t off)
@@ -119,14 +110,36 @@ static size_t sqe_size(uint32_t flags)
 }
 
 /*
- * Where the SQ array starts: after the CQEs, cache-line aligned (the kernel's
- * rings_size(), which doubles the header too for 32-byte CQEs).
+ * Where the CQEs start in struct io_rings: a cache line in (64, on SMP
+ * kernels), or right after its 48 bytes of counters (uniprocessor kernels).
+ * Asked once of a ring of amber's own.
+ */
+static size_t cqes_off(void)
+{
+	static size_t off;
+	struct io_uring_params p;
+	int fd;
+
+	if (!off) {
+		memset(&p, 0, sizeof(p));
+		fd = sys_io_uring_setup(1, &p);
+		off = fd >= 0 && p.cq_off.cqes ? p.cq_off.cqes : 64;
+		if (fd >= 0)
+			close(fd);
+	}
+	return off;
+}
+
+/*
+ * Where the SQ array starts: after the CQEs, cache-line aligned on SMP
+ * kernels, whose CQEs start at one (the kernel's rings_size(), which doubles
+ * the counters too for 32-byte CQEs).
  */
 static size_t array_off(uint32_t flags, uint32_t cq)
 {
-	size_t off = (R_CQES + (size_t)cq * 16) << !!(flags & IORING_SETUP_CQE32);
+	size_t off = (cqes_off() + (size_t)cq * 16) << !!(flags & IORING_SETUP_CQE32);
 
-	return (off + 63) & ~(size_t)63;
+	return cqes_off() % 64 ? off : (off + 63) & ~(size_t)63;
 }
 
 static size_t rings_len(uint32_t flags, uint32_t sq, uint32_t cq)
@@ -572,11 +585,11 @@ static bool mapped(const struct vma *v, size_t nv, uint64_t addr, uint64_t len)
 static bool kernel_tells_files(int dup)
 {
 	static int tells = -1;
-	struct kcmp_iouring_slot none = {INT32_MAX, 0};
+	struct amber_kcmp_iouring_slot none = {INT32_MAX, 0};
 
 	/* with the type: no ring at fd INT32_MAX (EBADF); without: an unknown type */
 	if (tells < 0)
-		tells = sys_kcmp(getpid(), getpid(), KCMP_IOURING_FILE, (unsigned long)dup,
+		tells = sys_kcmp(getpid(), getpid(), AMBER_KCMP_IOURING_FILE, (unsigned long)dup,
 				 (uintptr_t)&none) == -EBADF;
 	return tells;
 }
@@ -588,7 +601,7 @@ static bool kernel_tells_files(int dup)
  */
 static int slot_holder(pid_t pid, int ring, uint32_t slot, const char *name, bool kernel, int *at)
 {
-	struct kcmp_iouring_slot s = {(uint32_t)ring, slot};
+	struct amber_kcmp_iouring_slot s = {(uint32_t)ring, slot};
 	char path[300], target[64];
 	struct dirent *d;
 	int ret = 0;
@@ -606,7 +619,7 @@ static int slot_holder(pid_t pid, int ring, uint32_t slot, const char *name, boo
 		if (d->d_name[0] == '.' || fd == ring)
 			continue;
 		if (kernel) {
-			ret = sys_kcmp(pid, pid, KCMP_IOURING_FILE, (unsigned long)fd,
+			ret = sys_kcmp(pid, pid, AMBER_KCMP_IOURING_FILE, (unsigned long)fd,
 				       (uintptr_t)&s);
 			*at = ret ? -1 : fd;
 			ret = ret < 0 && ret != -EBADF ? ret : 0; /* EBADF: the fd went meanwhile */
@@ -1038,7 +1051,7 @@ static int uring_open_child(struct restore_ctx *ctx, RegFile *f)
 	    p.sq_off.array != ((e->flags & IORING_SETUP_NO_SQARRAY)
 				       ? 0
 				       : array_off(e->flags, e->cq_entries)) ||
-	    p.cq_off.cqes != R_CQES || p.sq_off.dropped != R_SQ_DROPPED) {
+	    p.cq_off.cqes != cqes_off() || p.sq_off.dropped != R_SQ_DROPPED) {
 		pr_err("pid %d: io_uring_setup made a ring of %u/%u entries, SQ array at %u, for "
 		       "file %u (%u/%u dumped): this kernel lays rings out otherwise",
 		       ctx->pid, p.sq_entries, p.cq_entries, p.sq_off.array, f->id, e->sq_entries,
