@@ -21,7 +21,7 @@ if [ -x /ksft/run_kselftest.sh ] && [ "$KQ_EXPECT" != present,noipc ]; then
 	for t in kcmp:kcmp_test:kcmp proc:proc-pid-children:children proc:proc-pid-stat-cr:stat \
 		 prctl:set-mm-args:prctl; do
 		dir=${t%%:*}; rest=${t#*:}; name=${rest%%:*}; feat=${rest#*:}
-		case $KQ_EXPECT in present) on=1 ;; absent) on=0 ;; "$feat") on=1 ;; *) on=0 ;; esac
+		case $KQ_EXPECT in present | present,upstream) on=1 ;; absent) on=0 ;; "$feat") on=1 ;; *) on=0 ;; esac
 		line=$(grep "selftests: $dir: $name\( \|\$\)" /tmp/ksft.tap | grep '^\(not \)\?ok' | tail -1)
 		if [ $on = 1 ]; then
 			case $line in "ok "*"# SKIP"*|"not ok"*|"") r=FAIL ;; "ok "*) r=PASS ;; *) r=FAIL ;; esac

@@ -155,7 +155,7 @@ fi
 
 if [ "${KQ_DEBIAN:-1}" = 1 ]; then
 	dk=$(ls "$KQ_WORK"/debian/vmlinuz-* 2>/dev/null | head -1)
-	if [ -n "$dk" ]; then boot debian "$dk" present pass
+	if [ -n "$dk" ]; then boot debian "$dk" present,upstream pass # no 0007/0008
 	else res debian.vm FAIL "no Debian kernel in $KQ_WORK/debian"; fi
 fi
 

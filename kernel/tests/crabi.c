@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <linux/io_uring.h>
 #include <linux/kcmp.h>
 #include <linux/prctl.h>
 #include <sys/epoll.h>
@@ -56,6 +57,12 @@ static const char *mode = "root";
 /* which features the kernel must have (--expect) */
 static int has_children = 1, has_kcmp = 1, has_stat = 1, has_prctl = 1;
 static int has_ipc = 1; /* SYSVIPC and EPOLL built ("noipc" in --expect: not) */
+/* the series' io_uring patches (0007, 0008): every tiny kernel ("upstream" in --expect: not) */
+static int has_series = 1;
+#define KCMP_IOURING_FILE_ 8 /* the series' uapi; the host's headers may lack it */
+struct kcmp_iouring_slot_ {
+	unsigned int ring_fd, index;
+};
 static char expect_arg[64] = "present";
 static int order_only; /* --order-only: kcmp's order signature alone (rig.sh, more boots) */
 static int npass, nfail;
@@ -624,8 +631,10 @@ static void test_kcmp_errors(void)
 	result("kcmp.ESRCH", r == -1 && errno == ESRCH, "dead pid %d: %ld %s", dead, r,
 	       r == -1 ? strerror(errno) : "");
 
-	r = kcmp(me, me, KCMP_TYPES, 0, 0);
-	result("kcmp.EINVAL-type", r == -1 && errno == EINVAL, "type %d: %ld %s", KCMP_TYPES, r,
+	/* the first type this kernel does not have: 9 with the series' KCMP_IOURING_FILE */
+	r = kcmp(me, me, KCMP_IOURING_FILE_ + has_series, 0, 0);
+	result("kcmp.EINVAL-type", r == -1 && errno == EINVAL, "type %d: %ld %s",
+	       KCMP_IOURING_FILE_ + has_series, r,
 	       r == -1 ? strerror(errno) : "");
 
 	if (getuid() == 0) {
@@ -1171,10 +1180,80 @@ static void test_prctl(void)
 		test_prctl_root();
 }
 
-/* --expect=present|absent|children,kcmp,stat,prctl */
+/*
+ * KCMP_IOURING_FILE and fdinfo's SetupFlags (0007, 0008): a ring set up with
+ * SUBMIT_ALL | CLAMP, a pipe's read end in slot 1 of its files, slot 0
+ * empty.  On a kernel without the series (Debian's): type 8 is unknown
+ * (EINVAL) and fdinfo has no SetupFlags.
+ */
+static void test_kcmp_iouring(void)
+{
+	struct kcmp_iouring_slot_ slot;
+	struct io_uring_params p;
+	int pp[2], ring, files[2];
+	long r, flags = -1;
+	char path[64], line[256];
+	FILE *f;
+
+	memset(&p, 0, sizeof(p));
+	p.flags = IORING_SETUP_SUBMIT_ALL | IORING_SETUP_CLAMP;
+	ring = (int)syscall(__NR_io_uring_setup, 2, &p);
+	if (ring < 0 || pipe(pp)) {
+		result("kcmp.iouring-setup", 0, "io_uring_setup or pipe: %s", strerror(errno));
+		return;
+	}
+	files[0] = -1;
+	files[1] = pp[0];
+	if (syscall(__NR_io_uring_register, ring, IORING_REGISTER_FILES, files, 2)) {
+		result("kcmp.iouring-setup", 0, "registering the pipe: %s", strerror(errno));
+		goto out;
+	}
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", ring);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "SetupFlags:", 11))
+			flags = strtol(line + 11, NULL, 16);
+	if (f)
+		fclose(f);
+	slot.ring_fd = ring;
+	slot.index = 1;
+	r = kcmp(getpid(), getpid(), KCMP_IOURING_FILE_, pp[0], (unsigned long)&slot);
+	if (!has_series) {
+		result("kcmp.iouring-absent", r == -1 && errno == EINVAL && flags == -1,
+		       "type 8: %ld %s; fdinfo SetupFlags %s", r, r == -1 ? strerror(errno) : "",
+		       flags == -1 ? "absent" : "shown");
+		goto out;
+	}
+	result("fdinfo.iouring-setup-flags", flags == (long)p.flags, "SetupFlags %#lx, set up %#x",
+	       flags, p.flags);
+	result("kcmp.iouring-same", r == 0, "the pipe's read end against slot 1: %ld %s", r,
+	       r == -1 ? strerror(errno) : "");
+	r = kcmp(getpid(), getpid(), KCMP_IOURING_FILE_, pp[1], (unsigned long)&slot);
+	result("kcmp.iouring-other", r == 1 || r == 2, "the write end against slot 1: %ld %s", r,
+	       r == -1 ? strerror(errno) : "");
+	slot.index = 0;
+	r = kcmp(getpid(), getpid(), KCMP_IOURING_FILE_, pp[0], (unsigned long)&slot);
+	result("kcmp.iouring-ENOENT-empty", r == -1 && errno == ENOENT, "empty slot 0: %ld %s", r,
+	       r == -1 ? strerror(errno) : "");
+	slot.index = 2;
+	r = kcmp(getpid(), getpid(), KCMP_IOURING_FILE_, pp[0], (unsigned long)&slot);
+	result("kcmp.iouring-ENOENT-past", r == -1 && errno == ENOENT, "slot 2 of 2: %ld %s", r,
+	       r == -1 ? strerror(errno) : "");
+	slot.ring_fd = pp[1];
+	slot.index = 1;
+	r = kcmp(getpid(), getpid(), KCMP_IOURING_FILE_, pp[0], (unsigned long)&slot);
+	result("kcmp.iouring-EINVAL-no-ring", r == -1 && errno == EINVAL, "a pipe as ring: %ld %s",
+	       r, r == -1 ? strerror(errno) : "");
+out:
+	close(ring);
+	close(pp[0]);
+	close(pp[1]);
+}
+
+/* --expect=present|absent|children,kcmp,stat,prctl[,noipc][,upstream] */
 static void set_expect(const char *arg)
 {
-	int all = !strcmp(arg, "present");
+	int all = !strncmp(arg, "present", 7) && !strstr(arg, "noipc");
 
 	snprintf(expect_arg, sizeof(expect_arg), "%s", arg);
 	has_children = all || strstr(arg, "children");
@@ -1185,6 +1264,7 @@ static void set_expect(const char *arg)
 		has_children = has_kcmp = has_stat = has_prctl = 1;
 		has_ipc = 0;
 	}
+	has_series = !strstr(arg, "upstream");
 }
 
 int main(int argc, char **argv, char **envp)
@@ -1234,6 +1314,7 @@ int main(int argc, char **argv, char **envp)
 		test_kcmp_types();
 		test_kcmp_order();
 		test_kcmp_errors();
+		test_kcmp_iouring();
 		result("kcmp.no-kernel-pointer", kcmp_bad_ret == 0,
 		       "%d kcmp results outside {0,1,2,-1}", kcmp_bad_ret);
 	} else {
