@@ -58,8 +58,9 @@
 #endif
 
 /*
- * What amber restores.  The first line's are known only where fdinfo shows
- * the ring's flags (SetupFlags, amber's kernel series): no probe tells them.
+ * What amber restores.  CLAMP to HYBRID_IOPOLL are known only where fdinfo
+ * shows the ring's flags (SetupFlags, amber's kernel series): no probe tells
+ * them.
  */
 #define URING_FLAGS                                                                                \
 	(IORING_SETUP_CLAMP | IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN |                \
@@ -1294,6 +1295,40 @@ static int uring_refused_by_calls(struct dump_ctx *ctx, int fd)
 	return 0;
 }
 
+#define URING_RINGFD_MAX 16 /* IO_RINGFD_REG_MAX */
+
+/*
+ * Rings registered by index (IORING_REGISTER_RING_FDS, liburing's
+ * io_uring_register_ring_fd()) are the registering thread's; amber does not
+ * register them again.  io_uring_enter on an index with nothing to do fails
+ * EBADF where no ring is registered and does nothing where one is.  Asked
+ * in the main thread (see README).
+ */
+static int uring_ring_fds(struct dump_ctx *ctx)
+{
+	struct infect_sc sc[URING_RINGFD_MAX];
+	int ret;
+
+	for (int i = 0; i < URING_RINGFD_MAX; i++)
+		sc[i] = (struct infect_sc){.nr = SYS_io_uring_enter,
+					   .a = {i, 0, 0, IORING_ENTER_REGISTERED_RING, 0, 0}};
+	ret = infect_batch(&ctx->inf, sc, URING_RINGFD_MAX);
+	if (ret)
+		return ret;
+	for (int i = 0; i < URING_RINGFD_MAX; i++) {
+		if (sc[i].ret == -EBADF || (sc[i].ret == -EINVAL && !i))
+			continue; /* EINVAL: before 5.18, no ring is registered so */
+		if (sc[i].ret == -EINVAL)
+			break;
+		pr_err("pid %d has an io_uring registered by index %d (IORING_REGISTER_RING_FDS, "
+		       "liburing's io_uring_register_ring_fd()), which amber does not register "
+		       "again: unregister it (io_uring_unregister_ring_fd()) before the dump",
+		       ctx->pid, i);
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
 static int uring_dump_proc(struct dump_ctx *ctx)
 {
 	char path[64];
@@ -1307,6 +1342,9 @@ static int uring_dump_proc(struct dump_ctx *ctx)
 		any = dumped[i].pid == ctx->pid;
 	if (!any)
 		return 0;
+	ret = uring_ring_fds(ctx);
+	if (ret)
+		return ret;
 	snprintf(path, sizeof(path), "/proc/%d/fd", ctx->pid);
 	dir = sys_opendir(path);
 	if (!dir) {

@@ -29,11 +29,12 @@
  * With "busy": A has a read in flight on an empty pipe (fd 100); the dump must
  * be refused.  After "go" the program writes to the pipe and reaps it.
  *
- * With "worker", "files", "sockclosed", "eventfd", "provide", "sqpoll",
+ * With "worker", "files", "sockclosed", "eventfd", "provide", "ringfd", "sqpoll",
  * "nosqarray", "shared": A (fd 40) has what amber refuses: an open of a FIFO
  * without a writer run by an io-wq worker (IOSQE_ASYNC), the pipe registered
  * as a file (on kernels without KCMP_IOURING_FILE), a socket registered whose
  * fd was closed, an eventfd registered, buffers provided (PROVIDE_BUFFERS),
+ * the ring registered by index 5 (IORING_REGISTER_RING_FDS),
  * an SQ polling thread, no SQ array in a ring of 8 SQEs, a child process
  * holding it too.  After "go" a NOP goes through A (the worker's open completes
  * once the FIFO has a writer).
@@ -260,6 +261,13 @@ static int refused(const char *mode)
 		sqe->buf_group = 0;
 		if (enter(&a, 1, 1) != 1 || !reap(&a, &cqe) || cqe.res)
 			prog_die("providing buffers");
+	}
+	if (!strcmp(mode,
+		    "ringfd")) { /* ring A registered by index (liburing's register_ring_fd) */
+		struct io_uring_rsrc_update up = {.offset = 5, .data = 40};
+
+		if (syscall(SYS_io_uring_register, 40, IORING_REGISTER_RING_FDS, &up, 1) != 1)
+			prog_die("registering the ring by index");
 	}
 	efd = eventfd(0, 0);
 	if (!strcmp(mode, "eventfd") &&

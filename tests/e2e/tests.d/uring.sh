@@ -6,7 +6,7 @@
 # restore the same positions (the program compares its fdinfo counters and
 # registered buffers), CQEs, queued SQEs, flags, and both rings work.
 TESTS+=(uring uring_leave_running uring_busy_refused uring_image_refused uring_worker_refused uring_files_refused)
-TESTS+=(uring_eventfd_refused uring_provide_refused uring_sqpoll_refused uring_nosqarray_refused uring_shared_refused)
+TESTS+=(uring_eventfd_refused uring_provide_refused uring_ringfd_refused uring_sqpoll_refused uring_nosqarray_refused uring_shared_refused)
 TESTS+=(uring_sockets uring_sockclosed_refused uring_regfiles_refused)
 uring_maps() { grep 'anon_inode:\[io_uring\]' "/proc/$PID/maps" | awk '{print $1, $2, $3}'; }
 uring_maps_before() { uring_maps >"$W/uring.maps"; }
@@ -112,6 +112,9 @@ t_uring_sockclosed_refused() {
 }
 t_uring_provide_refused() {
 	uring_refused provide "pid @PID@: fd 40 is an io_uring with buffers provided by IORING_OP_PROVIDE_BUFFERS (group 0)"
+}
+t_uring_ringfd_refused() {
+	uring_refused ringfd "pid @PID@ has an io_uring registered by index 5 (IORING_REGISTER_RING_FDS"
 }
 t_uring_eventfd_refused() { uring_refused eventfd "pid @PID@: fd 40 is an io_uring with an eventfd registered"; }
 t_uring_sqpoll_refused() { uring_refused sqpoll "pid @PID@: fd 40 is an io_uring with a polling thread (IORING_SETUP_SQPOLL"; }
