@@ -152,6 +152,7 @@ close_fd:
 	unlinkat(set->dirfd, name, 0);
 free_img:
 	XXH3_freeState(img->hash);
+	free(img->wb);
 	free(img);
 	return ret;
 }
@@ -167,7 +168,9 @@ int img_create(struct img_set *set, enum img_kind kind, struct img **out, const 
 	return create_named(set, kind, name, out);
 }
 
-int img_write_raw(struct img *img, const void *buf, size_t len)
+#define IMG_WB (64 << 10)
+
+static int write_out(struct img *img, const void *buf, size_t len)
 {
 	ssize_t r = sys_write_full(img->fd, buf, len);
 
@@ -176,6 +179,37 @@ int img_write_raw(struct img *img, const void *buf, size_t len)
 		       r == -ENOSPC ? " (free some space in the image directory)" : "");
 		return (int)r;
 	}
+	return 0;
+}
+
+static int img_flush(struct img *img)
+{
+	int ret = img->wb_len ? write_out(img, img->wb, img->wb_len) : 0;
+
+	img->wb_len = 0;
+	return ret;
+}
+
+/*
+ * Small writes are gathered (a pagemap has a record per run of pages, a
+ * write each cost a dump of sparse memory as much as its pages); big ones
+ * go out at once, after what was gathered.
+ */
+int img_write_raw(struct img *img, const void *buf, size_t len)
+{
+	int ret;
+
+	if (len >= IMG_WB / 2 || (!img->wb && !(img->wb = malloc(IMG_WB)))) {
+		ret = img_flush(img);
+		return ret ? ret : write_out(img, buf, len);
+	}
+	if (img->wb_len + len > IMG_WB) {
+		ret = img_flush(img);
+		if (ret)
+			return ret;
+	}
+	memcpy(img->wb + img->wb_len, buf, len);
+	img->wb_len += len;
 	return 0;
 }
 
@@ -224,7 +258,17 @@ static void img_free(struct img *img)
 {
 	if (img->hash)
 		XXH3_freeState(img->hash);
+	free(img->wb);
 	free(img);
+}
+
+void img_abort(struct img *img)
+{
+	if (!img)
+		return;
+	close(img->fd);
+	unlinkat(img->set->dirfd, img->name, 0);
+	img_free(img);
 }
 
 /*
@@ -235,21 +279,16 @@ static void img_free(struct img *img)
  */
 int img_finish(struct img *img)
 {
-	int ret;
+	int ret = img_flush(img);
 
+	if (ret) {
+		img_abort(img);
+		return ret;
+	}
 	close(img->fd);
 	ret = set_add(img->set, img->name, img->size, XXH3_64bits_digest(img->hash));
 	img_free(img);
 	return ret;
-}
-
-void img_abort(struct img *img)
-{
-	if (!img)
-		return;
-	close(img->fd);
-	unlinkat(img->set->dirfd, img->name, 0);
-	img_free(img);
 }
 
 static int sync_file(int dirfd, const char *name)
@@ -1606,6 +1645,39 @@ int img_open(struct img_dir *d, enum img_kind kind, struct img **out, const char
 	return ret;
 }
 
+#define IMG_RA (64 << 10)
+
+/*
+ * len bytes at off of the file, through the reader's read-ahead buffer: a
+ * pread of 12 bytes and another of a few per record cost a restore of
+ * sparse memory more than its pages did.  Short: the file ends there.
+ */
+static ssize_t img_pread(struct img *img, void *buf, size_t len, uint64_t off)
+{
+	size_t at;
+	ssize_t r;
+
+	if (len > IMG_RA / 2)
+		return sys_pread_full(img->fd, buf, len, off);
+	if (!img->ra && !(img->ra = malloc(IMG_RA)))
+		return -ENOMEM;
+	if (off < img->ra_off || off + len > img->ra_off + img->ra_len) {
+		r = sys_pread_full(img->fd, img->ra,
+				   off < img->end && img->end - off < IMG_RA
+					   ? (size_t)(img->end - off)
+					   : IMG_RA,
+				   off);
+		if (r < 0)
+			return r;
+		img->ra_off = off;
+		img->ra_len = (size_t)r;
+	}
+	at = (size_t)(off - img->ra_off);
+	len = len < img->ra_len - at ? len : img->ra_len - at;
+	memcpy(buf, img->ra + at, len);
+	return (ssize_t)len;
+}
+
 /*
  * Through the checked fd, at this reader's own offset, up to the checked size:
  * the owner may still rewrite the file, so lengths and counts are checked
@@ -1624,7 +1696,7 @@ int img_get(struct img *img, const ProtobufCMessageDescriptor *desc, ProtobufCMe
 		return 0;
 	if (img->end - img->off < sizeof(head))
 		goto corrupt;
-	r = sys_pread_full(img->fd, head, sizeof(head), img->off);
+	r = img_pread(img, head, sizeof(head), img->off);
 	if (r < 0) {
 		pr_err("cannot read image file %s: %s", img->name, strerror((int)-r));
 		return (int)r;
@@ -1650,7 +1722,7 @@ int img_get(struct img *img, const ProtobufCMessageDescriptor *desc, ProtobufCMe
 	buf = malloc(len ? len : 1);
 	if (!buf)
 		return -ENOMEM;
-	r = sys_pread_full(img->fd, buf, len, img->off + sizeof(head));
+	r = img_pread(img, buf, len, img->off + sizeof(head));
 	if (r < 0) {
 		free(buf);
 		pr_err("cannot read image file %s: %s", img->name, strerror((int)-r));
@@ -1701,6 +1773,8 @@ ssize_t img_read(struct img *img, void *buf, size_t len)
 /* The fd is the table's: it stays open until img_dir_close(). */
 void img_close(struct img *img)
 {
+	if (img)
+		free(img->ra);
 	free(img);
 }
 

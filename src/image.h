@@ -37,14 +37,14 @@ enum img_kind {
 	IMG_FS,
 	IMG_GHOST,
 	IMG_PSTREE,
-	IMG_STATS, /* stats-dump.img, stats-restore.img (stats.c) */
-	IMG_IPC,   /* ipc.img: System V objects, POSIX message queues (src/ipc/) */
-	IMG_SHM,   /* shm-ID.img, shm-NS-ID.img: the bytes of System V segment ID (raw) */
-	IMG_NS,	   /* ns.img: the tree's UTS and IPC namespaces (ns/ns.c) */
-	IMG_CGROUP, /* cgroup.img: the tree's cgroups (cgroup.c) */
-	IMG_NETNS, /* netns.img: the tree's network namespaces (ns/net.c) */
-	IMG_MNT,   /* mnt.img: the mounts of the tree's mount namespace (ns/mnt.c) */
-	IMG_TMPFS, /* tmpfs-ID.img: the files of a tmpfs of it (ns/tmpfs.c) */
+	IMG_STATS,   /* stats-dump.img, stats-restore.img (stats.c) */
+	IMG_IPC,     /* ipc.img: System V objects, POSIX message queues (src/ipc/) */
+	IMG_SHM,     /* shm-ID.img, shm-NS-ID.img: the bytes of System V segment ID (raw) */
+	IMG_NS,	     /* ns.img: the tree's UTS and IPC namespaces (ns/ns.c) */
+	IMG_CGROUP,  /* cgroup.img: the tree's cgroups (cgroup.c) */
+	IMG_NETNS,   /* netns.img: the tree's network namespaces (ns/net.c) */
+	IMG_MNT,     /* mnt.img: the mounts of the tree's mount namespace (ns/mnt.c) */
+	IMG_TMPFS,   /* tmpfs-ID.img: the files of a tmpfs of it (ns/tmpfs.c) */
 	IMG_THREADS, /* threads-PID.img: the TaskCore of each thread but the leader */
 	IMG__COUNT,
 };
@@ -60,10 +60,17 @@ struct img {
 	uint64_t size;
 	XXH3_state_t *hash;
 	struct img_set *set;
+	/* writing: small writes (records) gather here, written once it is full */
+	uint8_t *wb;
+	size_t wb_len;
 	/* reading: the verified file, where the next record starts, records read */
 	const struct img_dir *dir;
 	const struct img_file *file;
 	uint64_t off, end, nr;
+	/* records are read through this (a pagemap has one per run of pages) */
+	uint8_t *ra;
+	uint64_t ra_off;
+	size_t ra_len;
 };
 
 /* Files written so far in one dump, for the inventory. */

@@ -445,14 +445,14 @@ static void test_enospc(void **state)
 	PagemapEntry pm;
 	struct img *img;
 
-	/* write 1: the header; 2: first record; 3: second record */
-	set_faults("write:3:ENOSPC");
+	/* the header and the records are gathered: the one write is img_finish's */
+	set_faults("write:1:ENOSPC");
 	pagemap_entry__init(&pm);
 	assert_int_equal(img_create(&set, IMG_PAGEMAP, &img, "pagemap-1.img"), 0);
 	assert_true(exists(fx, "pagemap-1.img"));
 	assert_int_equal(img_put(img, &pm.base), 0);
-	assert_int_equal(img_put(img, &pm.base), -ENOSPC);
-	img_abort(img);
+	assert_int_equal(img_put(img, &pm.base), 0);
+	assert_int_equal(img_finish(img), -ENOSPC);
 	assert_false(exists(fx, "pagemap-1.img"));
 	assert_int_equal(set.n, 0);
 	img_set_free(&set);
@@ -464,9 +464,79 @@ static void test_enospc_on_header(void **state)
 	struct img_set set = {.dirfd = fx->dirfd};
 	struct img *img = NULL;
 
+	static uint8_t big[40000];
+
+	/* a big write sends the gathered header first, and fails with it */
 	set_faults("write:1:ENOSPC");
-	assert_int_equal(img_create(&set, IMG_CORE, &img, "core-1.img"), -ENOSPC);
+	assert_int_equal(img_create(&set, IMG_CORE, &img, "core-1.img"), 0);
+	assert_int_equal(img_write(img, big, sizeof(big)), -ENOSPC);
+	img_abort(img);
 	assert_false(exists(fx, "core-1.img"));
+	img_set_free(&set);
+}
+
+/* Many records: written and read through the buffers, back in order. */
+static void test_many_records(void **state)
+{
+	struct fixture *fx = *state;
+	struct img_set set = {.dirfd = fx->dirfd};
+	ProtobufCMessage *m;
+	struct img_dir *d;
+	struct img *img;
+	FdEntry fd;
+	int n = 0, ret;
+
+	assert_int_equal(img_create(&set, IMG_FDS, &img, "fds-1.img"), 0);
+	for (int i = 0; i < 20000; i++) {
+		fd_entry__init(&fd);
+		fd.fd = (uint32_t)i;
+		fd.file_id = (uint32_t)(i * 7);
+		assert_int_equal(img_put(img, &fd.base), 0);
+	}
+	assert_int_equal(img_finish(img), 0);
+	img_set_free(&set);
+	d = browse(fx);
+	assert_int_equal(img_open(d, IMG_FDS, &img, "fds-1.img"), 0);
+	while ((ret = img_get(img, &fd_entry__descriptor, &m)) == 1) {
+		FdEntry *e = (FdEntry *)m;
+
+		assert_int_equal(e->fd, n);
+		assert_int_equal(e->file_id, n * 7);
+		fd_entry__free_unpacked(e, NULL);
+		n++;
+	}
+	assert_int_equal(ret, 0);
+	assert_int_equal(n, 20000);
+	img_close(img);
+	img_dir_close(d);
+}
+
+/* Small writes gathered, a big one between them: the file has them in order. */
+static void test_write_order(void **state)
+{
+	struct fixture *fx = *state;
+	struct img_set set = {.dirfd = fx->dirfd};
+	static uint8_t a[100], big[40000], c[300], back[sizeof(a) + sizeof(big) + sizeof(c)];
+	struct img_dir *d;
+	struct img *img;
+
+	memset(a, 'a', sizeof(a));
+	memset(big, 'b', sizeof(big));
+	memset(c, 'c', sizeof(c));
+	assert_int_equal(img_create(&set, IMG_GHOST, &img, "ghost-1.img"), 0);
+	assert_int_equal(img_write(img, a, sizeof(a)), 0);
+	assert_int_equal(img_write(img, big, sizeof(big)), 0);
+	assert_int_equal(img_write(img, c, sizeof(c)), 0);
+	assert_int_equal(img_finish(img), 0);
+	img_set_free(&set);
+	d = browse(fx);
+	assert_int_equal(img_open(d, IMG_GHOST, &img, "ghost-1.img"), 0);
+	assert_int_equal(img_read(img, back, sizeof(back)), sizeof(back));
+	assert_memory_equal(back, a, sizeof(a));
+	assert_memory_equal(back + sizeof(a), big, sizeof(big));
+	assert_memory_equal(back + sizeof(a) + sizeof(big), c, sizeof(c));
+	img_close(img);
+	img_dir_close(d);
 }
 
 static void test_commit_fails(void **state)
@@ -1010,6 +1080,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_missing_inventory, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_missing_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_enospc, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_many_records, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_write_order, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_enospc_on_header, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_commit_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fsync_fails, setup, teardown),
