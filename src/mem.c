@@ -42,6 +42,8 @@
 #define SCRATCH_SIZE  (1UL << 20)
 #define IO_CHUNK      (1UL << 20) /* fits in L2: read, write and hash hit the cache */
 #define IO_BATCH      256	  /* runs per write of the pages file */
+#define PME_SPAN      2048	  /* pagemap entries read at once for the queued runs */
+#define VM_IOV	      1024	  /* pieces per process_vm_readv (IOV_MAX) */
 #define MAX_AUXV      (2 * 64)
 
 /* The madv bits of vma_entry: hints reapplied with madvise() on restore. */
@@ -571,7 +573,10 @@ struct page_writer {
 	bool rdirect[IO_BATCH];
 	unsigned long nr_iov;
 	size_t fill;
-	uint64_t pme[IO_CHUNK / PAGE_SIZE]; /* a run's /proc/PID/pagemap entries */
+	uint64_t pme[PME_SPAN]; /* the queued runs' /proc/PID/pagemap entries */
+	/* pieces for one process_vm_readv: buffer and process addresses */
+	struct iovec vl[VM_IOV], vr[VM_IOV];
+	size_t nv;
 };
 
 static int read_mem(struct page_writer *w, char *p, uint64_t addr, size_t len)
@@ -586,6 +591,61 @@ static int read_mem(struct page_writer *w, char *p, uint64_t addr, size_t len)
 	return 0;
 }
 
+/* The pieces queued for process_vm_readv; what it could not read, through /proc/PID/mem. */
+static int vm_flush(struct page_writer *w)
+{
+	ssize_t r = w->nv ? sys_vm_readv(w->ctx->pid, w->vl, w->nv, w->vr, w->nv) : 0;
+	size_t done = r > 0 ? (size_t)r : 0;
+	int ret = 0;
+
+	/* what it read is a prefix of the pieces, in order */
+	for (size_t i = 0; !ret && i < w->nv; i++) {
+		size_t len = w->vl[i].iov_len, got = done < len ? done : len;
+
+		done -= got;
+		if (got < len)
+			ret = read_mem(w, (char *)w->vl[i].iov_base + got,
+				       (uintptr_t)w->vr[i].iov_base + got, len - got);
+	}
+	w->nv = 0;
+	return ret;
+}
+
+static int vm_add(struct page_writer *w, char *p, uint64_t addr, size_t len)
+{
+	w->vl[w->nv] = (struct iovec){p, len};
+	w->vr[w->nv++] = (struct iovec){(void *)addr, len};
+	return w->nv == VM_IOV ? vm_flush(w) : 0;
+}
+
+/*
+ * The /proc/PID/pagemap entries of the n pages at page pg, read with those
+ * of the queued direct runs after run i that lie within PME_SPAN pages (one
+ * read for many small runs); NULL if pagemap cannot be read there.
+ */
+static const uint64_t *run_pme(struct page_writer *w, unsigned long i, uint64_t pg, size_t n,
+			       uint64_t *lo, size_t *nr)
+{
+	uint64_t end = pg + n;
+	ssize_t r;
+
+	if (*nr && pg >= *lo && pg + n <= *lo + *nr)
+		return w->pme + (pg - *lo);
+	for (unsigned long k = i + 1; k < w->nr_iov; k++) {
+		uint64_t kend = ((uintptr_t)w->riov[k].iov_base + w->riov[k].iov_len) / PAGE_SIZE;
+
+		if (kend - pg > PME_SPAN)
+			break;
+		if (w->rdirect[k] && kend > end)
+			end = kend;
+	}
+	r = sys_pread_full(w->pagemap_fd, w->pme, (end - pg) * sizeof(w->pme[0]),
+			   (off_t)(pg * sizeof(w->pme[0])));
+	*lo = pg;
+	*nr = r == (ssize_t)((end - pg) * sizeof(w->pme[0])) ? end - pg : 0;
+	return *nr ? w->pme : NULL;
+}
+
 /*
  * process_vm_readv() copies once, where /proc/PID/mem copies twice (through
  * a page of its own) and looks each page up alone.  But its read-only pin
@@ -593,43 +653,37 @@ static int read_mem(struct page_writer *w, char *p, uint64_t addr, size_t len)
  * dump would cost the tree memory and lose the sharing.  So it reads only
  * the pages the process alone maps (PM_MMAP_EXCLUSIVE in /proc/PID/pagemap;
  * the tree is frozen, nothing maps them meanwhile), in mappings it can read;
- * the others, and what it could not read, go through /proc/PID/mem.
+ * the others, and what it could not read, go through /proc/PID/mem.  The
+ * queued runs' pieces go in as few process_vm_readv calls as they fit in
+ * (sparse memory has a run per page).
  */
-static int read_run(struct page_writer *w, char *p, uint64_t addr, size_t len, bool direct)
+static int read_runs(struct page_writer *w, char *p)
 {
-	size_t n = len / PAGE_SIZE, i = 0;
-	ssize_t r;
+	uint64_t lo = 0;
+	size_t nr = 0;
+	int ret = 0;
 
-	if (!direct)
-		return read_mem(w, p, addr, len);
-	r = sys_pread_full(w->pagemap_fd, w->pme, n * sizeof(w->pme[0]),
-			   (off_t)(addr / PAGE_SIZE * sizeof(w->pme[0])));
-	if (r != (ssize_t)(n * sizeof(w->pme[0])))
-		return read_mem(w, p, addr, len);
-	while (i < n) {
-		bool excl = w->pme[i] & PM_MMAP_EXCLUSIVE;
-		size_t j = i + 1, off = i * PAGE_SIZE, sub;
-		int ret;
+	for (unsigned long i = 0; !ret && i < w->nr_iov; p += w->riov[i++].iov_len) {
+		uint64_t addr = (uintptr_t)w->riov[i].iov_base;
+		size_t len = w->riov[i].iov_len, n = len / PAGE_SIZE;
+		const uint64_t *pme =
+			w->rdirect[i] ? run_pme(w, i, addr / PAGE_SIZE, n, &lo, &nr) : NULL;
 
-		while (j < n && !(w->pme[j] & PM_MMAP_EXCLUSIVE) == !excl)
-			j++;
-		sub = (j - i) * PAGE_SIZE;
-		r = 0;
-		if (excl) {
-			struct iovec local = {p + off, sub}, remote = {(void *)(addr + off), sub};
-
-			r = sys_vm_readv(w->ctx->pid, &local, 1, &remote, 1);
-			if (r < 0)
-				r = 0;
+		if (!pme) {
+			ret = read_mem(w, p, addr, len);
+			continue;
 		}
-		if ((size_t)r < sub) {
-			ret = read_mem(w, p + off + r, addr + off + r, sub - r);
-			if (ret)
-				return ret;
+		for (size_t k = 0, j; !ret && k < n; k = j) {
+			bool excl = pme[k] & PM_MMAP_EXCLUSIVE;
+			size_t off = k * PAGE_SIZE;
+
+			for (j = k + 1; j < n && !(pme[j] & PM_MMAP_EXCLUSIVE) == !excl;)
+				j++;
+			ret = excl ? vm_add(w, p + off, addr + off, (j - k) * PAGE_SIZE)
+				   : read_mem(w, p + off, addr + off, (j - k) * PAGE_SIZE);
 		}
-		i = j;
 	}
-	return 0;
+	return ret ? ret : vm_flush(w);
 }
 
 /* Reads the queued runs into a buffer and hands it to the writer thread. */
@@ -641,11 +695,10 @@ static int flush_pages(struct page_writer *w)
 	if (!w->fill)
 		return 0;
 	p = pages_out_buf(&w->out);
-	for (unsigned long i = 0; i < w->nr_iov; p += w->riov[i++].iov_len) {
-		ret = read_run(w, p, (uintptr_t)w->riov[i].iov_base, w->riov[i].iov_len,
-			       w->rdirect[i]);
-		if (ret)
-			return ret;
+	ret = read_runs(w, p);
+	if (ret) {
+		w->nv = 0;
+		return ret;
 	}
 	ret = pages_out_submit(&w->out, w->fill);
 	if (ret)
