@@ -110,25 +110,62 @@ static size_t sqe_size(uint32_t flags)
 	return flags & IORING_SETUP_SQE128 ? 128 : 64;
 }
 
-/*
- * Where the CQEs start in struct io_rings: a cache line in (64, on SMP
- * kernels), or right after its 48 bytes of counters (uniprocessor kernels).
- * Asked once of a ring of amber's own.
- */
-static size_t cqes_off(void)
+/* A wait with a registered argument at an offset no region has: changes nothing. */
+static int reg_wait_probe(int fd)
 {
-	static size_t off;
+	return sys_io_uring_enter_arg(
+		fd, 0, 0, IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG | IORING_ENTER_EXT_ARG_REG,
+		(void *)(1UL << 40), URING_REG_WAIT_SIZE);
+}
+
+struct pbuf_status {
+	uint32_t bgid, head, resv[8];
+};
+
+/*
+ * What a ring of amber's own tells of this kernel, asked once: where the
+ * CQEs start in struct io_rings (a cache line in, 64, on SMP kernels; right
+ * after its 48 bytes of counters on uniprocessor ones); whether a ring
+ * without IOPOLL fails a registered wait argument out of range EFAULT
+ * (6.13: then the probe tells IOPOLL); whether buffer groups can be asked
+ * (PBUF_STATUS, 6.8: ENOENT for a group that does not exist).
+ */
+struct own_ring {
+	size_t cqes;
+	bool tells_iopoll, tells_pbuf;
+};
+
+static const struct own_ring *own_ring(void)
+{
+	static struct own_ring o;
 	struct io_uring_params p;
+	struct pbuf_status st;
 	int fd;
 
-	if (!off) {
-		memset(&p, 0, sizeof(p));
-		fd = sys_io_uring_setup(1, &p);
-		off = fd >= 0 && p.cq_off.cqes ? p.cq_off.cqes : 64;
-		if (fd >= 0)
-			close(fd);
+	if (o.cqes)
+		return &o;
+	memset(&p, 0, sizeof(p));
+	memset(&st, 0, sizeof(st));
+	fd = sys_io_uring_setup(1, &p);
+	o.cqes = fd >= 0 && p.cq_off.cqes ? p.cq_off.cqes : 64;
+	o.tells_iopoll = fd >= 0 && reg_wait_probe(fd) == -EFAULT;
+	o.tells_pbuf = fd >= 0 && sys_io_uring_register(fd, URING_PBUF_STATUS, &st, 1) == -ENOENT;
+	if (fd >= 0)
+		close(fd);
+	return &o;
+}
+
+static bool kernel_tells_iopoll(void)
+{
+	static bool warned;
+
+	if (!own_ring()->tells_iopoll && !warned) {
+		warned = true;
+		pr_warn("this kernel does not tell io_uring rings set up with "
+			"IORING_SETUP_IOPOLL (6.13 and later do): such a ring comes back "
+			"without it");
 	}
-	return off;
+	return own_ring()->tells_iopoll;
 }
 
 /*
@@ -138,9 +175,9 @@ static size_t cqes_off(void)
  */
 static size_t array_off(uint32_t flags, uint32_t cq)
 {
-	size_t off = (cqes_off() + (size_t)cq * 16) << !!(flags & IORING_SETUP_CQE32);
+	size_t off = (own_ring()->cqes + (size_t)cq * 16) << !!(flags & IORING_SETUP_CQE32);
 
-	return cqes_off() % 64 ? off : (off + 63) & ~(size_t)63;
+	return own_ring()->cqes % 64 ? off : (off + 63) & ~(size_t)63;
 }
 
 static size_t rings_len(uint32_t flags, uint32_t sq, uint32_t cq)
@@ -285,35 +322,6 @@ static int uring_workers(struct dump_ctx *ctx, int fd)
 	}
 	closedir(dir);
 	return ret;
-}
-
-/* A wait with a registered argument at an offset no region has: changes nothing. */
-static int reg_wait_probe(int fd)
-{
-	return sys_io_uring_enter_arg(
-		fd, 0, 0, IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG | IORING_ENTER_EXT_ARG_REG,
-		(void *)(1UL << 40), URING_REG_WAIT_SIZE);
-}
-
-/* Whether the probe tells IOPOLL here: a ring of amber's own without it fails EFAULT. */
-static bool kernel_tells_iopoll(void)
-{
-	static int tells = -1;
-	struct io_uring_params p;
-	int fd;
-
-	if (tells < 0) {
-		memset(&p, 0, sizeof(p));
-		fd = sys_io_uring_setup(1, &p);
-		tells = fd >= 0 && reg_wait_probe(fd) == -EFAULT;
-		if (fd >= 0)
-			close(fd);
-		if (!tells)
-			pr_warn("this kernel does not tell io_uring rings set up with "
-				"IORING_SETUP_IOPOLL (6.13 and later do): such a ring comes back "
-				"without it");
-	}
-	return tells;
 }
 
 /*
@@ -1052,7 +1060,7 @@ static int uring_open_child(struct restore_ctx *ctx, RegFile *f)
 	    p.sq_off.array != ((e->flags & IORING_SETUP_NO_SQARRAY)
 				       ? 0
 				       : array_off(e->flags, e->cq_entries)) ||
-	    p.cq_off.cqes != cqes_off() || p.sq_off.dropped != R_SQ_DROPPED) {
+	    p.cq_off.cqes != own_ring()->cqes || p.sq_off.dropped != R_SQ_DROPPED) {
 		pr_err("pid %d: io_uring_setup made a ring of %u/%u entries, SQ array at %u, for "
 		       "file %u (%u/%u dumped): this kernel lays rings out otherwise",
 		       ctx->pid, p.sq_entries, p.cq_entries, p.sq_off.array, f->id, e->sq_entries,
@@ -1217,29 +1225,6 @@ int uring_check_vmas(struct restore_ctx *ctx)
  */
 #define PBUF_BATCH 512
 
-struct pbuf_status {
-	uint32_t bgid, head, resv[8];
-};
-
-/* Whether the kernel tells buffer groups (PBUF_STATUS, 6.8): ENOENT on amber's own ring. */
-static bool kernel_tells_pbuf(void)
-{
-	static int tells = -1;
-	struct io_uring_params p;
-	struct pbuf_status st;
-	int fd;
-
-	if (tells < 0) {
-		memset(&p, 0, sizeof(p));
-		memset(&st, 0, sizeof(st));
-		fd = sys_io_uring_setup(1, &p);
-		tells = fd >= 0 && sys_io_uring_register(fd, URING_PBUF_STATUS, &st, 1) == -ENOENT;
-		if (fd >= 0)
-			close(fd);
-	}
-	return tells;
-}
-
 static int uring_refused_by_calls(struct dump_ctx *ctx, int fd)
 {
 	struct pbuf_status st[PBUF_BATCH];
@@ -1276,7 +1261,7 @@ static int uring_refused_by_calls(struct dump_ctx *ctx, int fd)
 		for (uint32_t i = 0; i < PBUF_BATCH; i++) {
 			if (sc[i].ret == -ENOENT)
 				continue;
-			if (sc[i].ret == -EINVAL && g + i == 0 && !kernel_tells_pbuf())
+			if (sc[i].ret == -EINVAL && g + i == 0 && !own_ring()->tells_pbuf)
 				return 0; /* before 6.8: no status to ask, see README */
 			if (sc[i].ret == -EINVAL)
 				pr_err("pid %d: fd %d is an io_uring with buffers provided by "
@@ -1565,8 +1550,7 @@ static int uring_restore_read(struct restore_ctx *ctx)
 			if (!ok) {
 				pr_err("files.img: io_uring entry %u registers fd %d in slot %zu, "
 				       "which is no fd of pid %d placed before its rings; the "
-				       "image "
-				       "is corrupt",
+				       "image is corrupt",
 				       f->id, want, s, ctx->pid);
 				return -EBADMSG;
 			}
