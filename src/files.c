@@ -1390,6 +1390,12 @@ static const struct fd_type *type_of(RegFile *f)
 	return NULL;
 }
 
+/* A kind amber does not open before the processes: they make it, or it comes late. */
+static bool made_after(const struct fd_type *ft)
+{
+	return ft && (ft->open_child || ft->open_late);
+}
+
 /* Open f on the image's word: with the image owner's rights (owner.h). */
 static int open_as_owner(struct tree *t, RegFile *f)
 {
@@ -1594,7 +1600,7 @@ static int files_restore_tree(struct tree *t)
 		const struct fd_type *ft = type_of(f);
 		int fd;
 
-		if (ft && (ft->open_child || ft->open_late)) { /* files_restore_child, _late */
+		if (made_after(ft)) { /* files_restore_child, _late */
 			t->desc_fd[i] = -1;
 			if (ft->open_late && late_sk[0] < 0) {
 				ret = late_socket(t);
@@ -1899,16 +1905,13 @@ bool files_made_late(const char *link, const struct stat *st)
 {
 	for (const struct fd_type *const *t = fd_types; *t; t++)
 		if ((*t)->match(link, st))
-			return (*t)->open_child || (*t)->open_late;
+			return made_after(*t);
 	return false;
 }
 
 bool files_placed_first(struct tree *t, int id)
 {
-	const struct fd_type *ft =
-		id >= 0 && (size_t)id < t->nr_rfiles ? type_of(t->rfiles[id]) : NULL;
-
-	return id >= 0 && (size_t)id < t->nr_rfiles && (!ft || (!ft->open_child && !ft->open_late));
+	return id >= 0 && (size_t)id < t->nr_rfiles && !made_after(type_of(t->rfiles[id]));
 }
 
 bool files_is_late(struct tree *t, int id)
