@@ -677,11 +677,17 @@ static int dump_files(struct dump_ctx *ctx, int fd, int dup, const char *buf,
 	for (uint32_t i = 0; i < u->user_files; i++)
 		e->file_fds[i] = -1;
 	for (p = strchr(p, '\n'); p && p[1] == ' '; p = strchr(p + 1, '\n')) {
-		char name[64], link[300];
+		char name[PATH_MAX], link[300];
 		unsigned slot;
-		int at, ret;
+		int at, ret, len, off = 0;
 
-		if (sscanf(p + 1, "%u: %63s", &slot, name) != 2 || slot >= u->user_files) {
+		/* the whole name: a path may be long (seq_file_path escapes blanks) */
+		len = 0;
+		if (sscanf(p + 1, "%u: %n", &slot, &off) == 1 && off)
+			len = (int)strcspn(p + 1 + off, "\n");
+		if (len > 0 && len < (int)sizeof(name))
+			snprintf(name, sizeof(name), "%.*s", len, p + 1 + off);
+		if (len <= 0 || len >= (int)sizeof(name) || slot >= u->user_files) {
 			pr_err("pid %d: fd %d: its io_uring fdinfo lists a registered file amber "
 			       "does not read: %.40s",
 			       ctx->pid, fd, p + 1);

@@ -459,7 +459,7 @@ static int fixed_rw(struct ring *r, int op, unsigned slot, void *buf, unsigned l
 
 /*
  * regfiles: ring A (fd 40) set up with SUBMIT_ALL | COOP_TASKRUN |
- * TASKRUN_FLAG, a table of 5 files: slot 0 data.txt (fd 60, read-write, at
+ * TASKRUN_FLAG, a table of 5 files: slot 0 LONG_DIR/data.txt (fd 60, read-write, at
  * offset 5), slot 1 empty, slots 2 and 3 a pipe's read and write ends (fds 61,
  * 62), slot 4 an eventfd (fd 63, count 5).  Only a kernel
  * whose kcmp() compares registered files (amber's kernel series) tells which
@@ -469,6 +469,8 @@ static int fixed_rw(struct ring *r, int op, unsigned slot, void *buf, unsigned l
  * reads, what fd 62 writes slot 2 reads; 7 written through slot 4 makes fd
  * 63 read 12) and the ring's setup flags, where fdinfo shows them, are as set up.
  */
+#define LONG_DIR "a-directory-whose-name-alone-is-longer-than-sixty-four-characters-long"
+
 static int regfiles(void)
 {
 	const unsigned want =
@@ -480,7 +482,10 @@ static int regfiles(void)
 	struct ring r;
 	off_t pos;
 
-	d = open("data.txt", O_RDWR | O_CREAT | O_TRUNC, 0644);
+	/* a path longer than a short buffer for fdinfo's names holds */
+	if (mkdir(LONG_DIR, 0755) && errno != EEXIST)
+		prog_die("mkdir " LONG_DIR);
+	d = open(LONG_DIR "/data.txt", O_RDWR | O_CREAT | O_TRUNC, 0644);
 	if (d < 0 || write(d, "0123456789abcdef", 16) != 16 || lseek(d, 5, SEEK_SET) != 5 ||
 	    dup2(d, 60) != 60 || pipe(pp) || dup2(pp[0], 61) != 61 || dup2(pp[1], 62) != 62 ||
 	    (e = eventfd(5, EFD_NONBLOCK)) < 0 || dup2(e, 63) != 63)

@@ -105,7 +105,7 @@ t_uring_files_refused() {
 # the kernel rig restores this program on it).  Here the dump is refused,
 # naming the first slot's file and the kernel support.
 t_uring_regfiles_refused() {
-	uring_refused regfiles "pid @PID@: fd 40 is an io_uring with a file registered in slot 0 ([^)]*data.txt); fdinfo names it only.*KCMP_IOURING_FILE"
+	uring_refused regfiles "pid @PID@: fd 40 is an io_uring with a file registered in slot 0 ([^)]*/a-directory-whose-name-alone-is-longer-than-sixty-four-characters-long/data.txt); fdinfo names it only.*KCMP_IOURING_FILE"
 }
 t_uring_sockclosed_refused() {
 	uring_refused sockclosed "pid @PID@: fd 40 is an io_uring with socket:\[[0-9]*\] registered in slot 1, which no fd of the process holds"
