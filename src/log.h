@@ -12,6 +12,7 @@ extern int log_fd; /* stderr, unless the restore child moved it out of the way *
 extern char log_first_err[LOG_ERR_MAX];
 extern char log_last_err[LOG_ERR_MAX];
 
+void log_catch_crashes(void);
 void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define pr_err(fmt, ...)   log_msg(LOG_ERR, fmt, ##__VA_ARGS__)

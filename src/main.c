@@ -58,6 +58,7 @@ int main(int argc, char **argv)
 	const char *cmd = argc > 1 ? argv[1] : NULL;
 
 	sys_fault_init();
+	log_catch_crashes();
 	/* callers parse CRIU's "Version: X.Y" line (runc, when the RPC's VERSION fails) */
 	if (cmd && as_criu(argv[0]) && (!strcmp(cmd, "--version") || !strcmp(cmd, "-V"))) {
 		printf("Version: %s\namber: %s\n", CRIU_VERSION, AMBER_VERSION);
