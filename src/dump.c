@@ -922,6 +922,31 @@ static void free_tree(struct tree *t)
 	img_set_free(&t->imgs);
 }
 
+/*
+ * Every thread out of the SIGTRAP stops injection leaves (infect_park): the
+ * rest of the dump, a post-dump script or a runtime's answer may take long,
+ * and a killed amber must leave the processes running.
+ */
+static int park_process(struct dump_ctx *ctx)
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < ctx->nr_threads; i++)
+		if (infect_park(ctx->threads[i].inf) && !ret)
+			ret = -EIO;
+	return ret;
+}
+
+static int park_tree(struct tree *t)
+{
+	int ret = 0;
+
+	for (size_t p = 0; p < t->nr_procs; p++)
+		if (park_process(t->dprocs[p]) && !ret)
+			ret = -EIO;
+	return ret;
+}
+
 static int dump_processes(struct tree *t)
 {
 	int ret = run_tree_hooks(t, false);
@@ -930,6 +955,8 @@ static int dump_processes(struct tree *t)
 		ret = dump_resources(t->dprocs[p]);
 		if (!ret)
 			ret = dump_late(t->dprocs[p]);
+		if (park_process(t->dprocs[p]) && !ret)
+			ret = -EIO;
 		if (!ret)
 			ret = write_cores(t->dprocs[p]);
 		if (!ret)
@@ -937,6 +964,8 @@ static int dump_processes(struct tree *t)
 	}
 	if (!ret)
 		ret = run_tree_hooks(t, true);
+	if (park_tree(t) && !ret)
+		ret = -EIO;
 	if (!ret)
 		ret = write_pstree(t);
 	if (!ret)

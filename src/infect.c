@@ -451,8 +451,10 @@ static int do_syscall(struct infect *inf, long *ret, long nr, long a1, long a2, 
 			       inf->pid, nr, status);
 			return -ESRCH;
 		}
-		if (WSTOPSIG(status) == SIGTRAP && !(status >> 16))
+		if (WSTOPSIG(status) == SIGTRAP && !(status >> 16)) {
+			inf->trapped = true;
 			break;
+		}
 		/* A ptrace event inside the syscall (clone of a thread), or an
 		 * unblockable signal: step on to the end of the syscall. */
 		pr_debug("pid %d: stop 0x%x during injection", inf->pid, status);
@@ -555,6 +557,7 @@ static int run_batch(struct infect *inf, unsigned long code, unsigned long table
 			return -ESRCH;
 		}
 		if (WSTOPSIG(status) == SIGTRAP && !(status >> 16)) {
+			inf->trapped = true;
 			r = sys_ptrace(PTRACE_GETREGS, inf->pid, NULL, &regs);
 			if (!r && regs.rip != code + sizeof(pie_batch)) {
 				pr_err("pid %d: the syscall batch trapped at 0x%llx", inf->pid,
@@ -683,6 +686,46 @@ int infect_restore_regs(struct infect *inf)
 
 	if (r)
 		pr_err("pid %d: cannot put its registers back: %s", inf->pid, strerror((int)-r));
+	return (int)r;
+}
+
+/*
+ * A step, or the batch's trap, ends in a signal-delivery stop: the kernel
+ * keeps its SIGTRAP as the stop's signal, and delivers it once the tracer is
+ * gone.  Were amber killed (or to crash) while the task waits there, the
+ * SIGTRAP would kill it.  An interrupt, then a resume that drops the
+ * SIGTRAP, moves it to an event stop before it runs an instruction: from
+ * there it runs on if amber dies.
+ */
+int infect_park(struct infect *inf)
+{
+	int status;
+	long r;
+
+	if (!inf->trapped)
+		return 0;
+	r = sys_ptrace(PTRACE_INTERRUPT, inf->pid, NULL, NULL);
+	if (!r)
+		r = sys_ptrace(PTRACE_CONT, inf->pid, NULL, NULL);
+	while (!r) {
+		r = sys_waitpid(inf->pid, &status, __WALL);
+		if (r < 0)
+			break;
+		r = 0;
+		if (!WIFSTOPPED(status)) {
+			pr_err("pid %d died while being moved to an event stop (status 0x%x)",
+			       inf->pid, status);
+			return -ESRCH;
+		}
+		if (status >> 16 == PTRACE_EVENT_STOP) {
+			inf->trapped = false;
+			return 0;
+		}
+		/* the interrupt is taken before any signal: nothing else stops it */
+		pr_err("pid %d: stop 0x%x while being moved to an event stop", inf->pid, status);
+		return -EIO;
+	}
+	pr_err("pid %d: cannot move it to an event stop: %s", inf->pid, strerror((int)-r));
 	return (int)r;
 }
 

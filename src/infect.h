@@ -28,6 +28,7 @@ struct infect {
 	size_t scratch_size;	      /* upper half: the batch executor and its table */
 	bool batch_loaded;
 	bool lazy_regs; /* restore: its registers stay as injection left them (regs.c sets them) */
+	bool trapped;	/* in the SIGTRAP stop of a step or of the batch's trap (infect_park) */
 	long nr_syscalls;
 };
 
@@ -40,6 +41,9 @@ int infect_seize(pid_t pid, struct infect *inf, int *stopsig);
  * the interrupt stays pending and stops it before it runs again. */
 int infect_seize_start(pid_t pid, struct infect *inf);
 int infect_seize_wait(struct infect *inf, int *stopsig);
+/* From the SIGTRAP stop injection leaves the task in to an event stop, which
+ * is all the kernel leaves of ptrace if amber dies; 0 if it is in one. */
+int infect_park(struct infect *inf);
 /* Take over an already-seized, stopped tracee (restore). */
 int infect_attach_stopped(pid_t pid, struct infect *inf);
 int infect_find_syscall(struct infect *inf);

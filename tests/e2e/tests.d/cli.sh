@@ -2,7 +2,7 @@
 # table, CRIU's options with CRIU's meanings, configuration files, action scripts,
 # -s/--leave-stopped, and an error of its own for each kind of mistake.
 TESTS+=(cli_help cli_errors cli_criu_command_lines cli_log_file_links cli_config_files)
-TESTS+=(cli_action_scripts cli_action_scripts_netlock cli_action_script_fails cli_leave_stopped
+TESTS+=(cli_action_scripts cli_action_scripts_netlock cli_action_script_fails cli_crash_logged cli_leave_stopped
 	cli_man_page)
 
 # Every option the table gives a command is in its help, both ways of asking for it.
@@ -179,6 +179,25 @@ post-resume $PID $W/img"
 
 # A failing pre-dump script: nothing frozen, nothing written; a failing pre-resume
 # script: nothing left running, and the image still restores afterwards.
+# amber dies of a fault: the log says so (a runtime reads the log, not amber's
+# stderr), and the default action follows.  The fault is a SIGSEGV the
+# post-dump script sends it; the process, let go as amber dies, runs on.
+t_cli_crash_logged() {
+	[ $SELFTEST = 1 ] && return 77
+	local rc
+	start_prog "$PROGS/counter" "$T" || return
+	printf '#!/bin/sh\n[ "$CRTOOLS_SCRIPT_ACTION" != post-dump ] || kill -SEGV $PPID\n' >"$W/segv"
+	chmod +x "$W/segv"
+	amber_to "$W/dump.log" 60 dump -t "$PID" -D "$W/img" -o "$W/amber.log" --action-script "$W/segv"
+	rc=$?
+	[ $rc = 139 ] || { fail "amber ended with $rc, not by its SIGSEGV (139)"; attach "$W/dump.log"; return 1; }
+	grep -q "^amber: error: pid [0-9]* killed by SIGSEGV (sent by pid [0-9]*): a bug in amber$" "$W/amber.log" ||
+		{ fail "the log does not say amber was killed by SIGSEGV"; attach "$W/amber.log"; return 1; }
+	[ "$(status_field "$PID" TracerPid)" = 0 ] || { fail "the process is still traced"; return 1; }
+	touch "$T/go"
+	wait_for 30 test -e "$T/result" && [ "$(cat "$T/result")" = 0 ] || { fail "the counter failed"; return 1; }
+}
+
 t_cli_action_script_fails() {
 	[ $SELFTEST = 1 ] && return 77
 	local exe
