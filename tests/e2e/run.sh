@@ -202,13 +202,17 @@ attach() { # FILE [LINES]
 	tail -n "${2:-25}" "$1" | sed 's/^/    /' >>"$W/log"
 }
 
+# what went wrong first: CI shows the start of a long failure
+attach_errors() { # FILE
+	[ -s "$1" ] && grep -qE 'error|FAIL' "$1" || return 0
+	note "--- ${1#"$W"/} (errors):"
+	grep -E 'error|FAIL' "$1" | head -n 8 | sed 's/^/    /' >>"$W/log"
+}
+
 attach_all() {
 	local f
-	# what went wrong first: CI shows the start of a long failure
 	for f in "$W/dump.log" "$W/restore.log" "$T/err" "$T/out"; do
-		[ -s "$f" ] && grep -qE 'error|FAIL' "$f" || continue
-		note "--- ${f#"$W"/} (errors):"
-		grep -E 'error|FAIL' "$f" | head -n 8 | sed 's/^/    /' >>"$W/log"
+		attach_errors "$f"
 	done
 	attach "$W/dump.log"
 	attach "$W/restore.log"

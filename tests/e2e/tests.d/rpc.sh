@@ -270,7 +270,7 @@ rpc_runc_case() {
 	wait_for 15 test -e "$W/bundle/rootfs/t/ready" || { fail "the container's counter did not start"; attach "$W/run.out"; return 1; }
 	pid=$(rpc_runc_state "$id" .pid)
 	rpc_runc_ckpt "$id" img1 --leave-running ||
-		{ fail "runc checkpoint --leave-running failed"; attach "$W/img1.out"; attach "$W/work-img1/dump.log" 20; return 1; }
+		{ fail "runc checkpoint --leave-running failed"; attach "$W/img1.out"; attach_errors "$W/work-img1/dump.log"; attach "$W/work-img1/dump.log" 20; return 1; }
 	[ "$(rpc_runc_state "$id" .status)" = running ] && [ "$(rpc_runc_state "$id" .pid)" = "$pid" ] ||
 		{ fail "the container is not running on after --leave-running"; return 1; }
 	test -s "$W/img1/inventory.img" || { fail "--leave-running wrote no image"; return 1; }
@@ -278,7 +278,7 @@ rpc_runc_case() {
 	wait_for 5 eval '[ "$(lines "$W/bundle/rootfs/t/count.log")" -gt $n ]' ||
 		{ fail "the counter stopped after --leave-running"; return 1; }
 	rpc_runc_ckpt "$id" img ||
-		{ fail "runc checkpoint failed"; attach "$W/img.out"; attach "$W/work-img/dump.log" 20; return 1; }
+		{ fail "runc checkpoint failed"; attach "$W/img.out"; attach_errors "$W/work-img/dump.log"; attach "$W/work-img/dump.log" 20; return 1; }
 	grep -q "left empty (empty_ns)" "$W/work-img/dump.log" ||
 		{ fail "dump.log does not say the network namespace was left empty"; return 1; }
 	wait_for 10 eval '! kill -0 $pid 2>/dev/null' || { fail "the container's init $pid lives on after the checkpoint"; return 1; }
@@ -287,7 +287,7 @@ rpc_runc_case() {
 
 	rpc_runc_bg restore.out restore -d --image-path "$W/img" --work-path "$W/work-img" "$id"
 	wait_for 30 eval '[ "$(rpc_runc_state "$id" .status)" = running ]' ||
-		{ fail "runc restore -d: the container is not running"; attach "$W/restore.out"; attach "$W/work-img/restore.log" 20; return 1; }
+		{ fail "runc restore -d: the container is not running"; attach "$W/restore.out"; attach_errors "$W/work-img/restore.log"; attach "$W/work-img/restore.log" 20; return 1; }
 	pid=$(rpc_runc_state "$id" .pid)
 	note "restored: runc says pid $pid; $(grep -m1 'empty (empty_ns)' "$W/work-img/restore.log")"
 	[ "$(readlink "/proc/$pid/exe")" = "$W/bundle/rootfs/counter" ] || [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = counter ] ||
@@ -297,7 +297,7 @@ rpc_runc_case() {
 	grep -q "stage setup-namespaces: the client said go on" "$W/work-img/restore.log" ||
 		{ fail "runc was not notified of setup-namespaces"; return 1; }
 	grep -q "file .* is the client's fd 1 (inherit_fd pipe:" "$W/work-img/restore.log" ||
-		{ fail "the restored stdout is not the new runc's pipe (inherit_fd)"; attach "$W/work-img/restore.log" 20; return 1; }
+		{ fail "the restored stdout is not the new runc's pipe (inherit_fd)"; attach_errors "$W/work-img/restore.log"; attach "$W/work-img/restore.log" 20; return 1; }
 	wait_for 5 eval '[ "$(lines "$W/bundle/rootfs/t/count.log")" -gt $n ]' ||
 		{ fail "the restored counter does not count"; return 1; }
 	runc --root "$W/state" ps "$id" >"$W/ps.out" 2>&1 && grep -qw "$pid" "$W/ps.out" ||
@@ -311,12 +311,12 @@ rpc_runc_case() {
 		{ fail "the restored /sys shows links of another network namespace: $(ls "/proc/$pid/root/sys/class/net" | tr '\n' ' ')"; return 1; }
 	# the restored container is one runc and amber checkpoint and restore again
 	rpc_runc_ckpt "$id" img2 ||
-		{ fail "runc checkpoint of the restored container failed"; attach "$W/img2.out"; attach "$W/work-img2/dump.log" 20; return 1; }
+		{ fail "runc checkpoint of the restored container failed"; attach "$W/img2.out"; attach_errors "$W/work-img2/dump.log"; attach "$W/work-img2/dump.log" 20; return 1; }
 	wait_for 10 eval '! kill -0 $pid 2>/dev/null' || { fail "the restored init $pid lives on after the second checkpoint"; return 1; }
 	wait
 	rpc_runc_bg restore.out restore -d --image-path "$W/img2" --work-path "$W/work-img2" "$id"
 	wait_for 30 eval '[ "$(rpc_runc_state "$id" .status)" = running ]' ||
-		{ fail "the second runc restore -d: the container is not running"; attach "$W/restore.out"; attach "$W/work-img2/restore.log" 20; return 1; }
+		{ fail "the second runc restore -d: the container is not running"; attach "$W/restore.out"; attach_errors "$W/work-img2/restore.log"; attach "$W/work-img2/restore.log" 20; return 1; }
 	pid=$(rpc_runc_state "$id" .pid)
 	touch "$W/bundle/rootfs/t/go"
 	wait_for 15 eval '! kill -0 $pid 2>/dev/null' || { fail "the restored counter did not finish after go"; return 1; }
