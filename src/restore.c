@@ -478,6 +478,7 @@ static void __attribute__((noreturn)) become_zombie(PstreeEntry *e)
 }
 
 static void __attribute__((noreturn)) child_main(struct tree *t, size_t idx);
+static unsigned long heap_start;
 static void __attribute__((noreturn)) child_setup(struct tree *t, size_t idx, bool vm);
 
 /* The tree, for CLONE_VM children, which start with nothing but an index. */
@@ -921,12 +922,36 @@ static void child_hooks(struct restore_ctx *ctx, int report_fd, bool prefork)
 	owner_leave(ctx->tree);
 }
 
+/*
+ * Its copy of amber's heap (every process's images), unmapped by the child
+ * itself once it set up, while amber drives the others: when amber's
+ * injection cleared the address space, that unmap was a third of each
+ * process's memory restore.  Nothing after it may touch the heap; a process
+ * whose CLONE_VM children still run amber's code on it keeps it.
+ */
+static void drop_heap(struct tree *t, PstreeEntry *e, bool vm)
+{
+	const uint32_t *kids;
+	size_t nk = tree_children(t, e->pid, &kids);
+	char *end;
+
+	if (vm || !heap_start)
+		return;
+	for (size_t k = 0; k < nk; k++)
+		if (t->pstree[kids[k]]->clone_vm)
+			return;
+	end = sbrk(0);
+	if (end > (char *)heap_start)
+		munmap((void *)heap_start, end - (char *)heap_start);
+}
+
 /* After "go": vm says the process shares its parent's memory (and log_fd). */
 static void __attribute__((noreturn)) child_setup(struct tree *t, size_t idx, bool vm)
 {
 	PstreeEntry *e = t->pstree[idx];
 	struct restore_ctx *ctx = tree_rproc(t, e->pid);
-	int report_fd = syncs[idx].child;
+	int report_fd = syncs[idx].child, pages_fd = vm ? -1 : ctx->pages_fd;
+	bool init = (!idx && t->own_pidns) || e->nested_init;
 
 	if (!vm) {
 		log_fd = fcntl(log_fd, F_DUPFD_CLOEXEC, t->fd_base);
@@ -969,9 +994,10 @@ static void __attribute__((noreturn)) child_setup(struct tree *t, size_t idx, bo
 		child_report(report_fd, "cannot enter its user namespace");
 		_exit(1);
 	}
-	report_to_amber(report_fd, NULL, vm ? -1 : ctx->pages_fd);
+	drop_heap(t, e, vm);
+	report_to_amber(report_fd, NULL, pages_fd);
 	/* a pid namespace's init ignores SIGSTOP from inside it: amber sends it */
-	if ((!idx && t->own_pidns) || e->nested_init)
+	if (init)
 		for (;;)
 			pause();
 	/* amber takes over from this stop (not raise(): a CLONE_VM child has its
@@ -1055,7 +1081,8 @@ static int seize_and_go(struct tree *t, size_t idx)
  * (a tree of 2000 restored in half the time).  Collapsing copies each 2 MB
  * once, which only many forks repay (estimated, not measured: a few dozen),
  * so small trees keep their pages.  Best effort: a kernel without
- * MADV_COLLAPSE (6.1) forks the 4 KB pages as before.
+ * MADV_COLLAPSE (6.1) forks the 4 KB pages as before.  Where the heap
+ * starts is noted for every tree: each child unmaps its copy (drop_heap).
  */
 static void heap_to_huge_pages(const struct tree *t)
 {
@@ -1065,14 +1092,15 @@ static void heap_to_huge_pages(const struct tree *t)
 	size_t cap = 0;
 	FILE *f;
 
-	if (t->nr_pstree < 32)
-		return;
 	f = fopen("/proc/self/maps", "re");
 	if (!f)
 		return;
 	while (getline(&line, &cap, f) > 0) {
 		if (!strstr(line, " [heap]") || sscanf(line, "%lx-%lx", &start, &end) != 2)
 			continue;
+		heap_start = start;
+		if (t->nr_pstree < 32)
+			break;
 		start = (start + huge - 1) & ~(huge - 1);
 		end &= ~(huge - 1);
 		if (start < end && madvise((void *)start, end - start, MADV_COLLAPSE))
@@ -1183,14 +1211,22 @@ static void pin_end(void)
 	pinned = false;
 }
 
+static unsigned long fork_syscall_ip;
+
 static int restore_process(struct restore_ctx *ctx)
 {
 	int ret = infect_attach_stopped(tree_hpid(ctx->tree, (uint32_t)ctx->pid), &ctx->inf);
 
 	if (!ret)
 		pin_process(ctx);
-	if (!ret)
+	/* a fork of amber's has amber's vDSO, and in it the same syscall instruction */
+	if (!ret && !ctx->shares_vm && fork_syscall_ip) {
+		ctx->inf.syscall_ip = fork_syscall_ip;
+	} else if (!ret) {
 		ret = infect_find_syscall(&ctx->inf);
+		if (!ret && !ctx->shares_vm)
+			fork_syscall_ip = ctx->inf.syscall_ip;
+	}
 	if (!ret)
 		ret = regs_forget_rseq(ctx);
 	if (!ret)
