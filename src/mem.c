@@ -451,9 +451,12 @@ static int mem_dump(struct dump_ctx *ctx)
  * the dump has filled while it fills the next ones.  The writing is the
  * bound (the file system's page allocation and copy; the machine's limit):
  * the reader hashes each buffer while it is still in its cache, so that the
- * writer does nothing else.
+ * writer does nothing else.  A process whose pages fit in one buffer (most of
+ * a tree's) is written at once, without the thread: starting and joining it
+ * cost more than its write.  The buffers serve every process of the dump.
  */
 #define NR_BUFS 4
+static char *out_pool[NR_BUFS];
 
 struct pages_out {
 	struct img *img;
@@ -502,35 +505,48 @@ static int pages_out_start(struct pages_out *o, struct img *img)
 	o->img = img;
 	pthread_mutex_init(&o->lock, NULL);
 	pthread_cond_init(&o->cond, NULL);
-	for (int i = 0; i < NR_BUFS; i++) {
-		o->buf[i] = malloc(IO_CHUNK);
-		if (!o->buf[i])
-			return -ENOMEM;
-	}
-	if (pthread_create(&o->thread, NULL, pages_out_run, o))
-		return -EAGAIN;
-	o->started = true;
+	for (int i = 0; i < NR_BUFS; i++)
+		o->buf[i] = out_pool[i];
 	return 0;
 }
 
-/* A free buffer to fill (waits for the writer if all are queued). */
+/* A free buffer to fill (waits for the writer if all are queued); NULL: no memory. */
 static char *pages_out_buf(struct pages_out *o)
 {
+	unsigned long i;
 	char *b;
 
 	pthread_mutex_lock(&o->lock);
 	while (o->head - o->tail == NR_BUFS)
 		pthread_cond_wait(&o->cond, &o->lock);
-	b = o->buf[o->head % NR_BUFS];
+	i = o->head % NR_BUFS;
 	pthread_mutex_unlock(&o->lock);
+	if (!o->buf[i])
+		o->buf[i] = out_pool[i] = malloc(IO_CHUNK);
+	b = o->buf[i];
 	return b;
 }
 
-static int pages_out_submit(struct pages_out *o, size_t len)
+/* last: no buffer follows (written here if the thread never started). */
+static int pages_out_submit(struct pages_out *o, size_t len, bool last)
 {
+	char *b = o->buf[o->head % NR_BUFS];
 	int err;
 
-	img_account(o->img, o->buf[o->head % NR_BUFS], len);
+	img_account(o->img, b, len);
+	if (!o->started && last) {
+		err = img_write_raw(o->img, b, len);
+		if (!err)
+			stats_add(SC_PAGES_WRITTEN, len / PAGE_SIZE);
+		o->err = o->err ? o->err : err;
+		o->head++, o->tail++;
+		return o->err;
+	}
+	if (!o->started) {
+		if (pthread_create(&o->thread, NULL, pages_out_run, o))
+			return -EAGAIN;
+		o->started = true;
+	}
 	pthread_mutex_lock(&o->lock);
 	o->len[o->head % NR_BUFS] = len;
 	o->head++;
@@ -550,10 +566,6 @@ static int pages_out_finish(struct pages_out *o)
 		pthread_mutex_unlock(&o->lock);
 		pthread_join(o->thread, NULL);
 		o->started = false;
-	}
-	for (int i = 0; i < NR_BUFS; i++) {
-		free(o->buf[i]);
-		o->buf[i] = NULL;
 	}
 	return o->err;
 }
@@ -686,8 +698,8 @@ static int read_runs(struct page_writer *w, char *p)
 	return ret ? ret : vm_flush(w);
 }
 
-/* Reads the queued runs into a buffer and hands it to the writer thread. */
-static int flush_pages(struct page_writer *w)
+/* Reads the queued runs into a buffer and hands it to the writer (last: the process's last). */
+static int flush_pages(struct page_writer *w, bool last)
 {
 	char *p;
 	int ret;
@@ -695,12 +707,14 @@ static int flush_pages(struct page_writer *w)
 	if (!w->fill)
 		return 0;
 	p = pages_out_buf(&w->out);
+	if (!p)
+		return -ENOMEM;
 	ret = read_runs(w, p);
 	if (ret) {
 		w->nv = 0;
 		return ret;
 	}
-	ret = pages_out_submit(&w->out, w->fill);
+	ret = pages_out_submit(&w->out, w->fill, last);
 	if (ret)
 		return ret;
 	w->fill = 0;
@@ -733,7 +747,7 @@ static int copy_run(struct page_writer *w, uint64_t start, uint64_t end)
 		w->fill += len;
 		start += len;
 		if (w->fill == IO_CHUNK || w->nr_iov == IO_BATCH) {
-			ret = flush_pages(w);
+			ret = flush_pages(w, false);
 			if (ret)
 				return ret;
 		}
@@ -931,7 +945,7 @@ static int mem_dump_pages(struct dump_ctx *ctx)
 		}
 	}
 	if (!ret)
-		ret = flush_pages(&w);
+		ret = flush_pages(&w, true);
 	stats_stop(ST_MEMDUMP);
 	stats_start(ST_MEMWRITE);
 	if (pages_out_finish(&w.out) && !ret)
