@@ -402,10 +402,11 @@ static int mem_dump(struct dump_ctx *ctx)
 	mm->start_brk = st.start_brk, mm->start_stack = st.start_stack;
 	mm->arg_start = st.arg_start, mm->arg_end = st.arg_end;
 	mm->env_start = st.env_start, mm->env_end = st.env_end;
-	/* the current brk is in no /proc file: brk(0) asks the task */
-	ret = infect_ask(&ctx->inf, &r, SYS_brk, 0, 0, 0);
+	/* the current brk is in no /proc file: brk(0) asks the task (proc_probe) */
+	ret = proc_probe(ctx);
 	if (ret)
 		return ret;
+	r = ctx->probe.ret[PP_BRK];
 	mm->brk = r > 0 ? (uint64_t)r : st.start_brk;
 	if (!mm->arg_start || !mm->env_end) {
 		pr_err("/proc/%d/stat shows no arg/env bounds; amber needs a kernel with the "

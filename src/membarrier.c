@@ -19,8 +19,6 @@
 #include "log.h"
 #include "sys.h"
 
-#define MB_GET_REGISTRATIONS (1 << 9) /* Linux 6.3; not in every uapi header */
-
 /* The registration commands, as GET_REGISTRATIONS reports them. */
 static const struct {
 	unsigned cmd;
@@ -48,9 +46,10 @@ static int membarrier_dump(struct dump_ctx *ctx)
 
 	if (ctx->shares_vm)
 		return 0; /* the mm's registrations are its parent's to dump */
-	ret = infect_ask(&ctx->inf, &r, SYS_membarrier, MB_GET_REGISTRATIONS, 0, 0);
+	ret = proc_probe(ctx);
 	if (ret)
 		return ret;
+	r = ctx->probe.ret[PP_MEMBARRIER];
 	if (r == -ENOSYS || r == -EINVAL) {
 		/* No membarrier, or a kernel before 6.3: nothing can be read.  The
 		 * private commands still tell whether they were registered. */

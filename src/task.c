@@ -87,20 +87,16 @@ static int task_dump(struct dump_ctx *ctx)
 			free(buf);
 		}
 	}
-	/* What only the task can tell: ask it. */
-	ret = infect_ask(&ctx->inf, &r, SYS_prctl, PR_GET_DUMPABLE, 0, 0);
+	/* What only the task can tell: asked (proc_probe). */
+	ret = proc_probe(ctx);
 	if (ret)
 		return ret;
+	r = ctx->probe.ret[PP_DUMPABLE];
 	c->dumpable = r >= 0 ? (uint32_t)r : 1;
-	ret = infect_ask(&ctx->inf, &r, SYS_prctl, PR_GET_THP_DISABLE, 0, 0);
-	if (ret)
-		return ret;
-	c->thp_disable = r > 0 ? 1 : 0;
-	ret = infect_ask(&ctx->inf, &r, SYS_prctl, PR_GET_CHILD_SUBREAPER, ctx->inf.scratch, 0);
-	if (!ret && !r)
-		ret = infect_read(&ctx->inf, ctx->inf.scratch, &i32, sizeof(i32));
-	c->child_subreaper = !ret && !r && i32 != 0;
-	return ret;
+	c->thp_disable = ctx->probe.ret[PP_THP_DISABLE] > 0 ? 1 : 0;
+	memcpy(&i32, ctx->probe.mem + PP_SUBREAPER_AT, sizeof(i32));
+	c->child_subreaper = !ctx->probe.ret[PP_SUBREAPER] && i32 != 0;
+	return 0;
 }
 
 static int task_restore_read(struct restore_ctx *ctx)

@@ -16,6 +16,7 @@
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,19 +45,26 @@ static int threads_dump_thread(struct dump_ctx *ctx, struct thread *t)
 	return 0;
 }
 
-int thread_probe(struct thread *t)
+static void thread_probe_sc(const struct thread *t, struct infect_sc *sc)
 {
 	long at = (long)t->inf->scratch;
-	struct infect_sc sc[PROBE_NR] = {
-		[PROBE_ALTSTACK] = {SYS_sigaltstack, {0, at + PROBE_ALTSTACK_AT}},
-		[PROBE_SECUREBITS] = {SYS_prctl, {PR_GET_SECUREBITS}},
-		[PROBE_PDEATHSIG] = {SYS_prctl, {PR_GET_PDEATHSIG, at + PROBE_PDEATHSIG_AT}},
-		[PROBE_TID_ADDRESS] = {SYS_prctl, {40 /* PR_GET_TID_ADDRESS */, at + PROBE_TID_AT}},
-	};
+
+	sc[PROBE_ALTSTACK] = (struct infect_sc){SYS_sigaltstack, {0, at + PROBE_ALTSTACK_AT}};
+	sc[PROBE_SECUREBITS] = (struct infect_sc){SYS_prctl, {PR_GET_SECUREBITS}};
+	sc[PROBE_PDEATHSIG] =
+		(struct infect_sc){SYS_prctl, {PR_GET_PDEATHSIG, at + PROBE_PDEATHSIG_AT}};
+	sc[PROBE_TID_ADDRESS] =
+		(struct infect_sc){SYS_prctl, {40 /* PR_GET_TID_ADDRESS */, at + PROBE_TID_AT}};
+}
+
+int thread_probe(struct thread *t)
+{
+	struct infect_sc sc[PROBE_NR];
 	int ret;
 
 	if (t->probe.done)
 		return 0;
+	thread_probe_sc(t, sc);
 	/* one stop for all (a process of 10,000 threads makes 10,000 of them) */
 	ret = infect_batch(t->inf, sc, PROBE_NR);
 	if (!ret)
@@ -69,6 +77,47 @@ int thread_probe(struct thread *t)
 	for (int i = 0; i < PROBE_NR; i++)
 		t->probe.ret[i] = sc[i].ret;
 	t->probe.done = true;
+	return 0;
+}
+
+int proc_probe(struct dump_ctx *ctx)
+{
+	struct thread *t = &ctx->threads[0]; /* the leader */
+	long at = (long)ctx->inf.scratch;
+	struct infect_sc sc[PROBE_NR + PP_NR], *p = sc + PROBE_NR;
+	int ret;
+
+	if (ctx->probe.done)
+		return 0;
+	thread_probe_sc(t, sc);
+	p[PP_DUMPABLE] = (struct infect_sc){SYS_prctl, {PR_GET_DUMPABLE}};
+	p[PP_THP_DISABLE] = (struct infect_sc){SYS_prctl, {PR_GET_THP_DISABLE}};
+	p[PP_SUBREAPER] =
+		(struct infect_sc){SYS_prctl, {PR_GET_CHILD_SUBREAPER, at + PP_SUBREAPER_AT}};
+	p[PP_BRK] = (struct infect_sc){SYS_brk, {0}};
+	for (int w = 0; w < 3; w++)
+		p[PP_ITIMER + w] = (struct infect_sc){
+			SYS_getitimer, {w, at + PP_ITIMER_AT + w * (long)sizeof(struct itimerval)}};
+	p[PP_MEMBARRIER] = (struct infect_sc){SYS_membarrier, {MB_GET_REGISTRATIONS}};
+	ret = infect_batch(&ctx->inf, sc, PROBE_NR + PP_NR);
+	if (!ret)
+		ret = infect_read(&ctx->inf, ctx->inf.scratch, ctx->probe.mem,
+				  sizeof(ctx->probe.mem));
+	if (ret) {
+		pr_err("pid %d: cannot make it run prctl, brk, getitimer and membarrier: %s",
+		       ctx->pid, strerror(-ret));
+		return ret;
+	}
+	for (int i = 0; i < PP_NR; i++)
+		ctx->probe.ret[i] = p[i].ret;
+	ctx->probe.done = true;
+	/* the leader's own: what its thread_probe() would ask */
+	if (!t->probe.done) {
+		for (int i = 0; i < PROBE_NR; i++)
+			t->probe.ret[i] = sc[i].ret;
+		memcpy(t->probe.mem, ctx->probe.mem, sizeof(t->probe.mem));
+		t->probe.done = true;
+	}
 	return 0;
 }
 

@@ -40,24 +40,25 @@ struct ksigevent {
 static int dump_itimers(struct dump_ctx *ctx)
 {
 	TaskCore *c = ctx->core;
+	int ret;
 
 	c->itimers = calloc(3, sizeof(*c->itimers));
 	if (!c->itimers)
 		return -ENOMEM;
+	ret = proc_probe(ctx);
+	if (ret)
+		return ret;
 	for (int which = 0; which < 3; which++) {
+		long r = ctx->probe.ret[PP_ITIMER + which];
 		struct itimerval v;
 		ItimerEntry *e;
-		long r = infect_call(&ctx->inf, SYS_getitimer, which, ctx->inf.scratch, 0, 0, 0, 0);
-		int ret;
 
 		if (r) {
 			pr_err("pid %d: getitimer(%d) failed: %s", ctx->pid, which,
 			       strerror((int)-r));
 			return (int)r;
 		}
-		ret = infect_read(&ctx->inf, ctx->inf.scratch, &v, sizeof(v));
-		if (ret)
-			return ret;
+		memcpy(&v, ctx->probe.mem + PP_ITIMER_AT + which * sizeof(v), sizeof(v));
 		if (!v.it_value.tv_sec && !v.it_value.tv_usec && !v.it_interval.tv_sec &&
 		    !v.it_interval.tv_usec)
 			continue;
