@@ -515,7 +515,7 @@ int infect_ask(struct infect *inf, long *ret, long nr, long a1, long a2, long a3
 	return err;
 }
 
-int infect_scratch_map(struct infect *inf, unsigned long hint, size_t size)
+static int scratch_map(struct infect *inf, unsigned long hint, size_t size, bool quiet)
 {
 	long flags = MAP_PRIVATE | MAP_ANONYMOUS | (hint ? MAP_FIXED_NOREPLACE : 0);
 	/* executable for the batch executor; gone before the task runs again */
@@ -523,13 +523,25 @@ int infect_scratch_map(struct infect *inf, unsigned long hint, size_t size)
 				flags, -1, 0);
 
 	if (addr < 0 && addr > -4096) {
-		pr_err("pid %d: cannot map a scratch area: %s", inf->pid, strerror((int)-addr));
+		if (!quiet)
+			pr_err("pid %d: cannot map a scratch area: %s", inf->pid,
+			       strerror((int)-addr));
 		return (int)addr;
 	}
 	inf->scratch = addr;
 	inf->scratch_size = size;
 	inf->batch_loaded = false;
 	return 0;
+}
+
+int infect_scratch_map(struct infect *inf, unsigned long hint, size_t size)
+{
+	return scratch_map(inf, hint, size, false);
+}
+
+int infect_scratch_try(struct infect *inf, unsigned long hint, size_t size)
+{
+	return scratch_map(inf, hint, size, true);
 }
 
 #define BATCH_ENTRY 64

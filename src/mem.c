@@ -1324,7 +1324,42 @@ static bool vdso_compatible(const struct vdso_block *a, const struct vdso_block 
 	return true;
 }
 
-static int move_block(struct restore_ctx *ctx, struct vdso_block *cur, unsigned long to)
+/*
+ * The syscalls that clear a child's address space and move its vDSO: run one
+ * by one, or, once the scratch area is in place before them, collected and
+ * run as one batch (they were seven stops a process).
+ */
+struct clear_plan {
+	struct infect_sc *sc;
+	long *want; /* what each returns when it works */
+	size_t n, cap;
+};
+
+/* Runs it now (no plan), or adds it to the plan and answers as if it worked. */
+static long plan_call(struct restore_ctx *ctx, struct clear_plan *cp, long want, long nr, long a0,
+		      long a1, long a2, long a3, long a4)
+{
+	if (!cp)
+		return infect_call(&ctx->inf, nr, a0, a1, a2, a3, a4, 0);
+	if (cp->n == cp->cap) {
+		size_t cap = cp->cap ? 2 * cp->cap : 16;
+		struct infect_sc *sc = realloc(cp->sc, cap * sizeof(*sc));
+		long *want_ = sc ? realloc(cp->want, cap * sizeof(*want_)) : NULL;
+
+		if (sc)
+			cp->sc = sc;
+		if (!want_)
+			return -ENOMEM;
+		cp->want = want_;
+		cp->cap = cap;
+	}
+	cp->sc[cp->n] = (struct infect_sc){nr, {a0, a1, a2, a3, a4, 0}, 0};
+	cp->want[cp->n++] = want;
+	return want;
+}
+
+static int move_block(struct restore_ctx *ctx, struct vdso_block *cur, unsigned long to,
+		      struct clear_plan *cp)
 {
 	long delta = (long)to - (long)cur->start;
 
@@ -1334,8 +1369,9 @@ static int move_block(struct restore_ctx *ctx, struct vdso_block *cur, unsigned 
 
 		if (!cur->part_end[i])
 			continue;
-		r = infect_call(&ctx->inf, SYS_mremap, cur->part_start[i], len, len,
-				MREMAP_MAYMOVE | MREMAP_FIXED, cur->part_start[i] + delta, 0);
+		r = plan_call(ctx, cp, (long)(cur->part_start[i] + delta), SYS_mremap,
+			      cur->part_start[i], len, len, MREMAP_MAYMOVE | MREMAP_FIXED,
+			      cur->part_start[i] + delta);
 		if (r != (long)(cur->part_start[i] + delta)) {
 			pr_err("pid %d: cannot move the vDSO into place: %s", ctx->pid,
 			       strerror(r < 0 ? (int)-r : EFAULT));
@@ -1403,11 +1439,14 @@ static unsigned long find_gap(MmEntry *mm, unsigned long size)
 	return (best + len / 2) & ~(PAGE_SIZE - 1);
 }
 
-/* Unmap everything below top but the vDSO block and this process's premapped VMAs. */
+/*
+ * Unmap everything below top but the vDSO block, this process's premapped
+ * VMAs and the scratch area if it is there already (keep).
+ */
 static int clear_address_space(struct restore_ctx *ctx, const struct vdso_block *cur,
-			       unsigned long top)
+			       unsigned long top, const struct range *keep, struct clear_plan *cp)
 {
-	struct range *k = malloc((ctx->mm->n_vmas + 1) * sizeof(*k));
+	struct range *k = malloc((ctx->mm->n_vmas + 2) * sizeof(*k));
 	unsigned long pos = 0;
 	size_t n = 0;
 	long r = 0;
@@ -1415,6 +1454,8 @@ static int clear_address_space(struct restore_ctx *ctx, const struct vdso_block 
 	if (!k)
 		return -ENOMEM;
 	k[n++] = (struct range){cur->start, cur->end};
+	if (keep)
+		k[n++] = *keep;
 	for (size_t i = 0; i < ctx->mm->n_vmas; i++)
 		if (cow_slot(ctx, i))
 			k[n++] = (struct range){cow_slot(ctx, i), cow_slot(ctx, i) +
@@ -1425,7 +1466,7 @@ static int clear_address_space(struct restore_ctx *ctx, const struct vdso_block 
 		unsigned long end = i < n ? k[i].start : top;
 
 		if (end > pos)
-			r = infect_call(&ctx->inf, SYS_munmap, pos, end - pos, 0, 0, 0, 0);
+			r = plan_call(ctx, cp, 0, SYS_munmap, pos, end - pos, 0, 0, 0);
 		if (i < n && k[i].end > pos)
 			pos = k[i].end;
 	}
@@ -1482,7 +1523,8 @@ static int fork_layout(struct vdso_block *cur, unsigned long *top)
  * Leave the child nothing but its vDSO, moved to where the target had it:
  * the kernel's vDSO is the same code, so it is moved rather than copied.
  */
-static int replace_address_space(struct restore_ctx *ctx, bool *proxy, struct range *drop)
+static int replace_address_space(struct restore_ctx *ctx, bool *proxy, struct range *drop,
+				 const struct range *scratch, struct clear_plan *cp)
 {
 	struct vdso_block cur = {0}, want = {0};
 	unsigned long top = 0;
@@ -1504,14 +1546,14 @@ static int replace_address_space(struct restore_ctx *ctx, bool *proxy, struct ra
 	/* The process had unmapped its vDSO: ours goes once the scratch area is there. */
 	if (!want.nr) {
 		*drop = (struct range){cur.start, cur.end};
-		return clear_address_space(ctx, &cur, top);
+		return clear_address_space(ctx, &cur, top, scratch, cp);
 	}
 	/* AMBER_VDSO_PROXY=1 takes the other-kernel path on this one (tests). */
 	*proxy = !vdso_compatible(&cur, &want) || getenv("AMBER_VDSO_PROXY");
 	if (*proxy && !want.part_end[block_index(VMA_KIND__VMA_VDSO)])
 		goto incompatible;
 
-	ret = clear_address_space(ctx, &cur, top);
+	ret = clear_address_space(ctx, &cur, top, scratch, cp);
 	if (ret)
 		return ret;
 	if (*proxy) {
@@ -1527,20 +1569,22 @@ static int replace_address_space(struct restore_ctx *ctx, bool *proxy, struct ra
 		pr_info("pid %d: vDSO layout differs: proxying the old vDSO to ours at %lx",
 			ctx->pid, to);
 		ctx->vdso_new = to + (cur.part_start[block_index(VMA_KIND__VMA_VDSO)] - cur.start);
-		return move_block(ctx, &cur, to);
+		return move_block(ctx, &cur, to, cp);
 	}
 	if (cur.start != want.start) {
 		/* Overlapping source and destination: go through a free spot. */
 		if (cur.start < want.end && want.start < cur.end) {
-			unsigned long tmp = find_gap(ctx->mm, cur.end - cur.start);
+			/* (the gap's middle; past the scratch area if that is there) */
+			unsigned long tmp =
+				scratch ? scratch->end : find_gap(ctx->mm, cur.end - cur.start);
 
 			if (!tmp)
 				return -ENOMEM;
-			ret = move_block(ctx, &cur, tmp);
+			ret = move_block(ctx, &cur, tmp, cp);
 			if (ret)
 				return ret;
 		}
-		ret = move_block(ctx, &cur, want.start);
+		ret = move_block(ctx, &cur, want.start, cp);
 		if (ret)
 			return ret;
 	}
@@ -2183,6 +2227,35 @@ static int restore_mlock_future(struct restore_ctx *ctx)
 	return (int)r;
 }
 
+/* replace_address_space() as one batch, run by the executor in the scratch area at gap. */
+static int clear_batched(struct restore_ctx *ctx, bool *proxy, struct range *drop,
+			 unsigned long gap)
+{
+	struct range scratch = {gap, gap + SCRATCH_SIZE};
+	struct clear_plan cp = {0};
+	unsigned long moved_ip;
+	int ret = replace_address_space(ctx, proxy, drop, &scratch, &cp);
+
+	/* the vDSO's syscall where the plan moves it; meanwhile the executor's */
+	moved_ip = ctx->inf.syscall_ip;
+	if (!ret)
+		ret = infect_scratch_syscall(&ctx->inf);
+	if (!ret)
+		ret = infect_batch(&ctx->inf, cp.sc, cp.n);
+	for (size_t i = 0; !ret && i < cp.n; i++)
+		if (cp.sc[i].ret != cp.want[i]) {
+			pr_err("pid %d: cannot %s: %s", ctx->pid,
+			       cp.sc[i].nr == SYS_munmap ? "clear the address space"
+							 : "move the vDSO into place",
+			       strerror(cp.sc[i].ret < 0 ? (int)-cp.sc[i].ret : EFAULT));
+			ret = cp.sc[i].ret < 0 ? (int)cp.sc[i].ret : -EFAULT;
+		}
+	ctx->inf.syscall_ip = moved_ip;
+	free(cp.sc);
+	free(cp.want);
+	return ret;
+}
+
 static int mem_restore_inject(struct restore_ctx *ctx)
 {
 	struct range drop = {0, 0};
@@ -2196,15 +2269,18 @@ static int mem_restore_inject(struct restore_ctx *ctx)
 	ret = check_memlock(ctx);
 	if (ret)
 		return ret;
-	ret = replace_address_space(ctx, &proxy, &drop);
-	if (ret)
-		return ret;
 	gap = find_gap(ctx->mm, SCRATCH_SIZE);
 	if (!gap) {
 		pr_err("pid %d: no room for amber's scratch area in the address space", ctx->pid);
 		return -ENOMEM;
 	}
-	ret = infect_scratch_map(&ctx->inf, gap, SCRATCH_SIZE);
+	/* where amber's own mappings leave room, the scratch area first: then the
+	 * clearing is one batch; else it is made once they are gone */
+	if (!infect_scratch_try(&ctx->inf, gap, SCRATCH_SIZE))
+		ret = clear_batched(ctx, &proxy, &drop, gap);
+	else
+		ret = replace_address_space(ctx, &proxy, &drop, NULL, NULL)
+			      ?: infect_scratch_map(&ctx->inf, gap, SCRATCH_SIZE);
 	if (ret)
 		return ret;
 	if (drop.end) {
