@@ -381,6 +381,7 @@ int restore_run(struct opts *o, uint32_t *root);
 
 /* file table helpers (files.c), used by mem.c for mapped files */
 int files_add(struct dump_ctx *ctx, RegFile *f);
+int files_known(struct dump_ctx *ctx, dev_t dev, ino_t ino, const char *path, int flags);
 int files_dump_path(struct dump_ctx *ctx, const char *procpath, const char *path, int flags,
 		    uint64_t pos, int *id);
 

@@ -139,6 +139,8 @@ static int vma_file(struct dump_ctx *ctx, struct vma *v)
 
 	if (v->kind == VMA_KIND__VMA_FILE_SHARED && (v->vmflags & VMF_MAYWRITE))
 		flags = O_RDWR;
+	if (v->ino && (v->file_id = files_known(ctx, v->dev, v->ino, v->path, flags)) >= 0)
+		return 0;
 	snprintf(procpath, sizeof(procpath), "/proc/%d/map_files/%lx-%lx", ctx->pid, v->start,
 		 v->end);
 	return files_dump_path(ctx, procpath, v->path, flags, 0, &v->file_id);

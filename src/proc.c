@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/sysmacros.h>
 
 #include "log.h"
 #include "proc.h"
@@ -270,7 +271,7 @@ static int parse_vmas(pid_t pid, const char *file, struct vma **out, size_t *nr_
 				    (perms[1] == 'w' ? PROT_WRITE : 0) |
 				    (perms[2] == 'x' ? PROT_EXEC : 0);
 			cur->shared = perms[3] == 's';
-			cur->dev = ((unsigned long)maj << 8) | min;
+			cur->dev = makedev(maj, min); /* as stat() gives it */
 			cur->ino = ino;
 			cur->file_id = -1;
 			if (*name) {
