@@ -234,6 +234,8 @@ struct tree {
 	pid_t *hpid; /* restore: per pstree entry, its host pid once made (0: not yet) */
 };
 
+struct proc_stat;
+struct proc_status;
 struct dump_ctx {
 	struct opts *o;
 	struct tree *tree;
@@ -251,9 +253,14 @@ struct dump_ctx {
 	int *ghosts;
 	bool shares_vm; /* CLONE_VM child: its parent's dump holds the memory */
 	struct proc_probe probe;
+	struct proc_stat *stat;	    /* dump_stat() */
+	struct proc_status *status; /* dump_status() */
 };
 
 int proc_probe(struct dump_ctx *ctx);
+/* Its /proc/PID/stat and status, read once while it is stopped (the hooks all ask). */
+int dump_stat(struct dump_ctx *ctx, struct proc_stat *st);
+int dump_status(struct dump_ctx *ctx, struct proc_status *st);
 
 struct restore_ctx {
 	struct opts *o;

@@ -31,7 +31,7 @@
 static int creds_dump_thread(struct dump_ctx *ctx, struct thread *t)
 {
 	struct proc_status ps, *st = &ps;
-	int ret = proc_parse_status(t->tid, &ps);
+	int ret = t->tid == ctx->pid ? dump_status(ctx, &ps) : proc_parse_status(t->tid, &ps);
 	Creds *cr;
 
 	if (ret)

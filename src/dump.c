@@ -910,11 +910,53 @@ static void release_processes(struct tree *t, bool stop)
 		action_run(t->o, "network-unlock", t->o->pid);
 }
 
+int dump_stat(struct dump_ctx *ctx, struct proc_stat *st)
+{
+	int ret;
+
+	if (!ctx->stat) {
+		struct proc_stat *c = malloc(sizeof(*c));
+
+		if (!c)
+			return -ENOMEM;
+		ret = proc_parse_stat(ctx->pid, c);
+		if (ret) {
+			free(c);
+			return ret;
+		}
+		ctx->stat = c;
+	}
+	*st = *ctx->stat;
+	return 0;
+}
+
+int dump_status(struct dump_ctx *ctx, struct proc_status *st)
+{
+	int ret;
+
+	if (!ctx->status) {
+		struct proc_status *c = malloc(sizeof(*c));
+
+		if (!c)
+			return -ENOMEM;
+		ret = proc_parse_status(ctx->pid, c);
+		if (ret) {
+			free(c);
+			return ret;
+		}
+		ctx->status = c;
+	}
+	*st = *ctx->status;
+	return 0;
+}
+
 static void free_tree(struct tree *t)
 {
 	for (size_t p = 0; p < t->nr_procs; p++) {
 		struct dump_ctx *ctx = t->dprocs[p];
 
+		free(ctx->stat);
+		free(ctx->status);
 		if (ctx->pidfd >= 0)
 			close(ctx->pidfd);
 		proc_free_vmas(ctx->vmas, ctx->nr_vmas);

@@ -396,7 +396,7 @@ static int mem_dump(struct dump_ctx *ctx)
 	if (ret)
 		return ret;
 
-	ret = proc_parse_stat(ctx->pid, &st);
+	ret = dump_stat(ctx, &st);
 	if (ret)
 		return ret;
 	mm->start_code = st.start_code, mm->end_code = st.end_code;

@@ -49,9 +49,9 @@ static int task_dump(struct dump_ctx *ctx)
 	long r;
 	int ret;
 
-	ret = proc_parse_stat(ctx->pid, &ps);
+	ret = dump_stat(ctx, &ps);
 	if (!ret)
-		ret = proc_parse_status(ctx->pid, &st);
+		ret = dump_status(ctx, &st);
 	if (ret)
 		return ret;
 	c->pid = ctx->pid;

@@ -356,7 +356,7 @@ static int devtty_dump(struct dump_ctx *ctx, int fd, int dup, RegFile *f)
 		       fd);
 		return -errno;
 	}
-	ret = proc_parse_stat(ctx->pid, &ps);
+	ret = dump_stat(ctx, &ps);
 	if (!ret)
 		ret = masters_scan(ctx->tree);
 	if (ret)
@@ -403,7 +403,7 @@ static int tty_dump(struct dump_ctx *ctx)
 	struct proc_stat ps;
 	int ret, index;
 
-	ret = proc_parse_stat(ctx->pid, &ps);
+	ret = dump_stat(ctx, &ps);
 	if (ret) {
 		pr_err("pid %d: cannot read its stat for its terminal: %s", ctx->pid,
 		       strerror(-ret));
