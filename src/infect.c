@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <elf.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -375,6 +376,25 @@ int infect_unblock_signals(struct infect *inf)
 	return 0;
 }
 
+/* Its next stop (0, *status says which), or -ESRCH once said that it died meanwhile. */
+static int __attribute__((format(printf, 3, 4)))
+wait_stop(struct infect *inf, int *status, const char *doing, ...)
+{
+	long r = sys_waitpid(inf->pid, status, __WALL);
+	char what[96];
+	va_list ap;
+
+	if (r < 0)
+		return (int)r;
+	if (WIFSTOPPED(*status))
+		return 0;
+	va_start(ap, doing);
+	vsnprintf(what, sizeof(what), doing, ap);
+	va_end(ap);
+	pr_err("pid %d died while %s (status 0x%x)", inf->pid, what, *status);
+	return -ESRCH;
+}
+
 /*
  * With a SIGTRAP of the task's queued and blocked: run to the syscall's exit
  * stop.  These stops are no signals, so nothing is dequeued or forced.  The
@@ -394,14 +414,9 @@ static long run_to_exit(struct infect *inf, long nr)
 		r = sys_ptrace(PTRACE_SYSCALL, inf->pid, NULL, NULL);
 		if (r)
 			return r;
-		r = sys_waitpid(inf->pid, &status, __WALL);
-		if (r < 0)
+		r = wait_stop(inf, &status, "running injected syscall %ld", nr);
+		if (r)
 			return r;
-		if (!WIFSTOPPED(status)) {
-			pr_err("pid %d died while running injected syscall %ld (status 0x%x)",
-			       inf->pid, nr, status);
-			return -ESRCH;
-		}
 		memset(&info, 0, sizeof(info));
 		r = sys_ptrace(PTRACE_GET_SYSCALL_INFO, inf->pid, (void *)sizeof(info), &info);
 		if (r < 0)
@@ -443,14 +458,11 @@ static int do_syscall(struct infect *inf, long *ret, long nr, long a1, long a2, 
 	if (r)
 		goto fail;
 	for (;;) {
-		r = sys_waitpid(inf->pid, &status, __WALL);
-		if (r < 0)
-			goto fail;
-		if (!WIFSTOPPED(status)) {
-			pr_err("pid %d died while running injected syscall %ld (status 0x%x)",
-			       inf->pid, nr, status);
+		r = wait_stop(inf, &status, "running injected syscall %ld", nr);
+		if (r == -ESRCH)
 			return -ESRCH;
-		}
+		if (r)
+			goto fail;
 		if (WSTOPSIG(status) == SIGTRAP && !(status >> 16)) {
 			inf->trapped = true;
 			break;
@@ -559,15 +571,11 @@ static int run_batch(struct infect *inf, unsigned long code, unsigned long table
 	if (!r)
 		r = sys_ptrace(PTRACE_CONT, inf->pid, NULL, NULL);
 	while (!r) {
-		r = sys_waitpid(inf->pid, &status, __WALL);
-		if (r < 0)
-			break;
-		r = 0;
-		if (!WIFSTOPPED(status)) {
-			pr_err("pid %d died while running a batch of syscalls (status 0x%x)",
-			       inf->pid, status);
+		r = wait_stop(inf, &status, "running a batch of syscalls");
+		if (r == -ESRCH)
 			return -ESRCH;
-		}
+		if (r)
+			break;
 		if (WSTOPSIG(status) == SIGTRAP && !(status >> 16)) {
 			inf->trapped = true;
 			r = sys_ptrace(PTRACE_GETREGS, inf->pid, NULL, &regs);
@@ -720,15 +728,11 @@ int infect_park(struct infect *inf)
 	if (!r)
 		r = sys_ptrace(PTRACE_CONT, inf->pid, NULL, NULL);
 	while (!r) {
-		r = sys_waitpid(inf->pid, &status, __WALL);
-		if (r < 0)
-			break;
-		r = 0;
-		if (!WIFSTOPPED(status)) {
-			pr_err("pid %d died while being moved to an event stop (status 0x%x)",
-			       inf->pid, status);
+		r = wait_stop(inf, &status, "being moved to an event stop");
+		if (r == -ESRCH)
 			return -ESRCH;
-		}
+		if (r)
+			break;
 		if (status >> 16 == PTRACE_EVENT_STOP) {
 			inf->trapped = false;
 			return 0;
