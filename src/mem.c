@@ -466,12 +466,21 @@ struct pages_out {
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	char *buf[NR_BUFS];
-	size_t len[NR_BUFS];
+	size_t len[NR_BUFS];	  /* of out_pool's buffers */
 	unsigned long head, tail; /* filled up to head, written up to tail */
 	bool done, started;
 	int err;
 };
+
+/* A filled buffer into the pages file; counted as written (the progress line's count). */
+static int write_buf(struct img *img, const char *b, size_t len)
+{
+	int err = img_write_raw(img, b, len);
+
+	if (!err)
+		stats_add(SC_PAGES_WRITTEN, len / PAGE_SIZE);
+	return err;
+}
 
 static void *pages_out_run(void *arg)
 {
@@ -485,11 +494,8 @@ static void *pages_out_run(void *arg)
 			break;
 		pthread_mutex_unlock(&o->lock);
 		if (!o->err) {
-			int err = img_write_raw(o->img, o->buf[o->tail % NR_BUFS],
-						o->len[o->tail % NR_BUFS]);
-
-			if (!err) /* as written: the progress line's count */
-				stats_add(SC_PAGES_WRITTEN, o->len[o->tail % NR_BUFS] / PAGE_SIZE);
+			int err = write_buf(o->img, out_pool[o->tail % NR_BUFS],
+					    o->len[o->tail % NR_BUFS]);
 
 			pthread_mutex_lock(&o->lock);
 			o->err = err;
@@ -508,8 +514,6 @@ static int pages_out_start(struct pages_out *o, struct img *img)
 	o->img = img;
 	pthread_mutex_init(&o->lock, NULL);
 	pthread_cond_init(&o->cond, NULL);
-	for (int i = 0; i < NR_BUFS; i++)
-		o->buf[i] = out_pool[i];
 	return 0;
 }
 
@@ -517,30 +521,26 @@ static int pages_out_start(struct pages_out *o, struct img *img)
 static char *pages_out_buf(struct pages_out *o)
 {
 	unsigned long i;
-	char *b;
 
 	pthread_mutex_lock(&o->lock);
 	while (o->head - o->tail == NR_BUFS)
 		pthread_cond_wait(&o->cond, &o->lock);
 	i = o->head % NR_BUFS;
 	pthread_mutex_unlock(&o->lock);
-	if (!o->buf[i])
-		o->buf[i] = out_pool[i] = malloc(IO_CHUNK);
-	b = o->buf[i];
-	return b;
+	if (!out_pool[i])
+		out_pool[i] = malloc(IO_CHUNK);
+	return out_pool[i];
 }
 
 /* last: no buffer follows (written here if the thread never started). */
 static int pages_out_submit(struct pages_out *o, size_t len, bool last)
 {
-	char *b = o->buf[o->head % NR_BUFS];
+	const char *b = out_pool[o->head % NR_BUFS];
 	int err;
 
 	img_account(o->img, b, len);
 	if (!o->started && last) {
-		err = img_write_raw(o->img, b, len);
-		if (!err)
-			stats_add(SC_PAGES_WRITTEN, len / PAGE_SIZE);
+		err = write_buf(o->img, b, len);
 		o->err = o->err ? o->err : err;
 		o->head++, o->tail++;
 		return o->err;
