@@ -927,12 +927,12 @@ static void child_hooks(struct restore_ctx *ctx, int report_fd, bool prefork)
  * itself once it set up, while amber drives the others: when amber's
  * injection cleared the address space, that unmap was a third of each
  * process's memory restore.  Nothing after it may touch the heap; a process
- * whose CLONE_VM children still run amber's code on it keeps it.
+ * that made CLONE_VM children (they run amber's code on it later) keeps it.
  */
 static void drop_heap(struct tree *t, PstreeEntry *e, bool vm)
 {
 	const uint32_t *kids;
-	size_t nk = tree_children(t, e->pid, &kids);
+	size_t nk = tree_created(t, e->pid, &kids);
 	char *end;
 
 	if (vm || !heap_start)
