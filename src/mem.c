@@ -546,7 +546,7 @@ static int pages_out_submit(struct pages_out *o, size_t len, bool last)
 		return o->err;
 	}
 	if (!o->started) {
-		if (pthread_create(&o->thread, NULL, pages_out_run, o))
+		if (sys_thread_start(&o->thread, pages_out_run, o))
 			return -EAGAIN;
 		o->started = true;
 	}

@@ -18,6 +18,7 @@
 #include "mem.h"
 #include "progress.h"
 #include "stats.h"
+#include "sys.h"
 
 static struct {
 	pthread_t thread;
@@ -102,7 +103,7 @@ void progress_start(bool restore)
 	pthread_cond_init(&p.stop_cond, &ca);
 	pthread_condattr_destroy(&ca);
 	/* without a progress line amber works as before */
-	if (!pthread_create(&p.thread, NULL, tick, NULL))
+	if (!sys_thread_start(&p.thread, tick, NULL))
 		p.running = true;
 }
 

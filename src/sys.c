@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <linux/sched.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -733,4 +734,40 @@ int sys_raise_nofile(unsigned long want)
 	if (rl.rlim_max < want)
 		rl.rlim_max = want;
 	return setrlimit(RLIMIT_NOFILE, &rl) ? -errno : 0;
+}
+
+struct thread_start {
+	void *(*fn)(void *);
+	void *arg;
+};
+
+static void *thread_begin(void *p)
+{
+	struct thread_start s = *(struct thread_start *)p;
+
+	free(p);
+	/*
+	 * Its own root and cwd: setns() into a mount (or user) namespace fails
+	 * with EINVAL while another thread shares the caller's, and a joined
+	 * thread still does for a moment (the kernel wakes pthread_join()
+	 * before the exiting thread lets go of it).
+	 */
+	if (unshare(CLONE_FS))
+		pr_err("amber's helper thread cannot take its own root and cwd: %m");
+	return s.fn(s.arg);
+}
+
+int sys_thread_start(pthread_t *thread, void *(*fn)(void *), void *arg)
+{
+	struct thread_start *s = malloc(sizeof(*s));
+	int err;
+
+	if (!s)
+		return -ENOMEM;
+	s->fn = fn;
+	s->arg = arg;
+	err = pthread_create(thread, NULL, thread_begin, s);
+	if (err)
+		free(s);
+	return -err;
 }

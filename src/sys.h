@@ -13,6 +13,7 @@
 #define AMBER_SYS_H
 
 #include <dirent.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -108,6 +109,13 @@ int sys_readlinkat(int dirfd, const char *name, char *buf, size_t size);
  * (raw syscalls: glibc's wrappers would change every thread).  Real and
  * saved ids stay, so that a thread of root's can switch back (owner.c).
  */
+/*
+ * pthread_create() for amber's helper threads: the thread takes a root and
+ * cwd of its own first (unshare(CLONE_FS)), so that amber's main thread can
+ * setns() into a mount namespace while it runs or just after it is joined.
+ * 0 or -errno.
+ */
+int sys_thread_start(pthread_t *thread, void *(*fn)(void *), void *arg);
 /* Raise RLIMIT_NOFILE (soft, and hard if needed) to at least want; 0 or -errno. */
 int sys_raise_nofile(unsigned long want);
 /* Scheduling of thread tid (sched.c); fault op "sched".  attr is a struct

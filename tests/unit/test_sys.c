@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/ptrace.h>
 #include <sys/user.h>
@@ -265,6 +267,63 @@ static void test_ptrace_kill(void **state)
 	assert_int_equal(waitpid(other, &st, __WALL), other);
 }
 
+/* a helper thread says it runs (up), then waits to be let go (go) */
+static int up[2], go[2];
+
+static void *parked(void *arg)
+{
+	char c = 0;
+
+	if (write(up[1], &c, 1) != 1 || read(go[0], &c, 1) != 1)
+		return (void *)1;
+	return NULL;
+}
+
+/* In a child: setns() into its own mount namespace while a helper thread runs. */
+static int setns_beside_thread(bool own_fs)
+{
+	pthread_t t;
+	int ns, ret;
+	char c = 0;
+
+	if (pipe(up) || pipe(go))
+		return -errno;
+	ret = own_fs ? sys_thread_start(&t, parked, NULL) : -pthread_create(&t, NULL, parked, NULL);
+	if (ret || read(up[0], &c, 1) != 1)
+		return ret ? ret : -EIO;
+	ns = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+	ret = setns(ns, CLONE_NEWNS) ? -errno : 0;
+	if (write(go[1], &c, 1) != 1)
+		ret = -EIO;
+	pthread_join(t, NULL);
+	return ret;
+}
+
+/*
+ * amber's main thread setns()es into a tree's mount namespace and back while
+ * its helper threads (page writer, /proc/locks reader) run or have just been
+ * joined: the kernel refuses (EINVAL) while another thread shares its root
+ * and cwd, so sys_thread_start()'s threads take their own.
+ */
+static void test_thread_own_fs(void **state)
+{
+	int st;
+
+	if (geteuid())
+		skip();
+	for (int own = 0; own < 2; own++) {
+		pid_t pid = fork();
+
+		assert_true(pid >= 0);
+		if (!pid)
+			_exit(-setns_beside_thread(own));
+		assert_int_equal(waitpid(pid, &st, 0), pid);
+		assert_true(WIFEXITED(st));
+		/* a plain pthread shares them: the check itself can fail */
+		assert_int_equal(WEXITSTATUS(st), own ? 0 : EINVAL);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -284,6 +343,7 @@ int main(void)
 		cmocka_unit_test_setup(test_read_file, reset),
 		cmocka_unit_test_setup(test_pid_filter, reset),
 		cmocka_unit_test_setup(test_ptrace_kill, reset),
+		cmocka_unit_test_setup(test_thread_own_fs, reset),
 	};
 
 	log_level = getenv("AMBER_TEST_VERBOSE") ? LOG_DEBUG : -1;
