@@ -5,7 +5,10 @@ BASE_CFLAGS := -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field
 	   -D_GNU_SOURCE -Iinclude -Isrc -Ibuild/gen -MMD -MP \
 	   $(shell pkg-config --cflags libnl-route-3.0 libnftables)
 CFLAGS  += $(BASE_CFLAGS)
-LDLIBS  += -lprotobuf-c -lxxhash $(shell pkg-config --libs libnl-route-3.0 libnftables)
+# Static where Debian ships the archive, libnftables opened on first use (src/net/nft.c):
+# each mapped library is copied into, and unmapped from, every process a restore forks.
+LDLIBS  += -Wl,-Bstatic -lprotobuf-c -lxxhash $(shell pkg-config --libs libnl-route-3.0) \
+	   -Wl,-Bdynamic -ldl
 
 B       := build
 SRCS    := $(wildcard src/*.c src/*/*.c)

@@ -38,7 +38,6 @@
 #include <linux/nsfs.h>
 #include <linux/rtnetlink.h>
 #include <linux/sockios.h>
-#include <nftables/libnftables.h>
 #include <netlink/netlink.h>
 #include <netlink/route/addr.h>
 #include <netlink/route/link.h>
@@ -53,6 +52,7 @@
 
 #include "amber.h"
 #include "log.h"
+#include "net/nft.h"
 #include "ns.h"
 #include "sys.h"
 
@@ -684,28 +684,20 @@ static int read_routes(struct nl_sock *sk, NetnsEntry *e, pid_t pid)
 
 static int read_nft(NetnsEntry *e)
 {
-	struct nft_ctx *nft = nft_ctx_new(NFT_CTX_DEFAULT);
-	const char *out;
-	int ret = 0;
+	struct nft_ctx *nft = nft_open();
+	const char *out, *err;
+	int ret;
 
 	if (!nft)
 		return -ENOMEM;
-	nft_ctx_buffer_output(nft);
-	nft_ctx_buffer_error(nft);
-	if (nft_run_cmd_from_buffer(nft, "list ruleset")) {
-		pr_err("network namespace %u: nft list ruleset failed: %s", e->id,
-		       nft_ctx_get_error_buffer(nft));
-		ret = -EIO;
-		goto free_ctx;
-	}
-	/* once: each call empties the buffer */
-	out = nft_ctx_get_output_buffer(nft);
-	if (out && *out) {
+	ret = nft_run(nft, "list ruleset", &out, &err);
+	if (ret)
+		pr_err("network namespace %u: nft list ruleset failed: %s", e->id, err);
+	else if (out && *out) {
 		e->nft = strdup(out);
 		ret = e->nft ? 0 : -ENOMEM;
 	}
-free_ctx:
-	nft_ctx_free(nft);
+	nft_close(nft);
 	return ret;
 }
 
@@ -1616,20 +1608,16 @@ put:
 /* One nft command (libnftables) in the namespace amber's thread is in; hint ends the error. */
 static int nft_cmd(const NetnsEntry *e, const char *cmd, const char *what, const char *hint)
 {
-	struct nft_ctx *nft = nft_ctx_new(NFT_CTX_DEFAULT);
-	int ret = 0;
+	struct nft_ctx *nft = nft_open();
+	const char *err;
+	int ret;
 
 	if (!nft)
 		return -ENOMEM;
-	nft_ctx_buffer_output(nft);
-	nft_ctx_buffer_error(nft);
-	nft_ctx_clear_include_paths(nft);
-	if (nft_run_cmd_from_buffer(nft, cmd)) {
-		pr_err("network namespace %u: nft could not %s: %s%s", e->id, what,
-		       nft_ctx_get_error_buffer(nft), hint);
-		ret = -EIO;
-	}
-	nft_ctx_free(nft);
+	ret = nft_run(nft, cmd, NULL, &err);
+	if (ret)
+		pr_err("network namespace %u: nft could not %s: %s%s", e->id, what, err, hint);
+	nft_close(nft);
 	return ret;
 }
 
