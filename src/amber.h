@@ -214,8 +214,9 @@ struct tree {
 	struct owner owner; /* whose rights bound the restore (owner.c) */
 	RegFile **rfiles;
 	size_t nr_rfiles;
-	int *desc_fd; /* per file id: amber's fd on it, inherited by every process */
+	int *desc_fd; /* per file id: amber's fd on it, the same number in every process */
 	int fd_base;  /* fds >= this in a restored process are amber's */
+	int fd_top;   /* above every desc_fd: where what a process receives goes */
 	struct restore_ctx **rprocs;
 	/* both */
 	struct tree_helper *helpers; /* sessions.c: leaderless sessions and groups */
@@ -414,6 +415,15 @@ int tree_index_build(const struct tree *t);
 /* Restore: the pstree indices of the entries creator makes (t->creator), and
  * of the children of ppid (0: the root), each in pstree order; the count. */
 size_t tree_created(const struct tree *t, uint32_t creator, const uint32_t **idx);
+/*
+ * Where amber's own fds go in a restore: above fd_base, and once the
+ * descriptions are open (files.c), above them too, whose numbers a process
+ * frees for the ones it receives.
+ */
+static inline int tree_fd_floor(const struct tree *t)
+{
+	return t->fd_top > t->fd_base ? t->fd_top : t->fd_base;
+}
 size_t tree_children(const struct tree *t, uint32_t ppid, const uint32_t **idx);
 /* pid shares its fd table with its parent or a child (CLONE_FILES). */
 bool tree_shares_files(const struct tree *t, uint32_t pid);

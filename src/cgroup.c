@@ -996,7 +996,7 @@ static int cgroup_restore_tree(struct tree *t)
 	if (!ret)
 		ret = apply_cg_root(t);
 	if (!ret)
-		ret = find_hiers(t->fd_base);
+		ret = find_hiers(tree_fd_floor(t));
 	/* every cgroup reachable (or makeable) before anything is made */
 	for (size_t i = 0; !ret && i < nr_loaded; i++) {
 		const CgSet *s = loaded[i]->set;

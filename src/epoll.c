@@ -245,7 +245,7 @@ static int add_as(struct tree *t, int epfd, int src, int tfd, struct epoll_event
 	int fdflags = fcntl(tfd, F_GETFD), parked = -1, ret = 0;
 
 	if (fdflags >= 0) {
-		parked = fcntl(tfd, F_DUPFD_CLOEXEC, t->fd_base);
+		parked = fcntl(tfd, F_DUPFD_CLOEXEC, tree_fd_floor(t));
 		if (parked < 0)
 			return -errno;
 	}

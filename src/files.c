@@ -1075,8 +1075,9 @@ static int files_restore_read(struct restore_ctx *ctx)
 /*
  * Every open file description of the tree is opened once, by amber, before
  * the first process is created, at fds >= fd_base.  Each restored process
- * inherits them all and dup3()s its own into place, so descriptions shared
- * by several fds or processes stay shared (one offset, one pipe).
+ * gets those it needs under the same numbers (files_recv_needed) and
+ * dup3()s its own into place, so descriptions shared by several fds or
+ * processes stay shared (one offset, one pipe).
  */
 static int tty_fd = -1; /* amber's terminal, for --shell-job */
 static struct {
@@ -1094,6 +1095,7 @@ static int late_sk[2] = {-1, -1}; /* amber -> restored processes (files_restore_
 static int *late_fd;		  /* per file id: amber's fd on an open_late kind */
 
 static int late_socket(struct tree *t);
+static int make_desc_runs(struct tree *t);
 
 static int up(struct tree *t, int fd)
 {
@@ -1469,7 +1471,7 @@ static int inherited(const struct tree *t, const RegFile *f)
 						    : !f->path || strcmp(h->key, f->path))
 			continue;
 		/* the client's description itself, as it gave it (offset, flags, contents) */
-		fd = fcntl(h->fd, F_DUPFD_CLOEXEC, t->fd_base);
+		fd = fcntl(h->fd, F_DUPFD_CLOEXEC, tree_fd_floor(t));
 		if (fd < 0) {
 			pr_err("inherit_fd %s: cannot take fd %d for %s: %m", h->key, h->fd,
 			       f->path);
@@ -1595,7 +1597,7 @@ static int files_restore_tree(struct tree *t)
 	}
 	for (int i = 0; i < 3 && tty_fd < 0 && t->o->shell_job && !t->o->orphan_pts_master; i++)
 		if (isatty(i))
-			tty_fd = fcntl(i, F_DUPFD_CLOEXEC, t->fd_base);
+			tty_fd = fcntl(i, F_DUPFD_CLOEXEC, tree_fd_floor(t));
 	for (size_t i = 0; i < t->nr_rfiles; i++) {
 		const struct fd_type *ft = type_of(t->rfiles[i]);
 
@@ -1644,7 +1646,7 @@ static int files_restore_tree(struct tree *t)
 		if (ret)
 			return ret;
 	}
-	return 0;
+	return make_desc_runs(t);
 }
 
 /*
@@ -1696,8 +1698,8 @@ static int place_child_made(struct restore_ctx *ctx, size_t i)
 }
 
 /*
- * Every process inherited every description of the tree; those it does not
- * map (nor a terminal's master) go once its fds are placed, while amber
+ * The descriptions a process got that it does not map (nor a terminal's
+ * master) go once its fds are placed, while amber
  * drives the others (closed at the end, by an injected close_range, amber
  * waited for each process's thousands of closes in turn).  A table shared
  * (CLONE_FILES) keeps them all: the sharers' mappings may need them.
@@ -1740,6 +1742,204 @@ static void drop_unmapped(struct restore_ctx *ctx)
 	}
 	free(drop);
 	free(keep);
+}
+
+/*
+ * A process's descriptions.  amber opens every description of the tree,
+ * but a process gets only those it needs, at its go, over its channel
+ * (SCM_RIGHTS, restore.c), after it closed every description it inherited:
+ * when each process kept the tree's, each fork copied them all and each
+ * process closed them again (200 processes of 50 fds each: 10000 apiece).
+ * It needs those of its fds, its mappings and its exe, and the terminal
+ * masters (tty.c works through them); one whose CLONE_FILES or CLONE_VM
+ * children take its table as it is needs theirs too.
+ */
+static struct fd_run {
+	int lo, hi;
+} *desc_runs;
+static size_t nr_desc_runs;
+
+#define FDS_PER_MSG 253 /* SCM_MAX_FD */
+
+static int int_order(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The descriptions' fd numbers as runs, closed by each process as it starts. */
+static int make_desc_runs(struct tree *t)
+{
+	int *fds = malloc((t->nr_rfiles + 1) * sizeof(*fds));
+	size_t n = 0;
+
+	if (!fds)
+		return -ENOMEM;
+	for (size_t i = 0; i < t->nr_rfiles; i++)
+		if (t->desc_fd[i] >= 0)
+			fds[n++] = t->desc_fd[i];
+	qsort(fds, n, sizeof(*fds), int_order);
+	free(desc_runs);
+	desc_runs = calloc(n + 1, sizeof(*desc_runs));
+	nr_desc_runs = 0;
+	if (!desc_runs) {
+		free(fds);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (nr_desc_runs && desc_runs[nr_desc_runs - 1].hi + 1 == fds[i]) {
+			desc_runs[nr_desc_runs - 1].hi = fds[i];
+			continue;
+		}
+		desc_runs[nr_desc_runs++] = (struct fd_run){fds[i], fds[i]};
+	}
+	t->fd_top = n && fds[n - 1] >= t->fd_base ? fds[n - 1] + 1 : t->fd_base;
+	free(fds);
+	return 0;
+}
+
+bool files_own_table(const PstreeEntry *e)
+{
+	return !e->clone_files && !e->clone_vm && !e->zombie;
+}
+
+void files_drop_inherited(const struct tree *t)
+{
+	for (size_t i = 0; i < nr_desc_runs; i++)
+		close_range((unsigned)desc_runs[i].lo, (unsigned)desc_runs[i].hi, 0);
+}
+
+static void mark_needed(const struct tree *t, uint32_t pid, bool *need)
+{
+	const struct restore_ctx *ctx = tree_rproc(t, pid);
+	const uint32_t *kids;
+	size_t nk = tree_created(t, pid, &kids);
+
+	for (size_t i = 0; ctx && i < ctx->nr_fds; i++)
+		if (ctx->fds[i]->file_id < t->nr_rfiles)
+			need[ctx->fds[i]->file_id] = true;
+	for (size_t i = 0; ctx && ctx->mm && i < ctx->mm->n_vmas; i++)
+		if (ctx->mm->vmas[i]->has_file_id && ctx->mm->vmas[i]->file_id < t->nr_rfiles)
+			need[ctx->mm->vmas[i]->file_id] = true;
+	if (ctx && ctx->mm && ctx->mm->has_exe_file_id && ctx->mm->exe_file_id < t->nr_rfiles)
+		need[ctx->mm->exe_file_id] = true;
+	for (size_t k = 0; k < nk; k++) {
+		const PstreeEntry *c = t->pstree[kids[k]];
+
+		if (!c->zombie && (c->clone_files || c->clone_vm))
+			mark_needed(t, c->pid, need);
+	}
+}
+
+/* The file ids of pid's descriptions, in id order (the same list on both ends). */
+static ssize_t needed(const struct tree *t, uint32_t pid, uint32_t **ids)
+{
+	bool *need = calloc(t->nr_rfiles + 1, sizeof(*need));
+	size_t n = 0;
+
+	*ids = malloc((t->nr_rfiles + 1) * sizeof(**ids));
+	if (!need || !*ids) {
+		free(need);
+		free(*ids);
+		*ids = NULL;
+		return -ENOMEM;
+	}
+	mark_needed(t, pid, need);
+	for (size_t i = 0; i < t->nr_rfiles; i++)
+		if (t->desc_fd[i] >= 0 &&
+		    (need[i] || t->rfiles[i]->kind == FILE_KIND__FILE_PTY_MASTER))
+			(*ids)[n++] = (uint32_t)i;
+	free(need);
+	return (ssize_t)n;
+}
+
+int files_send_needed(const struct tree *t, uint32_t pid, int sock)
+{
+	char cbuf[CMSG_SPACE(FDS_PER_MSG * sizeof(int))] = {0};
+	uint32_t *ids;
+	ssize_t n = needed(t, pid, &ids);
+	int ret = 0;
+
+	for (ssize_t at = 0; n > 0 && at < n && !ret; at += FDS_PER_MSG) {
+		size_t k = (size_t)(n - at) < FDS_PER_MSG ? (size_t)(n - at) : FDS_PER_MSG;
+		char tag = 'd';
+		struct iovec iov = {.iov_base = &tag, .iov_len = 1};
+		struct msghdr mh = {.msg_iov = &iov,
+				    .msg_iovlen = 1,
+				    .msg_control = cbuf,
+				    .msg_controllen = CMSG_SPACE(k * sizeof(int))};
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(k * sizeof(int));
+		for (size_t j = 0; j < k; j++)
+			((int *)CMSG_DATA(cm))[j] = t->desc_fd[ids[at + j]];
+		if (sendmsg(sock, &mh, MSG_NOSIGNAL) != 1) {
+			pr_err("pid %u: cannot pass it its %zu files: %m", pid, (size_t)n);
+			ret = -EPIPE;
+		}
+	}
+	free(ids);
+	return n < 0 ? (int)n : ret;
+}
+
+/*
+ * In the process: its descriptions, each to amber's number for it.  A
+ * received fd that sits on one of those numbers moves above them all
+ * first, so that placing one never closes another not yet placed.
+ */
+int files_recv_needed(const struct tree *t, uint32_t pid, int sock)
+{
+	char cbuf[CMSG_SPACE(FDS_PER_MSG * sizeof(int))];
+	uint32_t *ids;
+	ssize_t n = needed(t, pid, &ids);
+	int ret = 0;
+
+	for (ssize_t at = 0; n > 0 && at < n && !ret; at += FDS_PER_MSG) {
+		size_t k = (size_t)(n - at) < FDS_PER_MSG ? (size_t)(n - at) : FDS_PER_MSG;
+		char tag;
+		struct iovec iov = {.iov_base = &tag, .iov_len = 1};
+		struct msghdr mh = {.msg_iov = &iov,
+				    .msg_iovlen = 1,
+				    .msg_control = cbuf,
+				    .msg_controllen = sizeof(cbuf)};
+		struct cmsghdr *cm;
+		int *got;
+
+		if (recvmsg(sock, &mh, MSG_CMSG_CLOEXEC) != 1 || tag != 'd' ||
+		    !(cm = CMSG_FIRSTHDR(&mh)) || cm->cmsg_type != SCM_RIGHTS ||
+		    cm->cmsg_len != CMSG_LEN(k * sizeof(int)) || (mh.msg_flags & MSG_CTRUNC)) {
+			pr_err("pid %u: did not get its %zu files from amber", pid, (size_t)n);
+			ret = -EIO;
+			break;
+		}
+		got = (int *)CMSG_DATA(cm);
+		for (size_t j = 0; j < k; j++) {
+			int fd = got[j];
+
+			if (fd >= t->fd_base && fd < t->fd_top && fd != t->desc_fd[ids[at + j]]) {
+				got[j] = fcntl(fd, F_DUPFD_CLOEXEC, t->fd_top);
+				close(fd);
+			}
+		}
+		for (size_t j = 0; j < k; j++) {
+			int want = t->desc_fd[ids[at + j]];
+
+			if (got[j] == want)
+				continue;
+			if (got[j] < 0 || dup3(got[j], want, O_CLOEXEC) < 0) {
+				pr_err("pid %u: cannot take file %u as fd %d: %m", pid, ids[at + j],
+				       want);
+				ret = -EIO;
+			}
+			if (got[j] >= 0)
+				close(got[j]);
+		}
+	}
+	free(ids);
+	return n < 0 ? (int)n : ret;
 }
 
 /* In each process: its fds, from the descriptions it inherited. */

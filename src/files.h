@@ -150,6 +150,19 @@ bool files_placed_first(struct tree *t, int id);
 /* Is file id of a kind opened once the processes exist (fd_type.open_late)? */
 bool files_is_late(struct tree *t, int id);
 
+/*
+ * Restore: each process gets from amber only the descriptions it needs
+ * (files.c).  files_own_table(): whether pstree entry e drops what it
+ * inherited and receives its own (a CLONE_FILES or CLONE_VM child keeps
+ * its creator's, which has its share).  files_drop_inherited(): in a
+ * process as it starts, every description's fd number closed.  The send,
+ * by amber after go, and the receive, in the process, on its channel.
+ */
+bool files_own_table(const PstreeEntry *e);
+void files_drop_inherited(const struct tree *t);
+int files_send_needed(const struct tree *t, uint32_t pid, int sock);
+int files_recv_needed(const struct tree *t, uint32_t pid, int sock);
+
 /* Find which process's fd table an (pid, fd) pair refers to: its file id, or -1. */
 int files_id_of(struct tree *t, pid_t pid, int fd);
 

@@ -1218,7 +1218,7 @@ static int make_shm(struct tree *t, size_t i)
 		pr_err("cannot open %s: %m (amber needs CAP_SYS_ADMIN for it)", path);
 		return -errno;
 	}
-	shm[i].fd = fcntl(fd, F_DUPFD_CLOEXEC, t->fd_base);
+	shm[i].fd = fcntl(fd, F_DUPFD_CLOEXEC, tree_fd_floor(t));
 	close(fd);
 	return shm[i].fd < 0 ? -errno : 0;
 }

@@ -29,6 +29,7 @@
 #include "amber.h"
 #include "progress.h"
 #include "stats.h"
+#include "files.h"
 #include "log.h"
 #include "restore.h"
 #include "net/netlock.h"
@@ -432,7 +433,7 @@ static int recv_fd(const struct tree *t, int sock, char tag, int *fd)
 	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
 	    cm->cmsg_len == CMSG_LEN(sizeof(int))) {
 		memcpy(&got, CMSG_DATA(cm), sizeof(int));
-		*fd = got < t->fd_base ? fcntl(got, F_DUPFD_CLOEXEC, t->fd_base) : got;
+		*fd = got < tree_fd_floor(t) ? fcntl(got, F_DUPFD_CLOEXEC, tree_fd_floor(t)) : got;
 		if (*fd != got)
 			close(got);
 		if (*fd < 0)
@@ -456,6 +457,10 @@ static int recv_go(struct tree *t, size_t idx)
 	}
 	if (pages)
 		ctx->pages_fd = fd;
+	/* its descriptions (files.c) */
+	if (files_own_table(t->pstree[idx]) &&
+	    files_recv_needed(t, t->pstree[idx]->pid, syncs[idx].child))
+		return -1;
 	return 0;
 }
 
@@ -532,10 +537,10 @@ static bool end_pulled(const struct tree *t, size_t idx)
 }
 
 /*
- * Go, with the process's pages file, then the child ends of the channels of
- * the processes it creates, one a message in the order it creates them: it
- * takes each just before it forks that one (pull_end), so that none is in
- * the fd table the others inherit.
+ * Go, with the process's pages file and its descriptions (files.c), then
+ * the child ends of the channels of the processes it creates, one a
+ * message in the order it creates them: it takes each just before it forks
+ * that one (pull_end), so that none is in the fd table the others inherit.
  */
 static int send_go(struct tree *t, size_t idx)
 {
@@ -544,6 +549,9 @@ static int send_go(struct tree *t, size_t idx)
 	const uint32_t *kids;
 	size_t nk = tree_created(t, e->pid, &kids);
 	int ret = send_fd(syncs[idx].amber, 'g', ctx && !ctx->shares_vm ? ctx->pages_fd : -1);
+
+	if (!ret && files_own_table(e))
+		ret = files_send_needed(t, e->pid, syncs[idx].amber);
 
 	for (int nested = 0; !ret && nested < 2; nested++)
 		for (size_t k = 0; !ret && k < nk; k++)
@@ -802,6 +810,7 @@ static void __attribute__((noreturn)) helper_main(struct tree *t, struct tree_he
 		_exit(1);
 	if (!h->creator)
 		drop_amber_fds(t);
+	files_drop_inherited(t);
 	if (h->session ? setsid() < 0 : setpgid(0, 0) < 0) {
 		pr_err("helper %u: cannot make its %s: %m", h->pid,
 		       h->session ? "session" : "process group");
@@ -890,6 +899,10 @@ static void __attribute__((noreturn)) child_main(struct tree *t, size_t idx)
 	}
 	if (!t->creator[idx])
 		drop_amber_fds(t);
+	/* the descriptions it needs come with its go, the others it must not
+	 * pass on to its children (files.c) */
+	if (files_own_table(t->pstree[idx]) || t->pstree[idx]->zombie)
+		files_drop_inherited(t);
 	if (t->pstree[idx]->zombie)
 		zombie_main(t, idx);
 	if (wait_go(t, idx))
@@ -954,7 +967,7 @@ static void __attribute__((noreturn)) child_setup(struct tree *t, size_t idx, bo
 	bool init = (!idx && t->own_pidns) || e->nested_init;
 
 	if (!vm) {
-		log_fd = fcntl(log_fd, F_DUPFD_CLOEXEC, t->fd_base);
+		log_fd = fcntl(log_fd, F_DUPFD_CLOEXEC, tree_fd_floor(t));
 		if (log_fd < 0)
 			log_fd = 2;
 	}

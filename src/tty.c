@@ -893,10 +893,10 @@ int tty_orphan_open(struct tree *t, int devpts)
 	ret = state_restore(fd, state->tty, "the job's new terminal");
 	if (ret)
 		goto close_master;
-	orphan.master = fcntl(fd, F_DUPFD_CLOEXEC, t->fd_base);
+	orphan.master = fcntl(fd, F_DUPFD_CLOEXEC, tree_fd_floor(t));
 	close(fd);
 	if (orphan.master < 0) {
-		pr_err("the job's new terminal: no fd for its master above %d: %m", t->fd_base);
+		pr_err("the job's new terminal: no fd for its master above %d: %m", tree_fd_floor(t));
 		return -EMFILE;
 	}
 	fd = ioctl(orphan.master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
@@ -904,10 +904,10 @@ int tty_orphan_open(struct tree *t, int devpts)
 		pr_err("cannot open the slave of the job's new terminal /dev/pts/%d: %m", got);
 		return -errno;
 	}
-	orphan.slave = fcntl(fd, F_DUPFD_CLOEXEC, t->fd_base);
+	orphan.slave = fcntl(fd, F_DUPFD_CLOEXEC, tree_fd_floor(t));
 	close(fd);
 	if (orphan.slave < 0) {
-		pr_err("the job's new terminal: no fd for its slave above %d: %m", t->fd_base);
+		pr_err("the job's new terminal: no fd for its slave above %d: %m", tree_fd_floor(t));
 		return -EMFILE;
 	}
 	pr_info("the job's terminal is the new /dev/pts/%d", got);

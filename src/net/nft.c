@@ -7,6 +7,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <nftables/libnftables.h>
 
 #include "log.h"
@@ -39,7 +40,7 @@ static const struct {
 	{"nft_run_cmd_from_buffer", (void **)&lib.run},
 };
 
-static int load(void)
+static int load(bool quiet)
 {
 	static int ret = 1;
 	void *h;
@@ -48,6 +49,8 @@ static int load(void)
 		return ret;
 	h = dlopen(NFT_LIB, RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
+		if (quiet)
+			return -ENOENT; /* told at the use, if there is one */
 		pr_err("cannot load %s for the namespace's nftables ruleset: %s (install "
 		       "Debian's libnftables1)",
 		       NFT_LIB, dlerror());
@@ -63,11 +66,16 @@ static int load(void)
 	return ret = 0;
 }
 
+void nft_preload(void)
+{
+	load(true);
+}
+
 struct nft_ctx *nft_open(void)
 {
 	struct nft_ctx *nft;
 
-	if (load())
+	if (load(false))
 		return NULL;
 	nft = lib.ctx_new(NFT_CTX_DEFAULT);
 	if (!nft) {

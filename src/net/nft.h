@@ -5,6 +5,11 @@
 
 struct nft_ctx;
 
+/*
+ * Load the library now, quietly: from amber's own filesystem, before amber
+ * enters a tree's mount namespace, where it may not be (a container's).
+ */
+void nft_preload(void);
 /* A context whose output and errors are buffered, without include paths; NULL and logged if not. */
 struct nft_ctx *nft_open(void);
 /* One command; 0 or -EIO. *out (may be NULL) is its output, *err its error text, valid until nft_close(). */

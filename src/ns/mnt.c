@@ -44,6 +44,7 @@
 
 #include "amber.h"
 #include "log.h"
+#include "net/nft.h"
 #include "ns.h"
 #include "sys.h"
 #include "tty.h"
@@ -307,6 +308,7 @@ static int enter(int ns_fd, int base)
 			return -EMFILE;
 		}
 	}
+	nft_preload();
 	if (ns_fd >= 0 && setns(ns_fd, CLONE_NEWNS)) {
 		pr_err("cannot enter the tree's mount namespace: %m");
 		return -errno;
@@ -1121,7 +1123,7 @@ static int make_mount(struct tree *t, struct mnt *m, size_t idx)
 	if (ret)
 		return ret;
 	fd = sys_openat(AT_FDCWD, e->mountpoint, O_PATH | O_CLOEXEC, 0); /* the tree's /proc too */
-	m->fd = fd < 0 ? fd : fcntl(fd, F_DUPFD_CLOEXEC, t->fd_base);
+	m->fd = fd < 0 ? fd : fcntl(fd, F_DUPFD_CLOEXEC, tree_fd_floor(t));
 	if (fd >= 0)
 		close(fd);
 	if (m->fd < 0) {
@@ -1252,7 +1254,7 @@ static int enter_root(struct tree *t, size_t idx)
 		return -errno;
 	}
 	fd = sys_openat(AT_FDCWD, "/", O_PATH | O_CLOEXEC, 0);
-	mnts[idx].fd = fd < 0 ? fd : fcntl(fd, F_DUPFD_CLOEXEC, t->fd_base);
+	mnts[idx].fd = fd < 0 ? fd : fcntl(fd, F_DUPFD_CLOEXEC, tree_fd_floor(t));
 	if (fd >= 0)
 		close(fd);
 	if (mnts[idx].fd < 0) {
@@ -1295,7 +1297,7 @@ static int build(struct tree *t)
 			continue;
 		fd = sys_openat(AT_FDCWD, e->mountpoint, O_PATH | O_CLOEXEC,
 				0); /* the tree's /proc too */
-		mnts[i].fd = fd < 0 ? fd : fcntl(fd, F_DUPFD_CLOEXEC, t->fd_base);
+		mnts[i].fd = fd < 0 ? fd : fcntl(fd, F_DUPFD_CLOEXEC, tree_fd_floor(t));
 		if (fd >= 0)
 			close(fd);
 		if (mnts[i].fd < 0) {
@@ -1348,12 +1350,12 @@ static int mnt_restore_tree(struct tree *t)
 			       e->mountpoint, src);
 			return -errno;
 		}
-		clones[i] = fcntl(fd, F_DUPFD_CLOEXEC, t->fd_base);
+		clones[i] = fcntl(fd, F_DUPFD_CLOEXEC, tree_fd_floor(t));
 		close(fd);
 		if (clones[i] < 0)
 			return -EMFILE;
 	}
-	ret = enter(-1, t->fd_base);
+	ret = enter(-1, tree_fd_floor(t));
 	if (!ret)
 		ret = build(t);
 	if (!ret && chdir("/")) {

@@ -1716,7 +1716,7 @@ static int make_netns(struct tree *t, struct netns *n)
 	if (n->e->in_userns) {
 		/* made by a child (amber could not come back from the user namespace) */
 		ret = ns_make_by_child("network", n->e->id, "net", unshare_in_userns, NULL, n->e,
-				       t->fd_base, &n->fd);
+				       tree_fd_floor(t), &n->fd);
 		if (!ret)
 			ret = netns_enter(n->e->id);
 		if (ret)
@@ -1736,7 +1736,7 @@ static int make_netns(struct tree *t, struct netns *n)
 	} else {
 		/* above the restored fds, inherited by every process; kept first, so that a
 		 * failure below still finds the namespace's veths to remove */
-		n->fd = fcntl(fd, F_DUPFD_CLOEXEC, t->fd_base);
+		n->fd = fcntl(fd, F_DUPFD_CLOEXEC, tree_fd_floor(t));
 		ret = n->fd < 0 ? -errno : 0;
 		if (ret)
 			pr_err("cannot keep an fd on network namespace %u: %m", n->e->id);
@@ -1833,7 +1833,7 @@ static int netns_restore_tree(struct tree *t)
 
 	if (!nr_nets)
 		return 0;
-	ret = own_ns(t->fd_base);
+	ret = own_ns(tree_fd_floor(t));
 	for (size_t i = 0; !ret && i < nr_nets; i++)
 		ret = make_netns(t, &nets[i]);
 	for (size_t i = 0; !ret && i < nr_nets; i++)

@@ -896,7 +896,7 @@ static int make_inside(struct tree *t, struct ns *n, int userfd)
 	struct inside in = {n, userfd};
 	int kind = n->e->kind;
 	int ret = ns_make_by_child(kinds[kind].what, n->e->id, kinds[kind].name, make_in_userns,
-				   NULL, &in, t->fd_base, &n->fd);
+				   NULL, &in, tree_fd_floor(t), &n->fd);
 
 	if (!ret)
 		pr_info("made %s namespace %u inside the tree's user namespace%s%s",
@@ -915,7 +915,7 @@ static int make_ns(struct tree *t, struct ns *n)
 	if (user && kind != NS_KIND__NS_USER && kind != NS_KIND__NS_TIME)
 		return make_inside(t, n, user->fd);
 	if (kinds[kind].make) {
-		ret = kinds[kind].make(n->e, t->fd_base, &n->fd);
+		ret = kinds[kind].make(n->e, tree_fd_floor(t), &n->fd);
 		if (!ret)
 			pr_info("made %s namespace %u", kinds[kind].what, n->e->id);
 		return ret;
@@ -934,7 +934,7 @@ static int make_ns(struct tree *t, struct ns *n)
 	}
 	if (fd >= 0) {
 		/* above the restored fds, inherited by every process */
-		n->fd = fcntl(fd, F_DUPFD_CLOEXEC, t->fd_base);
+		n->fd = fcntl(fd, F_DUPFD_CLOEXEC, tree_fd_floor(t));
 		if (n->fd < 0) {
 			ret = -errno;
 			pr_err("cannot keep an fd on %s namespace %u: %m", kinds[kind].what,
@@ -956,7 +956,7 @@ static int ns_restore_tree(struct tree *t)
 	if (!nr_nss)
 		return 0;
 	for (int k = FIRST_KIND; !ret && k <= LAST_KIND; k++)
-		ret = own_ns(k, t->fd_base);
+		ret = own_ns(k, tree_fd_floor(t));
 	/* the user namespace first: the others are made inside it */
 	for (size_t i = 0; !ret && i < nr_nss; i++)
 		if (nss[i].e->kind == NS_KIND__NS_USER)
