@@ -104,8 +104,10 @@ t_image_rename_race() {
 	[ "$(stat -c %u "$W/img/inventory.root")" = 0 ] || { fail "inventory.root is not root's"; return 1; }
 	img_restores "$W/img" $NOBODY || return 1
 
-	img_as_nobody "$IMG_TOOLS/exchange" "$W/img" inventory.img inventory.root "$core" "$core.evil" \
-		2>>"$W/exchange.err" &
+	# setpriv itself in the background (not the function's subshell): $! is the loop's
+	# pid, which the kill below must stop, or it spins on a CPU for the rest of the run
+	setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups "$IMG_TOOLS/exchange" "$W/img" \
+		inventory.img inventory.root "$core" "$core.evil" 2>>"$W/exchange.err" &
 	xpid=$!
 	echo "$xpid" >>"$W/pids"
 	sleep 0.2
