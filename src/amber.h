@@ -169,6 +169,8 @@ enum {
 	PP_BRK,
 	PP_ITIMER, /* three: ITIMER_REAL, _VIRTUAL, _PROF */
 	PP_MEMBARRIER = PP_ITIMER + 3,
+	PP_PERSONALITY,
+	PP_TIMERSLACK,
 	PP_NR
 };
 #define MB_GET_REGISTRATIONS (1 << 9) /* Linux 6.3; not in every uapi header */

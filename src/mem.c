@@ -283,18 +283,27 @@ static int dump_mlock_future(struct dump_ctx *ctx, MmEntry *mm)
 	return 0;
 }
 
+static size_t max_map_count = 65530; /* the system's, read once a dump */
+
+static int mem_dump_tree(struct tree *t)
+{
+	char *buf;
+
+	max_map_count = 65530;
+	if (!sys_read_file("/proc/sys/vm/max_map_count", &buf, NULL)) {
+		max_map_count = strtoul(buf, NULL, 10);
+		free(buf);
+	}
+	return 0;
+}
+
 /* Every VMA amber restores, with its flags, locks and guard pages. */
 static int mem_dump_vmas(struct dump_ctx *ctx, MmEntry *mm, int pagemap_fd)
 {
-	size_t guards = 0, max = 65530;
+	size_t guards = 0, max = max_map_count;
 	unsigned vdso_parts = 0;
-	char *buf;
 	int ret;
 
-	if (!sys_read_file("/proc/sys/vm/max_map_count", &buf, NULL)) {
-		max = strtoul(buf, NULL, 10);
-		free(buf);
-	}
 	for (size_t i = 0; i < ctx->nr_vmas; i++) {
 		struct vma *v = &ctx->vmas[i];
 		VmaEntry *e;
@@ -2312,6 +2321,7 @@ static int mem_restore_inject(struct restore_ctx *ctx)
 
 const struct resource_ops mem_ops = {
 	.name = "memory",
+	.dump_tree = mem_dump_tree,
 	.dump = mem_dump,
 	.dump_late = mem_dump_pages,
 	.restore_read = mem_restore_read,

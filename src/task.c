@@ -61,10 +61,6 @@ static int task_dump(struct dump_ctx *ctx)
 	c->comm = strdup(ps.comm);
 	c->nice = (int32_t)ps.nice;
 	c->umask = st.umask;
-	if (!read_proc_ulong(ctx->pid, "personality", &v, 16))
-		c->personality = (uint32_t)v;
-	if (!read_proc_ulong(ctx->pid, "timerslack_ns", &v, 10))
-		c->timer_slack_ns = v;
 	if (!read_proc_ulong(ctx->pid, "coredump_filter", &v, 16)) {
 		c->has_coredump_filter = 1;
 		c->coredump_filter = (uint32_t)v;
@@ -91,6 +87,17 @@ static int task_dump(struct dump_ctx *ctx)
 	ret = proc_probe(ctx);
 	if (ret)
 		return ret;
+	/* the leader's, as /proc/PID/personality and timerslack_ns show them */
+	r = ctx->probe.ret[PP_PERSONALITY];
+	if (r >= 0)
+		c->personality = (uint32_t)r;
+	else if (!read_proc_ulong(ctx->pid, "personality", &v, 16))
+		c->personality = (uint32_t)v;
+	r = ctx->probe.ret[PP_TIMERSLACK];
+	if (r >= 0)
+		c->timer_slack_ns = (uint64_t)r;
+	else if (!read_proc_ulong(ctx->pid, "timerslack_ns", &v, 10))
+		c->timer_slack_ns = v;
 	r = ctx->probe.ret[PP_DUMPABLE];
 	c->dumpable = r >= 0 ? (uint32_t)r : 1;
 	c->thp_disable = ctx->probe.ret[PP_THP_DISABLE] > 0 ? 1 : 0;

@@ -99,12 +99,15 @@ int proc_probe(struct dump_ctx *ctx)
 		p[PP_ITIMER + w] = (struct infect_sc){
 			SYS_getitimer, {w, at + PP_ITIMER_AT + w * (long)sizeof(struct itimerval)}};
 	p[PP_MEMBARRIER] = (struct infect_sc){SYS_membarrier, {MB_GET_REGISTRATIONS}};
+	p[PP_PERSONALITY] = (struct infect_sc){SYS_personality, {0xffffffff}};
+	p[PP_TIMERSLACK] = (struct infect_sc){SYS_prctl, {PR_GET_TIMERSLACK}};
 	ret = infect_batch(&ctx->inf, sc, PROBE_NR + PP_NR);
 	if (!ret)
 		ret = infect_read(&ctx->inf, ctx->inf.scratch, ctx->probe.mem,
 				  sizeof(ctx->probe.mem));
 	if (ret) {
-		pr_err("pid %d: cannot make it run prctl, brk, getitimer and membarrier: %s",
+		pr_err("pid %d: cannot make it run prctl, brk, getitimer, membarrier and "
+		       "personality: %s",
 		       ctx->pid, strerror(-ret));
 		return ret;
 	}

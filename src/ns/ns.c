@@ -325,9 +325,12 @@ static int add_ns(int kind, pid_t pid, uint64_t ino, uint32_t *id)
 }
 
 /* The id of pid's namespace of a kind: 0 for amber's, else its ns.img entry's. */
+static struct stat own_st[LAST_KIND + 1]; /* amber's namespaces, once a dump */
+static bool own_st_read[LAST_KIND + 1];
+
 static int ns_id(int kind, pid_t pid, uint32_t *id)
 {
-	struct stat own, st;
+	struct stat *own = &own_st[kind], st;
 	char path[64];
 
 	*id = 0;
@@ -339,12 +342,13 @@ static int ns_id(int kind, pid_t pid, uint32_t *id)
 		return -errno;
 	}
 	snprintf(path, sizeof(path), "/proc/self/ns/%s", kinds[kind].name);
-	if (sys_stat(path, &own)) {
+	if (!own_st_read[kind] && sys_stat(path, own)) {
 		pr_err("cannot stat amber's own %s: %m", path);
 		return -errno;
 	}
+	own_st_read[kind] = true;
 	*id = 0;
-	if (st.st_ino == own.st_ino && st.st_dev == own.st_dev)
+	if (st.st_ino == own->st_ino && st.st_dev == own->st_dev)
 		return 0;
 	for (size_t i = 0; !*id && i < nr_nss; i++)
 		if ((int)nss[i].e->kind == kind && nss[i].e->ino == st.st_ino)
@@ -393,12 +397,8 @@ static int check_threads(pid_t pid)
 	int ret = 0;
 	DIR *d;
 
-	/* the leader's once: a process of many threads reads each thread's */
-	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
-		snprintf(path, sizeof(path), "/proc/%d/ns/%s", pid, kinds[i]);
-		if (sys_readlink(path, leader[i], sizeof(leader[i])) < 0)
-			leader[i][0] = 0;
-	}
+	bool leader_read = false;
+
 	snprintf(path, sizeof(path), "/proc/%d/task", pid);
 	d = sys_opendir(path);
 	if (!d) {
@@ -410,6 +410,13 @@ static int check_threads(pid_t pid)
 
 		if (tid <= 0 || tid == pid)
 			continue;
+		/* the leader's once, and only with another thread to compare */
+		for (size_t i = 0; !leader_read && i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+			snprintf(path, sizeof(path), "/proc/%d/ns/%s", pid, kinds[i]);
+			if (sys_readlink(path, leader[i], sizeof(leader[i])) < 0)
+				leader[i][0] = 0;
+		}
+		leader_read = true;
 		snprintf(path, sizeof(path), "/proc/%d/task/%d/ns", pid, tid);
 		nsd = sys_open(path, O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
 		if (nsd < 0)
@@ -504,6 +511,7 @@ static int ns_dump_tree(struct tree *t)
 
 	for (int k = FIRST_KIND; !ret && k <= LAST_KIND; k++)
 		ret = own_ns(k, 0);
+	memset(own_st_read, 0, sizeof(own_st_read)); /* an RPC worker's earlier dump's */
 	for (size_t p = 0; !ret && p < t->nr_procs; p++) {
 		pid_t pid = t->dprocs[p]->pid;
 		PstreeEntry *e = tree_entry(t, (uint32_t)pid);
