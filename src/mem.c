@@ -34,6 +34,7 @@
 #include "mem.h"
 #include "stats.h"
 #include "proc.h"
+#include "restore.h"
 #include "sys.h"
 #include "uapi/amber_kernel.h"
 #include "uapi/pagemap_scan.h"
@@ -2244,8 +2245,16 @@ static int clear_batched(struct restore_ctx *ctx, bool *proxy, struct range *dro
 {
 	struct range scratch = {gap, gap + SCRATCH_SIZE};
 	struct clear_plan cp = {0};
+	struct infect_sc rseq;
 	unsigned long moved_ip;
-	int ret = replace_address_space(ctx, proxy, drop, &scratch, &cp);
+	int ret = 0;
+
+	/* first, while amber's memory is still there */
+	if (regs_forget_rseq(ctx, &rseq) &&
+	    plan_call(ctx, &cp, 0, rseq.nr, rseq.a[0], rseq.a[1], rseq.a[2], rseq.a[3], 0))
+		ret = -ENOMEM;
+	if (!ret)
+		ret = replace_address_space(ctx, proxy, drop, &scratch, &cp);
 
 	/* the vDSO's syscall where the plan moves it; meanwhile the executor's */
 	moved_ip = ctx->inf.syscall_ip;
@@ -2257,6 +2266,7 @@ static int clear_batched(struct restore_ctx *ctx, bool *proxy, struct range *dro
 		if (cp.sc[i].ret != cp.want[i]) {
 			pr_err("pid %d: cannot %s: %s", ctx->pid,
 			       cp.sc[i].nr == SYS_munmap ? "clear the address space"
+			       : cp.sc[i].nr == SYS_rseq ? "unregister amber's rseq area"
 							 : "move the vDSO into place",
 			       strerror(cp.sc[i].ret < 0 ? (int)-cp.sc[i].ret : EFAULT));
 			ret = cp.sc[i].ret < 0 ? (int)cp.sc[i].ret : -EFAULT;
@@ -2274,7 +2284,10 @@ static int mem_restore_inject(struct restore_ctx *ctx)
 	bool proxy = false;
 	int ret;
 
-	/* The parent, restored first, rebuilt this address space: only a scratch area. */
+	struct infect_sc rseq;
+
+	/* The parent, restored first, rebuilt this address space: only a scratch area
+	 * (a CLONE_VM child of amber's has no rseq area: its clone is not libc's). */
 	if (ctx->shares_vm)
 		return infect_scratch_map(&ctx->inf, 0, SCRATCH_SIZE);
 	ret = check_memlock(ctx);
@@ -2287,11 +2300,22 @@ static int mem_restore_inject(struct restore_ctx *ctx)
 	}
 	/* where amber's own mappings leave room, the scratch area first: then the
 	 * clearing is one batch; else it is made once they are gone */
-	if (!infect_scratch_try(&ctx->inf, gap, SCRATCH_SIZE))
+	if (!infect_scratch_try(&ctx->inf, gap, SCRATCH_SIZE)) {
 		ret = clear_batched(ctx, &proxy, &drop, gap);
-	else
+	} else {
+		if (regs_forget_rseq(ctx, &rseq)) {
+			long r = infect_call(&ctx->inf, rseq.nr, rseq.a[0], rseq.a[1], rseq.a[2],
+					     rseq.a[3], 0, 0);
+
+			if (r) {
+				pr_err("pid %d: cannot unregister amber's rseq area: %s", ctx->pid,
+				       strerror((int)-r));
+				return (int)r;
+			}
+		}
 		ret = replace_address_space(ctx, &proxy, &drop, NULL, NULL)
 			      ?: infect_scratch_map(&ctx->inf, gap, SCRATCH_SIZE);
+	}
 	if (ret)
 		return ret;
 	if (drop.end) {

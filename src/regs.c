@@ -218,22 +218,22 @@ static int regs_restore_thread(struct restore_ctx *ctx, struct thread *t)
 	return 0;
 }
 
-/* Before its memory goes: the kernel would write into amber's rseq area. */
-int regs_forget_rseq(struct restore_ctx *ctx)
+/*
+ * Before its memory goes: the kernel would write into amber's rseq area.
+ * 1 with the syscall that unregisters it in *sc (mem.c runs it first in the
+ * batch that clears the address space), 0 if there is none.
+ */
+int regs_forget_rseq(struct restore_ctx *ctx, struct infect_sc *sc)
 {
 	struct rseq_config rc;
 	long r = sys_ptrace(PTRACE_GET_RSEQ_CONFIGURATION, ctx->inf.pid, (void *)sizeof(rc), &rc);
 
 	if (r <= 0 || !rc.rseq_abi_pointer)
 		return 0;
-	r = infect_call(&ctx->inf, SYS_rseq, rc.rseq_abi_pointer, rc.rseq_abi_size,
-			RSEQ_FLAG_UNREGISTER, rc.signature, 0, 0);
-	if (r) {
-		pr_err("pid %d: cannot unregister amber's rseq area: %s", ctx->pid,
-		       strerror((int)-r));
-		return (int)r;
-	}
-	return 0;
+	*sc = (struct infect_sc){SYS_rseq,
+				 {(long)rc.rseq_abi_pointer, (long)rc.rseq_abi_size,
+				  RSEQ_FLAG_UNREGISTER, (long)rc.signature}};
+	return 1;
 }
 
 static int finish_thread(pid_t tid, TaskCore *core)

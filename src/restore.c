@@ -1241,8 +1241,6 @@ static int restore_process(struct restore_ctx *ctx)
 			fork_syscall_ip = ctx->inf.syscall_ip;
 	}
 	if (!ret)
-		ret = regs_forget_rseq(ctx);
-	if (!ret)
 		ret = inject_all(ctx);
 	return ret;
 }

@@ -14,8 +14,10 @@ int write_pidfile(const char *path, pid_t pid);
 int read_pstree(struct tree *t);
 /* Last step before detach: registers, FPU, signal mask (regs.c). */
 int restore_finish(struct restore_ctx *ctx);
-/* First step: unregister the child's (amber's) rseq area (regs.c). */
-int regs_forget_rseq(struct restore_ctx *ctx);
+/* The syscall that unregisters the child's (amber's) rseq area, if it has
+ * one (1; 0: none), run before its memory goes (mem.c, regs.c). */
+struct infect_sc;
+int regs_forget_rseq(struct restore_ctx *ctx, struct infect_sc *sc);
 /* Before and after a zombie dies: its parent sees nothing of it (signals.c). */
 int signals_zombie_dies(struct restore_ctx *ctx, bool dead);
 
