@@ -558,18 +558,24 @@ int infect_scratch_try(struct infect *inf, unsigned long hint, size_t size)
 
 #define BATCH_ENTRY 64
 
-static int run_batch(struct infect *inf, unsigned long code, unsigned long table)
+static long start_batch(struct infect *inf, unsigned long code, unsigned long table)
 {
 	struct user_regs_struct regs = inf->regs;
-	int status;
 	long r;
 
 	regs.rip = code;
 	regs.r15 = table;
 	regs.orig_rax = -1;
 	r = sys_ptrace(PTRACE_SETREGS, inf->pid, NULL, &regs);
-	if (!r)
-		r = sys_ptrace(PTRACE_CONT, inf->pid, NULL, NULL);
+	return r ? r : sys_ptrace(PTRACE_CONT, inf->pid, NULL, NULL);
+}
+
+/* Until the batch started by start_batch() (r: its result) traps. */
+static int wait_batch(struct infect *inf, unsigned long code, long r)
+{
+	struct user_regs_struct regs;
+	int status;
+
 	while (!r) {
 		r = wait_stop(inf, &status, "running a batch of syscalls");
 		if (r == -ESRCH)
@@ -593,6 +599,75 @@ static int run_batch(struct infect *inf, unsigned long code, unsigned long table
 	}
 	pr_debug("pid %d: cannot run a syscall batch: %s", inf->pid, strerror((int)-r));
 	return (int)r;
+}
+
+static int run_batch(struct infect *inf, unsigned long code, unsigned long table)
+{
+	return wait_batch(inf, code, start_batch(inf, code, table));
+}
+
+/* The table of n entries (cap: what fits) in buf, ended by its marker. */
+static void fill_table(int64_t *buf, const struct infect_sc *sc, size_t k)
+{
+	for (size_t i = 0; i < k; i++) {
+		int64_t *e = buf + i * 8;
+
+		e[0] = sc[i].nr;
+		memcpy(e + 1, sc[i].a, sizeof(sc->a));
+		e[7] = -ENOEXEC; /* not run */
+	}
+	buf[k * 8] = -1;
+}
+
+int infect_batch_start(struct infect *inf, const struct infect_sc *sc, size_t n)
+{
+	unsigned long code = inf->scratch + inf->scratch_size / 2;
+	size_t cap = (inf->scratch_size / 2) / BATCH_ENTRY;
+	int64_t *buf;
+	int ret;
+
+	if (inf->trap_pending || !inf->scratch || cap < 3 || n > cap - 2 || inf->started)
+		return -EAGAIN;
+	if (!inf->batch_loaded) {
+		ret = infect_write(inf, code, pie_batch, sizeof(pie_batch));
+		if (ret)
+			return ret;
+		inf->batch_loaded = true;
+	}
+	buf = malloc((n + 1) * BATCH_ENTRY);
+	if (!buf)
+		return -ENOMEM;
+	fill_table(buf, sc, n);
+	ret = infect_write(inf, code + BATCH_ENTRY, buf, (n + 1) * BATCH_ENTRY);
+	free(buf);
+	if (ret)
+		return ret;
+	ret = (int)start_batch(inf, code, code + BATCH_ENTRY);
+	inf->started = !ret;
+	return ret;
+}
+
+int infect_batch_wait(struct infect *inf, struct infect_sc *sc, size_t n)
+{
+	unsigned long code = inf->scratch + inf->scratch_size / 2;
+	int64_t *buf = malloc((n + 1) * BATCH_ENTRY);
+	int ret;
+
+	if (!buf)
+		return -ENOMEM; /* (the task is left running the batch: the restore ends) */
+	inf->started = 0;
+	stats_start(ST_INJECT);
+	ret = wait_batch(inf, code, 0);
+	if (!ret)
+		ret = infect_read(inf, code + BATCH_ENTRY, buf, n * BATCH_ENTRY);
+	stats_stop(ST_INJECT);
+	stats_add(SC_BATCHES, 1);
+	stats_add(SC_BATCHED, n);
+	for (size_t i = 0; !ret && i < n; i++)
+		sc[i].ret = buf[i * 8 + 7];
+	inf->nr_syscalls += n;
+	free(buf);
+	return ret;
 }
 
 int infect_batch(struct infect *inf, struct infect_sc *sc, size_t n)
@@ -624,14 +699,7 @@ int infect_batch(struct infect *inf, struct infect_sc *sc, size_t n)
 	for (size_t off = 0; off < n && !ret; off += cap) {
 		size_t k = n - off < cap ? n - off : cap;
 
-		for (size_t i = 0; i < k; i++) {
-			int64_t *e = buf + i * 8;
-
-			e[0] = sc[off + i].nr;
-			memcpy(e + 1, sc[off + i].a, sizeof(sc->a));
-			e[7] = -ENOEXEC; /* not run */
-		}
-		buf[k * 8] = -1;
+		fill_table(buf, sc + off, k);
 		stats_start(ST_INJECT);
 		ret = infect_write(inf, table, buf, (k + 1) * BATCH_ENTRY);
 		if (!ret)

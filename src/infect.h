@@ -29,6 +29,7 @@ struct infect {
 	bool batch_loaded;
 	bool lazy_regs; /* restore: its registers stay as injection left them (regs.c sets them) */
 	bool trapped;	/* in the SIGTRAP stop of a step or of the batch's trap (infect_park) */
+	bool started;	/* a batch runs (infect_batch_start) */
 	long nr_syscalls;
 };
 
@@ -86,6 +87,14 @@ struct infect_sc {
  * if the task could not be made to run them.
  */
 int infect_batch(struct infect *inf, struct infect_sc *sc, size_t n);
+/*
+ * The same in two steps, the task running the batch meanwhile (restore: one
+ * process clears its address space on the other CPU while amber drives the
+ * one before).  The start takes one table's worth (-EAGAIN: run it with
+ * infect_batch()); nothing else may be injected until the wait.
+ */
+int infect_batch_start(struct infect *inf, const struct infect_sc *sc, size_t n);
+int infect_batch_wait(struct infect *inf, struct infect_sc *sc, size_t n);
 int infect_scratch_map(struct infect *inf, unsigned long hint, size_t size);
 /* The same at hint only, and silent if something is there (-EEXIST). */
 int infect_scratch_try(struct infect *inf, unsigned long hint, size_t size);

@@ -2240,56 +2240,129 @@ static int restore_mlock_future(struct restore_ctx *ctx)
 }
 
 /* replace_address_space() as one batch, run by the executor in the scratch area at gap. */
-static int clear_batched(struct restore_ctx *ctx, bool *proxy, struct range *drop,
-			 unsigned long gap)
+/* The clearing of a process's address space, which may start ahead of its turn. */
+struct mem_clear {
+	struct clear_plan cp;
+	unsigned long moved_ip;
+	struct range drop;
+	bool proxy, started, finished;
+	int ret;
+};
+
+/* Plans the clearing (scratch area mapped at gap); ahead: and starts it. */
+static int clear_start(struct restore_ctx *ctx, struct mem_clear *c, unsigned long gap, bool ahead)
 {
 	struct range scratch = {gap, gap + SCRATCH_SIZE};
-	struct clear_plan cp = {0};
 	struct infect_sc rseq;
-	unsigned long moved_ip;
 	int ret = 0;
 
 	/* first, while amber's memory is still there */
 	if (regs_forget_rseq(ctx, &rseq) &&
-	    plan_call(ctx, &cp, 0, rseq.nr, rseq.a[0], rseq.a[1], rseq.a[2], rseq.a[3], 0))
+	    plan_call(ctx, &c->cp, 0, rseq.nr, rseq.a[0], rseq.a[1], rseq.a[2], rseq.a[3], 0))
 		ret = -ENOMEM;
 	if (!ret)
-		ret = replace_address_space(ctx, proxy, drop, &scratch, &cp);
-
+		ret = replace_address_space(ctx, &c->proxy, &c->drop, &scratch, &c->cp);
 	/* the vDSO's syscall where the plan moves it; meanwhile the executor's */
-	moved_ip = ctx->inf.syscall_ip;
+	c->moved_ip = ctx->inf.syscall_ip;
 	if (!ret)
 		ret = infect_scratch_syscall(&ctx->inf);
+	if (!ret && ahead) {
+		ret = infect_batch_start(&ctx->inf, c->cp.sc, c->cp.n);
+		c->started = !ret;
+		if (ret == -EAGAIN)
+			ret = 0; /* at its turn, in pieces */
+	}
+	return ret;
+}
+
+static int clear_finish(struct restore_ctx *ctx, struct mem_clear *c, int ret)
+{
 	if (!ret)
-		ret = infect_batch(&ctx->inf, cp.sc, cp.n);
-	for (size_t i = 0; !ret && i < cp.n; i++)
-		if (cp.sc[i].ret != cp.want[i]) {
+		ret = c->started ? infect_batch_wait(&ctx->inf, c->cp.sc, c->cp.n)
+				 : infect_batch(&ctx->inf, c->cp.sc, c->cp.n);
+	for (size_t i = 0; !ret && i < c->cp.n; i++)
+		if (c->cp.sc[i].ret != c->cp.want[i]) {
 			pr_err("pid %d: cannot %s: %s", ctx->pid,
-			       cp.sc[i].nr == SYS_munmap ? "clear the address space"
-			       : cp.sc[i].nr == SYS_rseq ? "unregister amber's rseq area"
-							 : "move the vDSO into place",
-			       strerror(cp.sc[i].ret < 0 ? (int)-cp.sc[i].ret : EFAULT));
-			ret = cp.sc[i].ret < 0 ? (int)cp.sc[i].ret : -EFAULT;
+			       c->cp.sc[i].nr == SYS_munmap ? "clear the address space"
+			       : c->cp.sc[i].nr == SYS_rseq ? "unregister amber's rseq area"
+							    : "move the vDSO into place",
+			       strerror(c->cp.sc[i].ret < 0 ? (int)-c->cp.sc[i].ret : EFAULT));
+			ret = c->cp.sc[i].ret < 0 ? (int)c->cp.sc[i].ret : -EFAULT;
 		}
-	ctx->inf.syscall_ip = moved_ip;
-	free(cp.sc);
-	free(cp.want);
+	ctx->inf.syscall_ip = c->moved_ip;
+	free(c->cp.sc);
+	free(c->cp.want);
+	c->cp = (struct clear_plan){0};
+	c->finished = true;
+	return c->ret = ret;
+}
+
+/*
+ * A tree's restore drives one process at a time, on amber's CPU: the next
+ * one clears amber's mappings out of its address space (the kernel's
+ * unmapping, the longest part of its memory's rebuild) on another CPU
+ * meanwhile.  Where its scratch area cannot go first, it waits its turn.
+ */
+int mem_clear_ahead(struct restore_ctx *ctx)
+{
+	unsigned long gap;
+	int ret;
+
+	if (ctx->shares_vm || ctx->clear)
+		return 0;
+	ret = check_memlock(ctx);
+	if (ret)
+		return ret;
+	gap = find_gap(ctx->mm, SCRATCH_SIZE);
+	if (!gap || infect_scratch_try(&ctx->inf, gap, SCRATCH_SIZE))
+		return 0;
+	ctx->clear = calloc(1, sizeof(*ctx->clear));
+	if (!ctx->clear)
+		return -ENOMEM;
+	ctx->clear->ret = clear_start(ctx, ctx->clear, gap, true);
+	return 0;
+}
+
+int mem_clear_done(struct restore_ctx *ctx)
+{
+	if (!ctx->clear || ctx->clear->finished)
+		return ctx->clear ? ctx->clear->ret : 0;
+	return clear_finish(ctx, ctx->clear, ctx->clear->ret);
+}
+
+static int clear_batched(struct restore_ctx *ctx, bool *proxy, struct range *drop,
+			 unsigned long gap)
+{
+	struct mem_clear c = {0};
+	int ret = clear_finish(ctx, &c, clear_start(ctx, &c, gap, false));
+
+	*proxy = c.proxy;
+	*drop = c.drop;
 	return ret;
 }
 
 static int mem_restore_inject(struct restore_ctx *ctx)
 {
 	struct range drop = {0, 0};
+	struct infect_sc rseq;
 	unsigned long gap;
 	bool proxy = false;
 	int ret;
-
-	struct infect_sc rseq;
 
 	/* The parent, restored first, rebuilt this address space: only a scratch area
 	 * (a CLONE_VM child of amber's has no rseq area: its clone is not libc's). */
 	if (ctx->shares_vm)
 		return infect_scratch_map(&ctx->inf, 0, SCRATCH_SIZE);
+	if (ctx->clear) { /* cleared ahead (mem_clear_ahead) */
+		ret = mem_clear_done(ctx);
+		proxy = ctx->clear->proxy;
+		drop = ctx->clear->drop;
+		free(ctx->clear);
+		ctx->clear = NULL;
+		if (ret)
+			return ret;
+		goto cleared;
+	}
 	ret = check_memlock(ctx);
 	if (ret)
 		return ret;
@@ -2318,6 +2391,7 @@ static int mem_restore_inject(struct restore_ctx *ctx)
 	}
 	if (ret)
 		return ret;
+cleared:
 	if (drop.end) {
 		long r;
 

@@ -1207,14 +1207,35 @@ static void pin_start(void)
 	pinned = !sys_sched_setaffinity(0, &pin_set, sizeof(pin_set));
 }
 
-static void pin_process(const struct restore_ctx *ctx)
+/* Whether sched.c gives it back its own affinity (else amber leaves it alone). */
+static bool may_pin(const struct restore_ctx *ctx)
 {
 	for (size_t i = 0; i < ctx->nr_threads; i++)
 		if (!ctx->threads[i].core->has_sched_policy ||
 		    !ctx->threads[i].core->cpu_affinity.len)
-			return;
-	if (pinned) /* best effort: its cpuset may not have amber's CPU */
+			return false;
+	return pinned;
+}
+
+static void pin_process(const struct restore_ctx *ctx)
+{
+	if (may_pin(ctx)) /* best effort: its cpuset may not have amber's CPU */
 		sys_sched_setaffinity(ctx->inf.pid, &pin_set, sizeof(pin_set));
+}
+
+/* The next process, clearing ahead: on amber's other CPUs (false: it has none). */
+static bool pin_elsewhere(const struct restore_ctx *ctx)
+{
+	cpu_set_t other;
+
+	if (!pinned)
+		return false;
+	CPU_XOR(&other, &amber_cpus, &pin_set);
+	if (!CPU_COUNT(&other))
+		return false;
+	if (may_pin(ctx))
+		sys_sched_setaffinity(ctx->inf.pid, &other, sizeof(other));
+	return true;
 }
 
 static void pin_end(void)
@@ -1226,12 +1247,13 @@ static void pin_end(void)
 
 static unsigned long fork_syscall_ip;
 
-static int restore_process(struct restore_ctx *ctx)
+static int attach_process(struct restore_ctx *ctx)
 {
-	int ret = infect_attach_stopped(tree_hpid(ctx->tree, (uint32_t)ctx->pid), &ctx->inf);
+	int ret;
 
-	if (!ret)
-		pin_process(ctx);
+	if (ctx->attached)
+		return 0;
+	ret = infect_attach_stopped(tree_hpid(ctx->tree, (uint32_t)ctx->pid), &ctx->inf);
 	/* a fork of amber's has amber's vDSO, and in it the same syscall instruction */
 	if (!ret && !ctx->shares_vm && fork_syscall_ip) {
 		ctx->inf.syscall_ip = fork_syscall_ip;
@@ -1239,6 +1261,24 @@ static int restore_process(struct restore_ctx *ctx)
 		ret = infect_find_syscall(&ctx->inf);
 		if (!ret && !ctx->shares_vm)
 			fork_syscall_ip = ctx->inf.syscall_ip;
+	}
+	ctx->attached = !ret;
+	return ret;
+}
+
+/* next (may be NULL) starts clearing its address space meanwhile (mem.c). */
+static int restore_process(struct restore_ctx *ctx, struct restore_ctx *next)
+{
+	int ret = attach_process(ctx);
+
+	if (!ret)
+		pin_process(ctx);
+	if (!ret)
+		ret = mem_clear_done(ctx);
+	if (!ret && next && !next->shares_vm) {
+		ret = attach_process(next);
+		if (!ret && pin_elsewhere(next))
+			ret = mem_clear_ahead(next);
 	}
 	if (!ret)
 		ret = inject_all(ctx);
@@ -1401,7 +1441,7 @@ static int do_restore(struct opts *o, uint32_t *root)
 	progress_start(true);
 	pin_start();
 	for (size_t p = 0; !ret && p < t.nr_procs; p++) {
-		ret = restore_process(t.rprocs[p]);
+		ret = restore_process(t.rprocs[p], p + 1 < t.nr_procs ? t.rprocs[p + 1] : NULL);
 		if (!ret)
 			stats_add(SC_DONE, 1);
 	}

@@ -18,6 +18,11 @@ int restore_finish(struct restore_ctx *ctx);
  * one (1; 0: none), run before its memory goes (mem.c, regs.c). */
 struct infect_sc;
 int regs_forget_rseq(struct restore_ctx *ctx, struct infect_sc *sc);
+/* mem.c: start clearing the next process's address space while amber drives
+ * this one (0 also when it cannot: then it is done at its turn); wait for it
+ * before anything else is injected into it. */
+int mem_clear_ahead(struct restore_ctx *ctx);
+int mem_clear_done(struct restore_ctx *ctx);
 /* Before and after a zombie dies: its parent sees nothing of it (signals.c). */
 int signals_zombie_dies(struct restore_ctx *ctx, bool dead);
 
