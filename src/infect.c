@@ -601,14 +601,26 @@ static int wait_batch(struct infect *inf, unsigned long code, long r)
 	return (int)r;
 }
 
-static int run_batch(struct infect *inf, unsigned long code, unsigned long table)
+/* How many syscalls one table holds (the executor's entry and the end marker aside). */
+static size_t batch_cap(const struct infect *inf)
 {
-	return wait_batch(inf, code, start_batch(inf, code, table));
+	size_t cap = (inf->scratch_size / 2) / BATCH_ENTRY;
+
+	return inf->scratch && cap >= 3 ? cap - 2 : 0;
 }
 
-/* The table of n entries (cap: what fits) in buf, ended by its marker. */
-static void fill_table(int64_t *buf, const struct infect_sc *sc, size_t k)
+/* k syscalls into the table (buf: room for k + 1 entries), and the task sent to run them. */
+static int batch_begin(struct infect *inf, const struct infect_sc *sc, size_t k, int64_t *buf)
 {
+	unsigned long code = inf->scratch + inf->scratch_size / 2;
+	int ret = 0;
+
+	if (!inf->batch_loaded) {
+		ret = infect_write(inf, code, pie_batch, sizeof(pie_batch));
+		if (ret)
+			return ret;
+		inf->batch_loaded = true;
+	}
 	for (size_t i = 0; i < k; i++) {
 		int64_t *e = buf + i * 8;
 
@@ -617,64 +629,60 @@ static void fill_table(int64_t *buf, const struct infect_sc *sc, size_t k)
 		e[7] = -ENOEXEC; /* not run */
 	}
 	buf[k * 8] = -1;
+	ret = infect_write(inf, code + BATCH_ENTRY, buf, (k + 1) * BATCH_ENTRY);
+	return ret ? ret : (int)start_batch(inf, code, code + BATCH_ENTRY);
+}
+
+/* Until the task's trap after the batch_begin() that returned ret; the k results. */
+static int batch_end(struct infect *inf, struct infect_sc *sc, size_t k, int64_t *buf, int ret)
+{
+	unsigned long code = inf->scratch + inf->scratch_size / 2;
+
+	ret = wait_batch(inf, code, ret);
+	if (!ret)
+		ret = infect_read(inf, code + BATCH_ENTRY, buf, k * BATCH_ENTRY);
+	stats_add(SC_BATCHES, 1);
+	stats_add(SC_BATCHED, k);
+	for (size_t i = 0; !ret && i < k; i++)
+		sc[i].ret = buf[i * 8 + 7];
+	inf->nr_syscalls += k;
+	return ret;
 }
 
 int infect_batch_start(struct infect *inf, const struct infect_sc *sc, size_t n)
 {
-	unsigned long code = inf->scratch + inf->scratch_size / 2;
-	size_t cap = (inf->scratch_size / 2) / BATCH_ENTRY;
 	int64_t *buf;
 	int ret;
 
-	if (inf->trap_pending || !inf->scratch || cap < 3 || n > cap - 2 || inf->started)
+	if (inf->trap_pending || n > batch_cap(inf) || inf->started)
 		return -EAGAIN;
-	if (!inf->batch_loaded) {
-		ret = infect_write(inf, code, pie_batch, sizeof(pie_batch));
-		if (ret)
-			return ret;
-		inf->batch_loaded = true;
-	}
 	buf = malloc((n + 1) * BATCH_ENTRY);
 	if (!buf)
 		return -ENOMEM;
-	fill_table(buf, sc, n);
-	ret = infect_write(inf, code + BATCH_ENTRY, buf, (n + 1) * BATCH_ENTRY);
+	ret = batch_begin(inf, sc, n, buf);
 	free(buf);
-	if (ret)
-		return ret;
-	ret = (int)start_batch(inf, code, code + BATCH_ENTRY);
 	inf->started = !ret;
 	return ret;
 }
 
 int infect_batch_wait(struct infect *inf, struct infect_sc *sc, size_t n)
 {
-	unsigned long code = inf->scratch + inf->scratch_size / 2;
 	int64_t *buf = malloc((n + 1) * BATCH_ENTRY);
 	int ret;
 
 	if (!buf)
 		return -ENOMEM; /* (the task is left running the batch: the restore ends) */
-	inf->started = 0;
+	inf->started = false;
 	stats_start(ST_INJECT);
-	ret = wait_batch(inf, code, 0);
-	if (!ret)
-		ret = infect_read(inf, code + BATCH_ENTRY, buf, n * BATCH_ENTRY);
+	ret = batch_end(inf, sc, n, buf, 0);
 	stats_stop(ST_INJECT);
-	stats_add(SC_BATCHES, 1);
-	stats_add(SC_BATCHED, n);
-	for (size_t i = 0; !ret && i < n; i++)
-		sc[i].ret = buf[i * 8 + 7];
-	inf->nr_syscalls += n;
 	free(buf);
 	return ret;
 }
 
 int infect_batch(struct infect *inf, struct infect_sc *sc, size_t n)
 {
-	unsigned long code = inf->scratch + inf->scratch_size / 2;
-	unsigned long table = code + BATCH_ENTRY;
-	size_t cap = (inf->scratch_size / 2) / BATCH_ENTRY;
+	size_t cap = batch_cap(inf);
 	int64_t *buf;
 	int ret = 0;
 
@@ -684,34 +692,17 @@ int infect_batch(struct infect *inf, struct infect_sc *sc, size_t n)
 					     sc[i].a[2], sc[i].a[3], sc[i].a[4], sc[i].a[5]);
 		return ret;
 	}
-	if (!inf->scratch || cap < 3)
+	if (!cap)
 		return -EINVAL;
-	cap -= 2; /* the executor's own entry, and the end marker */
-	if (!inf->batch_loaded) {
-		ret = infect_write(inf, code, pie_batch, sizeof(pie_batch));
-		if (ret)
-			return ret;
-		inf->batch_loaded = true;
-	}
 	buf = malloc((cap + 1) * BATCH_ENTRY);
 	if (!buf)
 		return -ENOMEM;
 	for (size_t off = 0; off < n && !ret; off += cap) {
 		size_t k = n - off < cap ? n - off : cap;
 
-		fill_table(buf, sc + off, k);
 		stats_start(ST_INJECT);
-		ret = infect_write(inf, table, buf, (k + 1) * BATCH_ENTRY);
-		if (!ret)
-			ret = run_batch(inf, code, table);
-		if (!ret)
-			ret = infect_read(inf, table, buf, k * BATCH_ENTRY);
+		ret = batch_end(inf, sc + off, k, buf, batch_begin(inf, sc + off, k, buf));
 		stats_stop(ST_INJECT);
-		stats_add(SC_BATCHES, 1);
-		stats_add(SC_BATCHED, k);
-		for (size_t i = 0; !ret && i < k; i++)
-			sc[off + i].ret = buf[i * 8 + 7];
-		inf->nr_syscalls += k;
 	}
 	free(buf);
 	return ret;

@@ -2249,17 +2249,27 @@ struct mem_clear {
 	int ret;
 };
 
+/* amber's rseq area, unregistered while amber's memory is still there: now, or planned (cp). */
+static int forget_rseq(struct restore_ctx *ctx, struct clear_plan *cp)
+{
+	struct infect_sc rseq;
+	long r;
+
+	if (!regs_forget_rseq(ctx, &rseq))
+		return 0;
+	r = plan_call(ctx, cp, 0, rseq.nr, rseq.a[0], rseq.a[1], rseq.a[2], rseq.a[3], 0);
+	if (r)
+		pr_err("pid %d: cannot unregister amber's rseq area: %s", ctx->pid,
+		       strerror((int)-r));
+	return (int)r;
+}
+
 /* Plans the clearing (scratch area mapped at gap); ahead: and starts it. */
 static int clear_start(struct restore_ctx *ctx, struct mem_clear *c, unsigned long gap, bool ahead)
 {
 	struct range scratch = {gap, gap + SCRATCH_SIZE};
-	struct infect_sc rseq;
-	int ret = 0;
+	int ret = forget_rseq(ctx, &c->cp);
 
-	/* first, while amber's memory is still there */
-	if (regs_forget_rseq(ctx, &rseq) &&
-	    plan_call(ctx, &c->cp, 0, rseq.nr, rseq.a[0], rseq.a[1], rseq.a[2], rseq.a[3], 0))
-		ret = -ENOMEM;
 	if (!ret)
 		ret = replace_address_space(ctx, &c->proxy, &c->drop, &scratch, &c->cp);
 	/* the vDSO's syscall where the plan moves it; meanwhile the executor's */
@@ -2344,7 +2354,6 @@ static int clear_batched(struct restore_ctx *ctx, bool *proxy, struct range *dro
 static int mem_restore_inject(struct restore_ctx *ctx)
 {
 	struct range drop = {0, 0};
-	struct infect_sc rseq;
 	unsigned long gap;
 	bool proxy = false;
 	int ret;
@@ -2376,17 +2385,8 @@ static int mem_restore_inject(struct restore_ctx *ctx)
 	if (!infect_scratch_try(&ctx->inf, gap, SCRATCH_SIZE)) {
 		ret = clear_batched(ctx, &proxy, &drop, gap);
 	} else {
-		if (regs_forget_rseq(ctx, &rseq)) {
-			long r = infect_call(&ctx->inf, rseq.nr, rseq.a[0], rseq.a[1], rseq.a[2],
-					     rseq.a[3], 0, 0);
-
-			if (r) {
-				pr_err("pid %d: cannot unregister amber's rseq area: %s", ctx->pid,
-				       strerror((int)-r));
-				return (int)r;
-			}
-		}
-		ret = replace_address_space(ctx, &proxy, &drop, NULL, NULL)
+		ret = forget_rseq(ctx, NULL)
+			      ?: replace_address_space(ctx, &proxy, &drop, NULL, NULL)
 			      ?: infect_scratch_map(&ctx->inf, gap, SCRATCH_SIZE);
 	}
 	if (ret)
