@@ -1759,8 +1759,6 @@ static struct fd_run {
 } *desc_runs;
 static size_t nr_desc_runs;
 
-#define FDS_PER_MSG 253 /* SCM_MAX_FD */
-
 static int int_order(const void *a, const void *b)
 {
 	int x = *(const int *)a, y = *(const int *)b;
@@ -1856,30 +1854,20 @@ static ssize_t needed(const struct tree *t, uint32_t pid, uint32_t **ids)
 
 int files_send_needed(const struct tree *t, uint32_t pid, int sock)
 {
-	char cbuf[CMSG_SPACE(FDS_PER_MSG * sizeof(int))] = {0};
+	int fds[SYS_MAX_FDS];
 	uint32_t *ids;
 	ssize_t n = needed(t, pid, &ids);
 	int ret = 0;
 
-	for (ssize_t at = 0; n > 0 && at < n && !ret; at += FDS_PER_MSG) {
-		size_t k = (size_t)(n - at) < FDS_PER_MSG ? (size_t)(n - at) : FDS_PER_MSG;
-		char tag = 'd';
-		struct iovec iov = {.iov_base = &tag, .iov_len = 1};
-		struct msghdr mh = {.msg_iov = &iov,
-				    .msg_iovlen = 1,
-				    .msg_control = cbuf,
-				    .msg_controllen = CMSG_SPACE(k * sizeof(int))};
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	for (ssize_t at = 0; n > 0 && at < n && !ret; at += SYS_MAX_FDS) {
+		size_t k = (size_t)(n - at) < SYS_MAX_FDS ? (size_t)(n - at) : SYS_MAX_FDS;
 
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(k * sizeof(int));
 		for (size_t j = 0; j < k; j++)
-			((int *)CMSG_DATA(cm))[j] = t->desc_fd[ids[at + j]];
-		if (sendmsg(sock, &mh, MSG_NOSIGNAL) != 1) {
-			pr_err("pid %u: cannot pass it its %zu files: %m", pid, (size_t)n);
-			ret = -EPIPE;
-		}
+			fds[j] = t->desc_fd[ids[at + j]];
+		ret = sys_send_fds(sock, 'd', fds, k, MSG_NOSIGNAL);
+		if (ret)
+			pr_err("pid %u: cannot pass it its %zu files: %s", pid, (size_t)n,
+			       strerror(-ret));
 	}
 	free(ids);
 	return n < 0 ? (int)n : ret;
@@ -1892,30 +1880,23 @@ int files_send_needed(const struct tree *t, uint32_t pid, int sock)
  */
 int files_recv_needed(const struct tree *t, uint32_t pid, int sock)
 {
-	char cbuf[CMSG_SPACE(FDS_PER_MSG * sizeof(int))];
+	int got[SYS_MAX_FDS];
 	uint32_t *ids;
 	ssize_t n = needed(t, pid, &ids);
 	int ret = 0;
 
-	for (ssize_t at = 0; n > 0 && at < n && !ret; at += FDS_PER_MSG) {
-		size_t k = (size_t)(n - at) < FDS_PER_MSG ? (size_t)(n - at) : FDS_PER_MSG;
+	for (ssize_t at = 0; n > 0 && at < n && !ret; at += SYS_MAX_FDS) {
+		size_t k = (size_t)(n - at) < SYS_MAX_FDS ? (size_t)(n - at) : SYS_MAX_FDS;
 		char tag;
-		struct iovec iov = {.iov_base = &tag, .iov_len = 1};
-		struct msghdr mh = {.msg_iov = &iov,
-				    .msg_iovlen = 1,
-				    .msg_control = cbuf,
-				    .msg_controllen = sizeof(cbuf)};
-		struct cmsghdr *cm;
-		int *got;
+		ssize_t r = sys_recv_fds(sock, &tag, got, k);
 
-		if (recvmsg(sock, &mh, MSG_CMSG_CLOEXEC) != 1 || tag != 'd' ||
-		    !(cm = CMSG_FIRSTHDR(&mh)) || cm->cmsg_type != SCM_RIGHTS ||
-		    cm->cmsg_len != CMSG_LEN(k * sizeof(int)) || (mh.msg_flags & MSG_CTRUNC)) {
+		if (r != (ssize_t)k || tag != 'd') {
+			for (ssize_t j = 0; j < r; j++)
+				close(got[j]);
 			pr_err("pid %u: did not get its %zu files from amber", pid, (size_t)n);
 			ret = -EIO;
 			break;
 		}
-		got = (int *)CMSG_DATA(cm);
 		for (size_t j = 0; j < k; j++) {
 			int fd = got[j];
 

@@ -396,43 +396,22 @@ static void drop_amber_fds(struct tree *t)
 /* One byte, tag, on a channel, with fd (SCM_RIGHTS) unless it is -1. */
 static int send_fd(int sock, char tag, int fd)
 {
-	char cbuf[CMSG_SPACE(sizeof(int))] = {0};
-	struct iovec iov = {.iov_base = &tag, .iov_len = 1};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-	struct cmsghdr *cm;
-
-	if (fd >= 0) {
-		mh.msg_control = cbuf;
-		mh.msg_controllen = sizeof(cbuf);
-		cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	}
-	return sendmsg(sock, &mh, 0) == 1 ? 0 : -EPIPE;
+	return sys_send_fds(sock, tag, &fd, fd >= 0, 0);
 }
 
 /* In the child: send_fd()'s byte, which must be tag; *fd: what came with it
  * (-1: nothing), moved above the image's fds, which it must not clobber. */
 static int recv_fd(const struct tree *t, int sock, char tag, int *fd)
 {
-	char c, cbuf[CMSG_SPACE(sizeof(int))];
-	struct iovec iov = {.iov_base = &c, .iov_len = 1};
-	struct msghdr mh = {.msg_iov = &iov,
-			    .msg_iovlen = 1,
-			    .msg_control = cbuf,
-			    .msg_controllen = sizeof(cbuf)};
-	struct cmsghdr *cm;
+	ssize_t n;
+	char c;
 	int got;
 
 	*fd = -1;
-	if (recvmsg(sock, &mh, MSG_CMSG_CLOEXEC) != 1)
+	n = sys_recv_fds(sock, &c, &got, 1);
+	if (n < 0)
 		return -1;
-	cm = CMSG_FIRSTHDR(&mh);
-	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
-	    cm->cmsg_len == CMSG_LEN(sizeof(int))) {
-		memcpy(&got, CMSG_DATA(cm), sizeof(int));
+	if (n == 1) {
 		*fd = got < tree_fd_floor(t) ? fcntl(got, F_DUPFD_CLOEXEC, tree_fd_floor(t)) : got;
 		if (*fd != got)
 			close(got);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/ptrace.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -770,4 +771,52 @@ int sys_thread_start(pthread_t *thread, void *(*fn)(void *), void *arg)
 	if (err)
 		free(s);
 	return -err;
+}
+
+int sys_send_fds(int sock, char tag, const int *fds, size_t n, int flags)
+{
+	char cbuf[CMSG_SPACE(SYS_MAX_FDS * sizeof(int))] = {0};
+	struct iovec iov = {.iov_base = &tag, .iov_len = 1};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	struct cmsghdr *cm;
+
+	if (n > SYS_MAX_FDS)
+		return -EINVAL;
+	if (n) {
+		mh.msg_control = cbuf;
+		mh.msg_controllen = CMSG_SPACE(n * sizeof(int));
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(n * sizeof(int));
+		memcpy(CMSG_DATA(cm), fds, n * sizeof(int));
+	}
+	return sendmsg(sock, &mh, flags) == 1 ? 0 : -EPIPE;
+}
+
+ssize_t sys_recv_fds(int sock, char *tag, int *fds, size_t max)
+{
+	char cbuf[CMSG_SPACE(SYS_MAX_FDS * sizeof(int))];
+	struct iovec iov = {.iov_base = tag, .iov_len = 1};
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = cbuf,
+			    .msg_controllen = CMSG_SPACE((max < SYS_MAX_FDS ? max : SYS_MAX_FDS) *
+							 sizeof(int))};
+	struct cmsghdr *cm;
+	size_t n;
+
+	if (recvmsg(sock, &mh, MSG_CMSG_CLOEXEC) != 1)
+		return -EPIPE;
+	cm = CMSG_FIRSTHDR(&mh);
+	if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+		return 0;
+	n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+	memcpy(fds, CMSG_DATA(cm), n * sizeof(int));
+	if (mh.msg_flags & MSG_CTRUNC) { /* more than max: the kernel dropped some */
+		for (size_t i = 0; i < n; i++)
+			close(fds[i]);
+		return -EMSGSIZE;
+	}
+	return (ssize_t)n;
 }

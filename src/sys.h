@@ -116,6 +116,14 @@ int sys_readlinkat(int dirfd, const char *name, char *buf, size_t size);
  * 0 or -errno.
  */
 int sys_thread_start(pthread_t *thread, void *(*fn)(void *), void *arg);
+/*
+ * One byte, tag, on a unix socket, with n fds (SCM_RIGHTS; none if n is 0,
+ * at most SYS_MAX_FDS); 0 or -errno.  The receive: the byte into *tag and
+ * up to max fds (close-on-exec) into fds; how many came, or -errno.
+ */
+#define SYS_MAX_FDS 253 /* the kernel's SCM_MAX_FD */
+int sys_send_fds(int sock, char tag, const int *fds, size_t n, int flags);
+ssize_t sys_recv_fds(int sock, char *tag, int *fds, size_t max);
 /* Raise RLIMIT_NOFILE (soft, and hard if needed) to at least want; 0 or -errno. */
 int sys_raise_nofile(unsigned long want);
 /* Scheduling of thread tid (sched.c); fault op "sched".  attr is a struct
