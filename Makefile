@@ -7,6 +7,9 @@ BASE_CFLAGS := -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field
 CFLAGS  += $(BASE_CFLAGS)
 # Static where Debian ships the archive, libnftables opened on first use (src/net/nft.c):
 # each mapped library is copied into, and unmapped from, every process a restore forks.
+# Bound at start (-z now): lazily, every process a restore forks would resolve
+# and write amber's symbols again, a copy-on-write fault a page of them.
+LDFLAGS += -Wl,-z,now,-z,relro
 LDLIBS  += -Wl,-Bstatic -lprotobuf-c -lxxhash $(shell pkg-config --libs libnl-route-3.0) \
 	   -Wl,-Bdynamic -ldl
 
@@ -56,7 +59,7 @@ $(B)/libamber.a: $(LIBOBJS)
 	ar rcs $@ $^
 
 $(B)/amber: $(B)/obj/main.o $(B)/libamber.a
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # Test programs (targets of checkpoint/restore).  *-static.c build static.
 $(B)/progs/%: tests/e2e/progs/%.c tests/e2e/progs/prog.h
