@@ -31,6 +31,7 @@
 #include "stats.h"
 #include "files.h"
 #include "log.h"
+#include "mem.h"
 #include "restore.h"
 #include "net/netlock.h"
 #include "ns/ns.h"
@@ -320,21 +321,29 @@ static int run_restore_tree(struct tree *t)
 struct sync {
 	int amber; /* amber's end: writes go, reads the report */
 	int child; /* the child's: reads go, writes the report */
+	/* amber's: the entries it creates, in order, of which it was sent the
+	 * channel ends of the first sent, and said it made the first made */
+	uint32_t *kids;
+	size_t nr_kids, sent, made;
 };
 
 static struct sync *syncs;
 /* per pstree entry: created by amber or seized by it, so ours to kill on failure */
 static bool *ours;
+/* per pstree entry: seized and told to go (seize_and_go) */
+static bool *seized;
 
 struct child_report {
 	int ok;
-	int pages_fd; /* where it put its pages file (send_go), or -1 */
-	char msg[124];
+	int pages_fd;	       /* where it put its pages file (send_go), or -1 */
+	int made;	       /* not the report: 1 + the entry of a child it just made (early_go) */
+	unsigned long scratch; /* the scratch area it mapped (mem_scratch_premap), or 0 */
+	char msg[112];
 };
 
-static void report_to_amber(int fd, const char *msg, int pages_fd)
+static void report_to_amber(int fd, const char *msg, int pages_fd, unsigned long scratch)
 {
-	struct child_report rep = {.ok = !msg, .pages_fd = pages_fd};
+	struct child_report rep = {.ok = !msg, .pages_fd = pages_fd, .scratch = scratch};
 
 	snprintf(rep.msg, sizeof(rep.msg), "%s", msg ? msg : "");
 	if (write(fd, &rep, sizeof(rep)) != sizeof(rep))
@@ -343,16 +352,74 @@ static void report_to_amber(int fd, const char *msg, int pages_fd)
 
 static void child_report(int fd, const char *msg)
 {
-	report_to_amber(fd, msg, -1);
+	report_to_amber(fd, msg, -1, 0);
 }
 
+/*
+ * Whether entry idx may go as soon as its creator made it (report_made),
+ * before the creator finished setting up: nothing it does until its stop depends on
+ * the creator's later steps.  Not a child that shares its creator's memory,
+ * fd table or cwd (it would run beside it in them), a zombie, or one whose
+ * host pid amber learns only once its creator stopped (ns/pidns.c).
+ */
+static bool early_go(const struct tree *t, size_t idx)
+{
+	const PstreeEntry *c = t->pstree[idx];
+	const PstreeEntry *cr = t->creator[idx] ? tree_entry(t, t->creator[idx]) : NULL;
+
+	return cr && !cr->zombie && !t->own_pidns && !c->zombie && !c->clone_vm &&
+	       !c->clone_files && !c->clone_fs && !c->nested_pid && !c->nested_init;
+}
+
+/*
+ * In creator: it made entry idx, which amber may tell to go now (early_go);
+ * amber sends the channel end of one more of its children for it (send_go).
+ */
+static void report_made(struct tree *t, uint32_t creator, size_t idx)
+{
+	struct child_report rep = {.ok = 1, .pages_fd = -1, .made = (int)idx + 1};
+	size_t me = tree_pos(t, creator);
+
+	if (write(syncs[me].child, &rep, sizeof(rep)) != sizeof(rep))
+		_exit(1);
+}
+
+static bool early_go(const struct tree *t, size_t idx);
+static int seize_and_go(struct tree *t, size_t idx);
+static int send_ends(struct tree *t, size_t idx, size_t n);
+
+/*
+ * Its report; meanwhile, the children it says it made, which may go at once
+ * (early_go), are seized and told to go while it makes the others.
+ */
 static int read_child_report(struct restore_ctx *ctx, int fd)
 {
+	struct tree *t = ctx->tree;
+	size_t me = tree_pos(t, (uint32_t)ctx->pid), k;
+	struct sync *s = &syncs[me];
 	struct child_report rep;
+	int ret;
 
-	if (read(fd, &rep, sizeof(rep)) != sizeof(rep)) {
-		pr_err("pid %d: the restore child died while setting up", ctx->pid);
-		return -EIO;
+	for (;;) {
+		if (read(fd, &rep, sizeof(rep)) != sizeof(rep)) {
+			pr_err("pid %d: the restore child died while setting up", ctx->pid);
+			return -EIO;
+		}
+		if (!rep.ok || !rep.made)
+			break;
+		k = (size_t)rep.made - 1;
+		if (s->made >= s->nr_kids || k != s->kids[s->made++]) {
+			pr_err("pid %d: it says it made entry %d, which it does not make next",
+			       ctx->pid, rep.made);
+			return -EIO;
+		}
+		ret = send_ends(t, me, 1);
+		if (!ret && early_go(t, k)) {
+			ours[k] = true;
+			ret = seize_and_go(t, k);
+		}
+		if (ret)
+			return ret;
 	}
 	if (!rep.ok) {
 		rep.msg[sizeof(rep.msg) - 1] = 0;
@@ -367,6 +434,7 @@ static int read_child_report(struct restore_ctx *ctx, int fd)
 		}
 		ctx->pages_fd = rep.pages_fd;
 	}
+	ctx->scratch_premapped = rep.scratch;
 	return 0;
 }
 
@@ -515,28 +583,51 @@ static bool end_pulled(const struct tree *t, size_t idx)
 	return c && !c->zombie;
 }
 
+/* The next n of the channel ends entry idx takes (pull_end), as far as there are. */
+static int send_ends(struct tree *t, size_t idx, size_t n)
+{
+	struct sync *s = &syncs[idx];
+	int ret = 0;
+
+	for (; !ret && n && s->sent < s->nr_kids; n--)
+		ret = send_fd(s->amber, 'c', syncs[s->kids[s->sent++]].child);
+	return ret;
+}
+
 /*
  * Go, with the process's pages file and its descriptions (files.c), then
  * the child ends of the channels of the processes it creates, one a
  * message in the order it creates them: it takes each just before it forks
  * that one (pull_end), so that none is in the fd table the others inherit.
+ * A window of them: then one each time it says it made one (report_made),
+ * so that amber never waits for it to take them and can tell its children
+ * to go meanwhile (early_go).
  */
+#define ENDS_AHEAD 32
+
 static int send_go(struct tree *t, size_t idx)
 {
 	const PstreeEntry *e = t->pstree[idx];
 	struct restore_ctx *ctx = e->zombie ? NULL : tree_rproc(t, e->pid);
+	struct sync *s = &syncs[idx];
 	const uint32_t *kids;
 	size_t nk = tree_created(t, e->pid, &kids);
-	int ret = send_fd(syncs[idx].amber, 'g', ctx && !ctx->shares_vm ? ctx->pages_fd : -1);
+	int ret = send_fd(s->amber, 'g', ctx && !ctx->shares_vm ? ctx->pages_fd : -1);
 
 	if (!ret && files_own_table(e))
-		ret = files_send_needed(t, e->pid, syncs[idx].amber);
-
-	for (int nested = 0; !ret && nested < 2; nested++)
-		for (size_t k = 0; !ret && k < nk; k++)
+		ret = files_send_needed(t, e->pid, s->amber);
+	if (ret || !nk)
+		return ret;
+	free(s->kids);
+	s->kids = malloc(nk * sizeof(*s->kids));
+	if (!s->kids)
+		return -ENOMEM;
+	s->nr_kids = s->sent = s->made = 0;
+	for (int nested = 0; nested < 2; nested++)
+		for (size_t k = 0; k < nk; k++)
 			if (into_children_ns(t, t->pstree[kids[k]]) == nested)
-				ret = send_fd(syncs[idx].amber, 'c', syncs[kids[k]].child);
-	return ret;
+				s->kids[s->nr_kids++] = kids[k];
+	return send_ends(t, idx, ENDS_AHEAD);
 }
 
 /* In creator, about to fork entry idx: its channel's child end (send_go). */
@@ -717,6 +808,8 @@ static int fork_child(struct tree *t, uint32_t creator, size_t i, bool helpers)
 	/* the child has it; in a table shared with it, it is the child's own */
 	if (pulled && !(flags & CLONE_FILES))
 		close(syncs[i].child);
+	if (pid > 0 && pulled)
+		report_made(t, creator, i);
 	return pid < 0 ? (int)pid : 0;
 }
 
@@ -944,6 +1037,7 @@ static void __attribute__((noreturn)) child_setup(struct tree *t, size_t idx, bo
 	struct restore_ctx *ctx = tree_rproc(t, e->pid);
 	int report_fd = syncs[idx].child, pages_fd = vm ? -1 : ctx->pages_fd;
 	bool init = (!idx && t->own_pidns) || e->nested_init;
+	unsigned long gap;
 
 	if (!vm) {
 		log_fd = fcntl(log_fd, F_DUPFD_CLOEXEC, tree_fd_floor(t));
@@ -986,8 +1080,9 @@ static void __attribute__((noreturn)) child_setup(struct tree *t, size_t idx, bo
 		child_report(report_fd, "cannot enter its user namespace");
 		_exit(1);
 	}
+	gap = vm ? 0 : mem_scratch_gap(ctx);
 	drop_heap(t, e, vm);
-	report_to_amber(report_fd, NULL, pages_fd);
+	report_to_amber(report_fd, NULL, pages_fd, mem_scratch_premap(gap));
 	/* a pid namespace's init ignores SIGSTOP from inside it: amber sends it */
 	if (init)
 		for (;;)
@@ -1018,7 +1113,8 @@ static int make_syncs(struct tree *t)
 {
 	syncs = calloc(t->nr_pstree, sizeof(*syncs));
 	ours = calloc(t->nr_pstree, sizeof(*ours));
-	if (!syncs || !ours)
+	seized = calloc(t->nr_pstree, sizeof(*seized));
+	if (!syncs || !ours || !seized)
 		return -ENOMEM;
 	for (size_t i = 0; i < t->nr_pstree; i++) {
 		int fds[2];
@@ -1062,6 +1158,7 @@ static int seize_and_go(struct tree *t, size_t idx)
 		return (int)r;
 	}
 	ours[idx] = true;
+	seized[idx] = true;
 	return send_go(t, idx);
 }
 
@@ -1158,7 +1255,7 @@ static int create_tree(struct tree *t)
 			if (kids[k] > i)
 				ours[kids[k]] = true;
 		for (size_t k = 0; !ret && k < nk; k++)
-			if (kids[k] > i && !t->pstree[kids[k]]->zombie)
+			if (kids[k] > i && !t->pstree[kids[k]]->zombie && !seized[kids[k]])
 				ret = seize_and_go(t, kids[k]);
 	}
 	return ret;
