@@ -292,6 +292,7 @@ struct restore_ctx {
 	bool shares_vm;		 /* CLONE_VM child: its parent restores the memory */
 	bool attached;		 /* amber drives it (restore.c) */
 	struct mem_clear *clear; /* its address space's clearing, started ahead (mem.c) */
+	unsigned long scratch_premapped; /* the scratch area it mapped itself (mem.c), or 0 */
 	unsigned long *cow_slot; /* per VMA: premapped there before fork (mem-cow.c) */
 	uint8_t *cow_reuse;	 /* per VMA: the slot is the parent's, inherited */
 };

@@ -556,6 +556,13 @@ int infect_scratch_try(struct infect *inf, unsigned long hint, size_t size)
 	return scratch_map(inf, hint, size, true);
 }
 
+void infect_scratch_adopt(struct infect *inf, unsigned long addr, size_t size)
+{
+	inf->scratch = addr;
+	inf->scratch_size = size;
+	inf->batch_loaded = false;
+}
+
 #define BATCH_ENTRY 64
 
 static long start_batch(struct infect *inf, unsigned long code, unsigned long table)

@@ -98,6 +98,8 @@ int infect_batch_wait(struct infect *inf, struct infect_sc *sc, size_t n);
 int infect_scratch_map(struct infect *inf, unsigned long hint, size_t size);
 /* The same at hint only, and silent if something is there (-EEXIST). */
 int infect_scratch_try(struct infect *inf, unsigned long hint, size_t size);
+/* The task mapped a scratch area itself (read, write, exec) at addr. */
+void infect_scratch_adopt(struct infect *inf, unsigned long addr, size_t size);
 int infect_scratch_unmap(struct infect *inf);
 int infect_read(struct infect *inf, unsigned long addr, void *buf, size_t len);
 int infect_write(struct infect *inf, unsigned long addr, const void *buf, size_t len);

@@ -1451,6 +1451,41 @@ static unsigned long find_gap(MmEntry *mm, unsigned long size)
 	return (best + len / 2) & ~(PAGE_SIZE - 1);
 }
 
+unsigned long mem_scratch_gap(struct restore_ctx *ctx)
+{
+	return ctx->shares_vm ? 0 : find_gap(ctx->mm, SCRATCH_SIZE);
+}
+
+/*
+ * The process maps the scratch area itself before it stops, which spares
+ * amber an injected mmap, a round trip to the CPU where it clears ahead
+ * (mem_clear_ahead); where amber's own mappings are, amber maps it later.
+ */
+unsigned long mem_scratch_premap(unsigned long gap)
+{
+	void *p;
+
+	if (!gap)
+		return 0;
+	p = mmap((void *)gap, SCRATCH_SIZE, PROT_READ | PROT_WRITE | PROT_EXEC,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	if (p == (void *)gap)
+		return gap;
+	if (p != MAP_FAILED)
+		munmap(p, SCRATCH_SIZE);
+	return 0;
+}
+
+/* The scratch area at gap: the one the process mapped (mem_scratch_premap), or injected. */
+static int scratch_at(struct restore_ctx *ctx, unsigned long gap)
+{
+	if (gap && ctx->scratch_premapped == gap) {
+		infect_scratch_adopt(&ctx->inf, gap, SCRATCH_SIZE);
+		return 0;
+	}
+	return infect_scratch_try(&ctx->inf, gap, SCRATCH_SIZE);
+}
+
 /*
  * Unmap everything below top but the vDSO block, this process's premapped
  * VMAs and the scratch area if it is there already (keep).
@@ -2324,7 +2359,7 @@ int mem_clear_ahead(struct restore_ctx *ctx)
 	if (ret)
 		return ret;
 	gap = find_gap(ctx->mm, SCRATCH_SIZE);
-	if (!gap || infect_scratch_try(&ctx->inf, gap, SCRATCH_SIZE))
+	if (!gap || scratch_at(ctx, gap))
 		return 0;
 	ctx->clear = calloc(1, sizeof(*ctx->clear));
 	if (!ctx->clear)
@@ -2382,7 +2417,7 @@ static int mem_restore_inject(struct restore_ctx *ctx)
 	}
 	/* where amber's own mappings leave room, the scratch area first: then the
 	 * clearing is one batch; else it is made once they are gone */
-	if (!infect_scratch_try(&ctx->inf, gap, SCRATCH_SIZE)) {
+	if (!scratch_at(ctx, gap)) {
 		ret = clear_batched(ctx, &proxy, &drop, gap);
 	} else {
 		ret = forget_rseq(ctx, NULL)

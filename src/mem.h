@@ -70,6 +70,11 @@ void cow_dump_vma(struct cow_dump *cd, const VmaEntry *v);
  * with the parent (*shared) or all not; 0 on error. */
 uint64_t cow_dump_prefix(struct cow_dump *cd, uint64_t start, uint64_t end, bool *shared);
 
+/* In the process, before it stops for amber: where amber will want its
+ * scratch area (0: nowhere), and that area mapped (its address, or 0). */
+unsigned long mem_scratch_gap(struct restore_ctx *ctx);
+unsigned long mem_scratch_premap(unsigned long gap);
+
 /* ---- restore: premapped memory, inherited over fork ---- */
 
 /* In amber, before any process exists: checks the inherited runs and places
