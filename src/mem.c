@@ -2074,16 +2074,37 @@ static int check_step(struct restore_ctx *ctx, const struct step *st, long r)
  * Room for the preadv iovecs in the task, next to the scratch area (which is
  * in the middle of a large gap, so nothing of the image is mapped there).
  */
-static int map_iov_area(struct restore_ctx *ctx, struct plan *p, size_t *size)
+/* The scratch area's first half: PR_SET_MM_MAP's struct, its auxv, then the iovecs. */
+static unsigned long scratch_iov_off(const struct restore_ctx *ctx)
 {
+	return PAGE_SIZE + ((ctx->mm->n_auxv * sizeof(uint64_t) + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1));
+}
+
+/*
+ * Where the preadv steps' iovecs go in the task: the scratch area where they
+ * fit, else an area of their own (*mapped), injected now; ahead: -EAGAIN
+ * then, for a mapping batch that is to run without amber (map_plan()).
+ */
+static int map_iov_area(struct restore_ctx *ctx, struct plan *p, size_t *size, bool *mapped,
+			bool ahead)
+{
+	unsigned long off = scratch_iov_off(ctx);
 	long r;
 
+	*mapped = false;
 	*size = (ctx->nr_pm * sizeof(struct iovec) + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1);
 	if (ctx->nr_pm < 2 * 64) /* few runs: pread each */
 		return 0;
+	if (off + *size > ctx->inf.scratch_size / 2 && ahead)
+		return -EAGAIN;
 	p->iov = malloc(*size);
 	if (!p->iov)
 		return -ENOMEM;
+	if (off + *size <= ctx->inf.scratch_size / 2) {
+		p->iov_area = ctx->inf.scratch + off;
+		return 0;
+	}
+	*mapped = true;
 	r = infect_call(&ctx->inf, SYS_mmap, ctx->inf.scratch + ctx->inf.scratch_size, *size,
 			PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
 			-1, 0);
@@ -2091,6 +2112,8 @@ static int map_iov_area(struct restore_ctx *ctx, struct plan *p, size_t *size)
 		p->iov_area = (unsigned long)r;
 	else if (r >= 0)
 		infect_call(&ctx->inf, SYS_munmap, r, *size, 0, 0, 0, 0);
+	if (!p->iov_area)
+		*mapped = false;
 	return 0;
 }
 
@@ -2132,18 +2155,38 @@ static uint64_t select_uffd(struct restore_ctx *ctx, bool *sel)
 	return all || total >= UFFD_MIN ? total : 0;
 }
 
-static int map_vmas(struct restore_ctx *ctx, bool proxy)
-{
-	struct plan p = {0};
-	size_t pm = 0, iov_size = 0;
-	bool *sel = calloc(ctx->mm->n_vmas + 1, sizeof(*sel));
-	int uffd = -1;
-	int ret = sel ? map_iov_area(ctx, &p, &iov_size) : -ENOMEM;
+/* The syscalls that map a process's memory and load its pages, and what they need. */
+struct mapping {
+	struct plan p;
+	bool *sel; /* per VMA: filled through userfaultfd */
+	int uffd;
+	size_t iov_size;
+	bool iov_mapped; /* the iovecs have an area of their own (map_iov_area) */
+};
 
-	if (!ret && select_uffd(ctx, sel))
-		uffd = uffd_open(ctx);
-	if (uffd < 0 && sel)
-		memset(sel, 0, (ctx->mm->n_vmas + 1) * sizeof(*sel));
+/*
+ * Plans the mapping and puts its iovecs in place.  ahead: for a batch that
+ * runs without amber, before the process's turn (mem_clear_ahead): -EAGAIN
+ * where it needs amber in between (userfaultfd, an iovec area to map).
+ */
+static int map_plan(struct restore_ctx *ctx, bool proxy, struct mapping *m, bool ahead)
+{
+	struct plan *p = &m->p;
+	size_t pm = 0;
+	int ret;
+
+	*m = (struct mapping){.uffd = -1};
+	m->sel = calloc(ctx->mm->n_vmas + 1, sizeof(*m->sel));
+	if (!m->sel)
+		return -ENOMEM;
+	if (select_uffd(ctx, m->sel)) {
+		if (ahead)
+			return -EAGAIN;
+		m->uffd = uffd_open(ctx);
+	}
+	if (m->uffd < 0)
+		memset(m->sel, 0, (ctx->mm->n_vmas + 1) * sizeof(*m->sel));
+	ret = map_iov_area(ctx, p, &m->iov_size, &m->iov_mapped, ahead);
 
 	for (size_t i = 0; !ret && i < ctx->mm->n_vmas; i++) {
 		VmaEntry *e = ctx->mm->vmas[i];
@@ -2157,39 +2200,68 @@ static int map_vmas(struct restore_ctx *ctx, bool proxy)
 		    e->kind == VMA_KIND__VMA_PACKET_RING) /* and packet-ring.c its own */
 			continue;
 		if (e->kind == VMA_KIND__VMA_SYSV_SHM)
-			ret = plan_shmat(&p, e);
+			ret = plan_shmat(p, e);
 		else
-			ret = cow_slot(ctx, i) ? plan_moved(ctx, &p, e, cow_slot(ctx, i), &pm)
-					       : plan_vma(ctx, &p, i, &pm, sel[i]);
+			ret = cow_slot(ctx, i) ? plan_moved(ctx, p, e, cow_slot(ctx, i), &pm)
+					       : plan_vma(ctx, p, i, &pm, m->sel[i]);
 	}
-	if (!ret && p.nr_iov)
-		ret = infect_write(&ctx->inf, p.iov_area, p.iov, p.nr_iov * sizeof(*p.iov));
-	if (!ret)
-		ret = infect_batch(&ctx->inf, p.sc, p.n);
+	if (!ret && p->nr_iov)
+		ret = infect_write(&ctx->inf, p->iov_area, p->iov, p->nr_iov * sizeof(*p->iov));
+	return ret;
+}
+
+static void map_free(struct restore_ctx *ctx, struct mapping *m);
+
+/* After the planned syscalls ran (ret: whether they could): their results, and what follows. */
+static int map_check(struct restore_ctx *ctx, struct mapping *m, int ret)
+{
+	struct plan *p = &m->p;
+
 	if (ret)
 		pr_err("pid %d: cannot run the syscalls that map its memory: %s", ctx->pid,
 		       strerror(-ret));
 	/* in order: the first failure is the one that explains the others */
-	for (size_t i = 0; !ret && i < p.n; i++) {
-		ret = check_step(ctx, &p.steps[i], p.sc[i].ret);
+	for (size_t i = 0; !ret && i < p->n; i++) {
+		ret = check_step(ctx, &p->steps[i], p->sc[i].ret);
 		if (!ret)
-			count_step(ctx, &p.steps[i]);
+			count_step(ctx, &p->steps[i]);
 	}
-	if (!ret && uffd >= 0)
-		ret = uffd_fill(ctx, uffd, sel);
-	if (uffd >= 0)
-		close(uffd);
-	free(sel);
-	if (p.iov_area)
-		infect_call(&ctx->inf, SYS_munmap, p.iov_area, iov_size, 0, 0, 0, 0);
-	free(p.iov);
-	free(p.sc);
-	free(p.steps);
+	if (!ret && m->uffd >= 0)
+		ret = uffd_fill(ctx, m->uffd, m->sel);
+	map_free(ctx, m);
 	return ret;
 }
 
-/* code/data/brk/stack bounds, arg/env (what ps shows), auxv, exe link */
-static int restore_mm_fields(struct restore_ctx *ctx)
+static void map_free(struct restore_ctx *ctx, struct mapping *m)
+{
+	struct plan *p = &m->p;
+
+	if (m->uffd >= 0)
+		close(m->uffd);
+	free(m->sel);
+	if (m->iov_mapped)
+		infect_call(&ctx->inf, SYS_munmap, p->iov_area, m->iov_size, 0, 0, 0, 0);
+	free(p->iov);
+	free(p->sc);
+	free(p->steps);
+	*m = (struct mapping){.uffd = -1};
+}
+
+static int map_vmas(struct restore_ctx *ctx, bool proxy)
+{
+	struct mapping m;
+	int ret = map_plan(ctx, proxy, &m, false);
+
+	if (!ret)
+		ret = infect_batch(&ctx->inf, m.p.sc, m.p.n);
+	return map_check(ctx, &m, ret);
+}
+
+/*
+ * code/data/brk/stack bounds, arg/env (what ps shows), auxv, exe link:
+ * PR_SET_MM_MAP's struct and auxv into the scratch area, and its call (*sc).
+ */
+static int mm_fields_plan(struct restore_ctx *ctx, struct infect_sc *sc)
 {
 	MmEntry *mm = ctx->mm;
 	struct prctl_mm_map map = {
@@ -2208,16 +2280,18 @@ static int restore_mm_fields(struct restore_ctx *ctx)
 		.auxv_size = (__u32)(mm->n_auxv * sizeof(uint64_t)),
 		.exe_fd = mm->has_exe_file_id ? (__u32)ctx->map_fd[mm->exe_file_id] : (__u32)-1,
 	};
-	long r;
 	int ret;
 
 	ret = infect_write(&ctx->inf, ctx->inf.scratch, &map, sizeof(map));
 	if (!ret && mm->n_auxv)
 		ret = infect_write(&ctx->inf, ctx->inf.scratch + 4096, mm->auxv, map.auxv_size);
-	if (ret)
-		return ret;
-	r = infect_call(&ctx->inf, SYS_prctl, PR_SET_MM, PR_SET_MM_MAP, ctx->inf.scratch,
-			sizeof(map), 0, 0);
+	*sc = (struct infect_sc){SYS_prctl, {PR_SET_MM, PR_SET_MM_MAP, (long)ctx->inf.scratch,
+					     sizeof(map)}};
+	return ret;
+}
+
+static int mm_fields_check(struct restore_ctx *ctx, long r)
+{
 	if (r) {
 		pr_err("pid %d: PR_SET_MM_MAP (code/data/brk/arg/env bounds, auxv, exe) failed: "
 		       "%s%s",
@@ -2226,6 +2300,15 @@ static int restore_mm_fields(struct restore_ctx *ctx)
 		return (int)r;
 	}
 	return 0;
+}
+
+static int restore_mm_fields(struct restore_ctx *ctx)
+{
+	struct infect_sc sc;
+	int ret = mm_fields_plan(ctx, &sc);
+
+	return ret ?: mm_fields_check(ctx, infect_call(&ctx->inf, sc.nr, sc.a[0], sc.a[1],
+						       sc.a[2], sc.a[3], 0, 0));
 }
 
 /*
@@ -2282,6 +2365,12 @@ struct mem_clear {
 	struct range drop;
 	bool proxy, started, finished;
 	int ret;
+	/* ahead, the mapping and PR_SET_MM_MAP in the same batch (map_ahead) */
+	bool mapped;
+	struct mapping map;
+	struct infect_sc *all; /* cp's syscalls, map's, PR_SET_MM_MAP */
+	size_t n_all;
+	long mm_ret;
 };
 
 /* amber's rseq area, unregistered while amber's memory is still there: now, or planned (cp). */
@@ -2299,6 +2388,38 @@ static int forget_rseq(struct restore_ctx *ctx, struct clear_plan *cp)
 	return (int)r;
 }
 
+/*
+ * The process's memory, mapped and filled, and its mm fields set, in the
+ * batch that clears ahead, so that all of its memory's rebuild runs on the
+ * other CPU: where the mapping needs no amber in between (map_plan) and no
+ * vDSO of amber's is to go after the clearing.  The process is in its
+ * cgroups already (cgroup.c moves it before it stops), where its pages are
+ * charged.  0: planned into c->all; else the mapping waits its turn.
+ */
+static int map_ahead(struct restore_ctx *ctx, struct mem_clear *c)
+{
+	size_t n;
+
+	if (c->drop.end)
+		return -EAGAIN;
+	if (map_plan(ctx, c->proxy, &c->map, true))
+		goto unplan;
+	n = c->cp.n + c->map.p.n + 1;
+	c->all = malloc(n * sizeof(*c->all));
+	if (!c->all || mm_fields_plan(ctx, &c->all[n - 1]))
+		goto unplan;
+	memcpy(c->all, c->cp.sc, c->cp.n * sizeof(*c->all));
+	memcpy(c->all + c->cp.n, c->map.p.sc, c->map.p.n * sizeof(*c->all));
+	c->n_all = n;
+	c->mapped = true;
+	return 0;
+unplan:
+	free(c->all);
+	c->all = NULL;
+	map_free(ctx, &c->map);
+	return -EAGAIN;
+}
+
 /* Plans the clearing (scratch area mapped at gap); ahead: and starts it. */
 static int clear_start(struct restore_ctx *ctx, struct mem_clear *c, unsigned long gap, bool ahead)
 {
@@ -2312,7 +2433,9 @@ static int clear_start(struct restore_ctx *ctx, struct mem_clear *c, unsigned lo
 	if (!ret)
 		ret = infect_scratch_syscall(&ctx->inf);
 	if (!ret && ahead) {
-		ret = infect_batch_start(&ctx->inf, c->cp.sc, c->cp.n);
+		map_ahead(ctx, c);
+		ret = c->mapped ? infect_batch_start(&ctx->inf, c->all, c->n_all)
+				: infect_batch_start(&ctx->inf, c->cp.sc, c->cp.n);
 		c->started = !ret;
 		if (ret == -EAGAIN)
 			ret = 0; /* at its turn, in pieces */
@@ -2322,9 +2445,20 @@ static int clear_start(struct restore_ctx *ctx, struct mem_clear *c, unsigned lo
 
 static int clear_finish(struct restore_ctx *ctx, struct mem_clear *c, int ret)
 {
+	struct infect_sc *sc = c->mapped ? c->all : c->cp.sc;
+	size_t n = c->mapped ? c->n_all : c->cp.n;
+
 	if (!ret)
-		ret = c->started ? infect_batch_wait(&ctx->inf, c->cp.sc, c->cp.n)
-				 : infect_batch(&ctx->inf, c->cp.sc, c->cp.n);
+		ret = c->started ? infect_batch_wait(&ctx->inf, sc, n) : infect_batch(&ctx->inf, sc, n);
+	/* each part's results where its checks look for them */
+	for (size_t i = 0; c->mapped && i < c->cp.n; i++)
+		c->cp.sc[i].ret = c->all[i].ret;
+	for (size_t i = 0; c->mapped && i < c->map.p.n; i++)
+		c->map.p.sc[i].ret = c->all[c->cp.n + i].ret;
+	if (c->mapped)
+		c->mm_ret = c->all[n - 1].ret;
+	free(c->all);
+	c->all = NULL;
 	for (size_t i = 0; !ret && i < c->cp.n; i++)
 		if (c->cp.sc[i].ret != c->cp.want[i]) {
 			pr_err("pid %d: cannot %s: %s", ctx->pid,
@@ -2397,12 +2531,22 @@ static int mem_restore_inject(struct restore_ctx *ctx)
 	 * (a CLONE_VM child of amber's has no rseq area: its clone is not libc's). */
 	if (ctx->shares_vm)
 		return infect_scratch_map(&ctx->inf, 0, SCRATCH_SIZE);
-	if (ctx->clear) { /* cleared ahead (mem_clear_ahead) */
+	if (ctx->clear) { /* cleared ahead (mem_clear_ahead), maybe mapped too */
+		struct mem_clear *c = ctx->clear;
+
 		ret = mem_clear_done(ctx);
-		proxy = ctx->clear->proxy;
-		drop = ctx->clear->drop;
-		free(ctx->clear);
+		proxy = c->proxy;
+		drop = c->drop;
 		ctx->clear = NULL;
+		if (c->mapped) {
+			ret = ret ? (map_free(ctx, &c->map), ret) : map_check(ctx, &c->map, 0);
+			ret = ret ?: (proxy ? vdso_proxy_patch(ctx) : 0)
+				     ?: mm_fields_check(ctx, c->mm_ret)
+				     ?: restore_mlock_future(ctx);
+			free(c);
+			return ret;
+		}
+		free(c);
 		if (ret)
 			return ret;
 		goto cleared;
