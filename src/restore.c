@@ -1265,8 +1265,8 @@ static int create_tree(struct tree *t)
  * amber and the process it drives share one CPU while it injects: a ptrace
  * round trip between two CPUs waits for the other one to wake up (three
  * times slower, measured in a VM).  The process's own affinity comes back
- * with its scheduling (sched.c), so a process whose image lacks it for a
- * thread is left where it is.
+ * after amber's last syscall in it (sched_restore_affinity), so a process
+ * whose image lacks it for a thread is left where it is.
  */
 static cpu_set_t amber_cpus, pin_set;
 static bool pinned;
@@ -1379,9 +1379,7 @@ static int late_process(struct restore_ctx *ctx)
 /* Third pass: an fd table may be shared, so amber's fds go only once all are done. */
 static int finish_process(struct restore_ctx *ctx)
 {
-	int ret = drop_internal(ctx);
-
-	return ret ? ret : restore_finish(ctx);
+	return drop_internal(ctx) ?: sched_restore_affinity(ctx) ?: restore_finish(ctx);
 }
 
 /* Zombies die now; their parents are still stopped, so nobody reaps them yet. */

@@ -14,6 +14,8 @@ int write_pidfile(const char *path, pid_t pid);
 int read_pstree(struct tree *t);
 /* Last step before detach: registers, FPU, signal mask (regs.c). */
 int restore_finish(struct restore_ctx *ctx);
+/* Once nothing more is injected: each thread's CPU affinity (sched.c). */
+int sched_restore_affinity(struct restore_ctx *ctx);
 /* The syscall that unregisters the child's (amber's) rseq area, if it has
  * one (1; 0: none), run before its memory goes (mem.c, regs.c). */
 struct infect_sc;

@@ -174,13 +174,6 @@ static int sched_restore_thread(struct restore_ctx *ctx, struct thread *t)
 	if (!ret && (c->sched_policy != SCHED_OTHER || c->sched_flags))
 		ret = set_attr(ctx, t, c->sched_policy, c->sched_flags,
 			       rt_policy(c->sched_policy) ? 0 : c->sched_nice, c->sched_priority);
-	if (!ret && c->cpu_affinity.len) {
-		ret = sys_sched_setaffinity(t->inf->pid, c->cpu_affinity.data, c->cpu_affinity.len);
-		if (ret)
-			pr_err("pid %d thread %d: cannot set its CPU affinity: %s%s", ctx->pid,
-			       t->tid, strerror(-ret),
-			       ret == -EINVAL ? " (none of its CPUs is usable here)" : "");
-	}
 	/* Class NONE too: the restore child may have inherited amber's own. */
 	if (!ret) {
 		ret = sys_ioprio_set(t->inf->pid, (int)c->ioprio);
@@ -192,6 +185,33 @@ static int sched_restore_thread(struct restore_ctx *ctx, struct thread *t)
 			       ret == -EPERM ? " (the image's owner may not: the realtime class "
 					       "needs CAP_SYS_NICE or CAP_SYS_ADMIN)"
 					     : "");
+	}
+	owner_leave(ctx->tree);
+	return ret;
+}
+
+/*
+ * The affinity last, once amber injected its last syscall into the process:
+ * until then amber keeps it on its own CPU (restore.c), where a round trip
+ * costs a third of one to another CPU.
+ */
+int sched_restore_affinity(struct restore_ctx *ctx)
+{
+	int ret = owner_enter(ctx->tree);
+
+	if (ret)
+		return ret;
+	for (size_t i = 0; !ret && i < ctx->nr_threads; i++) {
+		const struct thread *t = &ctx->threads[i];
+		const TaskCore *c = t->core;
+
+		if (!c->has_sched_policy || !c->cpu_affinity.len)
+			continue;
+		ret = sys_sched_setaffinity(t->inf->pid, c->cpu_affinity.data, c->cpu_affinity.len);
+		if (ret)
+			pr_err("pid %d thread %d: cannot set its CPU affinity: %s%s", ctx->pid,
+			       t->tid, strerror(-ret),
+			       ret == -EINVAL ? " (none of its CPUs is usable here)" : "");
 	}
 	owner_leave(ctx->tree);
 	return ret;
