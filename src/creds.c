@@ -253,6 +253,27 @@ static void add(struct cred_plan *p, const char *what, long nr, long a1, long a2
 }
 
 /*
+ * The capabilities this kernel knows (*known) and those of them in amber's
+ * bounding set, asked once: neither changes, and a tree asked 64 times a
+ * thread.
+ */
+static uint64_t amber_bounding(uint64_t *known)
+{
+	static uint64_t bnd, kn;
+	static bool asked;
+
+	for (int cap = 0; !asked && cap < 64; cap++) {
+		int r = prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
+
+		kn |= r >= 0 ? 1ULL << cap : 0;
+		bnd |= r == 1 ? 1ULL << cap : 0;
+	}
+	asked = true;
+	*known = kn;
+	return bnd;
+}
+
+/*
  * Credentials last: after them the task may lack the privilege for the rest.
  * KEEP_CAPS holds the capabilities over the uid change, then capset trims
  * them to the saved sets.  Some prctl values are reset by credential changes,
@@ -270,6 +291,7 @@ static int creds_restore_thread(struct restore_ctx *ctx, struct thread *t)
 	};
 	const NsEntry *user = ns_user(ctx->tree, (uint32_t)ctx->pid);
 	unsigned long s = t->inf->scratch;
+	uint64_t known, bnd = amber_bounding(&known);
 	struct cred_plan *p;
 	struct ids in;
 	int ret;
@@ -285,8 +307,7 @@ static int creds_restore_thread(struct restore_ctx *ctx, struct thread *t)
 			continue;
 		/* unknown to this kernel, or already dropped (in amber's, whose the
 		 * process has; a user namespace's is full) */
-		ret = prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
-		if (ret < 0 || (!user && ret != 1))
+		if (!(known & (1ULL << cap)) || (!user && !(bnd & (1ULL << cap))))
 			continue;
 		add(p, "the capability bounding set", SYS_prctl, PR_CAPBSET_DROP, cap, 0);
 	}
