@@ -1347,10 +1347,11 @@ static int restore_process(struct restore_ctx *ctx, struct restore_ctx *next)
 {
 	int ret = attach_process(ctx);
 
-	if (!ret)
-		pin_process(ctx);
+	/* (pinned before its batch ended, it would finish that on amber's CPU) */
 	if (!ret)
 		ret = mem_clear_done(ctx);
+	if (!ret)
+		pin_process(ctx);
 	if (!ret && next && !next->shares_vm) {
 		ret = attach_process(next);
 		if (!ret && pin_elsewhere(next))
