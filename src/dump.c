@@ -511,25 +511,39 @@ static PstreeEntry *add_pstree(struct tree *t, const struct proc_stat *st, pid_t
 	return e;
 }
 
-/* Freeze one process (all its threads) and give it a context. */
-static int add_process(struct tree *t, pid_t pid, int *stopsig)
+static void free_ctx(struct dump_ctx *ctx)
 {
-	struct dump_ctx *ctx, **np;
-	struct proc_stat st;
+	free(ctx->core);
+	free(ctx->mm);
+	free(ctx);
+}
+
+/*
+ * A process seize_process() interrupted and the dump will not take: let go
+ * once stopped.  Frozen (--freeze-cgroup) it stops only once thawed, and
+ * amber's exit after the failed dump lets it go.
+ */
+static void release_seized(struct tree *t, struct dump_ctx *ctx)
+{
+	int stopsig;
+
+	if (!t->freezer && !infect_seize_wait(&ctx->inf, &stopsig))
+		infect_detach(&ctx->inf);
+	free_ctx(ctx);
+}
+
+/* A context for pid, which is seized and interrupted: it stops on its own (add_seized). */
+static int seize_process(struct tree *t, pid_t pid, struct dump_ctx **out)
+{
+	struct dump_ctx *ctx;
 	int ret;
 
 	ret = check_supported(t, pid);
 	if (ret)
 		return ret;
 	ctx = calloc(1, sizeof(*ctx));
-	np = realloc(t->dprocs, (t->nr_procs + 1) * sizeof(*np));
-	if (!ctx || !np) {
-		free(ctx);
-		if (np)
-			t->dprocs = np;
+	if (!ctx)
 		return -ENOMEM;
-	}
-	t->dprocs = np;
 	ctx->o = t->o;
 	ctx->tree = t;
 	ctx->pid = pid;
@@ -547,13 +561,37 @@ static int add_process(struct tree *t, pid_t pid, int *stopsig)
 	}
 	task_core__init(ctx->core);
 	mm_entry__init(ctx->mm);
-	*stopsig = 0;
-	ret = t->freezer ? infect_seize_start(pid, &ctx->inf)
-			 : infect_seize(pid, &ctx->inf, stopsig);
+	ret = infect_seize_start(pid, &ctx->inf);
 	if (ret) {
-		free(ctx->core);
-		free(ctx->mm);
-		free(ctx);
+		free_ctx(ctx);
+		return ret;
+	}
+	*out = ctx;
+	return 0;
+}
+
+/*
+ * A process seize_process() interrupted, once it stopped (with
+ * --freeze-cgroup it stops when thawed: finish_seizes): all its threads
+ * frozen, and it is one of the tree's.
+ */
+static int add_seized(struct tree *t, struct dump_ctx *ctx, int *stopsig)
+{
+	struct dump_ctx **np = realloc(t->dprocs, (t->nr_procs + 1) * sizeof(*np));
+	pid_t pid = ctx->pid;
+	struct proc_stat st;
+	int ret;
+
+	*stopsig = 0;
+	if (!np) {
+		release_seized(t, ctx);
+		return -ENOMEM;
+	}
+	t->dprocs = np;
+	/* (a wait that fails lets it go itself) */
+	ret = t->freezer ? 0 : infect_seize_wait(&ctx->inf, stopsig);
+	if (ret) {
+		free_ctx(ctx);
 		return ret;
 	}
 	t->dprocs[t->nr_procs++] = ctx;
@@ -567,6 +605,15 @@ static int add_process(struct tree *t, pid_t pid, int *stopsig)
 	if (!ret && !add_pstree(t, &st, pid))
 		ret = -ENOMEM;
 	return ret;
+}
+
+/* Freeze one process (all its threads) and give it a context. */
+static int add_process(struct tree *t, pid_t pid, int *stopsig)
+{
+	struct dump_ctx *ctx;
+	int ret = seize_process(t, pid, &ctx);
+
+	return ret ? ret : add_seized(t, ctx, stopsig);
 }
 
 /* A dead child nobody reaped yet: its wait status is the C/R exit_code field. */
@@ -588,6 +635,43 @@ static int add_zombie(struct tree *t, pid_t pid)
 	e->exit_status = (uint32_t)st.exit_code;
 	e->comm = strdup(st.comm);
 	return e->comm ? 0 : -ENOMEM;
+}
+
+/*
+ * The n children a thread's children file lists, those not in the tree yet:
+ * every live one interrupted first, so that they all stop together (not each
+ * in turn while amber waits), then each taken in the file's order.
+ */
+static int add_children(struct tree *t, const pid_t *kids, int n, bool *found)
+{
+	struct dump_ctx **seized = calloc((size_t)n + 1, sizeof(*seized));
+	bool *zombie = calloc((size_t)n + 1, sizeof(*zombie));
+	int stopsig, k, ret = seized && zombie ? 0 : -ENOMEM;
+
+	for (k = 0; !ret && k < n; k++) {
+		struct proc_stat st;
+
+		if (known_pid(t, kids[k]))
+			continue;
+		*found = true;
+		zombie[k] = !proc_parse_stat(kids[k], &st) && st.state == 'Z';
+		if (!zombie[k])
+			ret = seize_process(t, kids[k], &seized[k]);
+	}
+	for (k = 0; !ret && k < n; k++) {
+		if (zombie[k])
+			ret = add_zombie(t, kids[k]);
+		else if (seized[k])
+			ret = add_seized(t, seized[k], &stopsig);
+		seized[k] = NULL;
+	}
+	/* after a failure, those interrupted and not taken go on as they were */
+	for (k = 0; seized && k < n; k++)
+		if (seized[k])
+			release_seized(t, seized[k]);
+	free(seized);
+	free(zombie);
+	return ret;
 }
 
 /*
@@ -621,19 +705,7 @@ static int collect_tree(struct tree *t)
 						       : "");
 					return n;
 				}
-				for (int k = 0; k < n; k++) {
-					struct proc_stat st;
-
-					if (known_pid(t, kids[k]))
-						continue;
-					found = true;
-					if (!proc_parse_stat(kids[k], &st) && st.state == 'Z')
-						ret = add_zombie(t, kids[k]);
-					else
-						ret = add_process(t, kids[k], &stopsig);
-					if (ret)
-						break;
-				}
+				ret = add_children(t, kids, n, &found);
 				free(kids);
 				if (ret)
 					return ret;
