@@ -88,9 +88,8 @@ static void __attribute__((noreturn)) child(int k, int ready)
 int main(int argc, char **argv)
 {
 	pid_t kids[KIDS];
-	int p[2], st, bad;
+	int st, bad;
 	off_t before, after;
-	char c;
 
 	prog_init(argc, argv);
 	for (int n = 0; n < NR_FDS; n++) {
@@ -100,22 +99,7 @@ int main(int argc, char **argv)
 		open_at(name, FIRST_FD + n, n + 1);
 	}
 	open_at("shared.dat", SHARED, 7);
-	if (pipe(p))
-		prog_die("pipe");
-	for (int k = 0; k < KIDS; k++) {
-		kids[k] = fork();
-		if (kids[k] < 0)
-			prog_die("fork");
-		if (!kids[k]) {
-			close(p[0]);
-			child(k, p[1]);
-		}
-	}
-	for (int k = 0; k < KIDS; k++)
-		if (read(p[0], &c, 1) != 1)
-			prog_die("children not ready");
-	close(p[0]);
-	close(p[1]);
+	prog_fork_ready(kids, KIDS, child);
 	before = lseek(SHARED, 0, SEEK_CUR);
 	prog_ready();
 	prog_wait_go();

@@ -101,29 +101,15 @@ static void __attribute__((noreturn)) child(int k, int ready)
 int main(int argc, char **argv)
 {
 	pid_t kids[KIDS];
-	int p[2], st, bad;
-	char c;
+	int st, bad;
 
 	prog_init(argc, argv);
 	shared = mmap(NULL, (KIDS + 1) * PG, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
 		      -1, 0);
-	if (shared == MAP_FAILED || pipe(p))
-		prog_die("mmap, pipe");
-	for (int k = 0; k < KIDS; k++) {
-		kids[k] = fork();
-		if (kids[k] < 0)
-			prog_die("fork");
-		if (!kids[k]) {
-			close(p[0]);
-			child(k, p[1]);
-		}
-	}
+	if (shared == MAP_FAILED)
+		prog_die("mmap");
+	prog_fork_ready(kids, KIDS, child);
 	fill(0);
-	for (int k = 0; k < KIDS; k++)
-		if (read(p[0], &c, 1) != 1)
-			prog_die("children not ready");
-	close(p[0]);
-	close(p[1]);
 	prog_ready();
 	brk_end = sbrk(0);
 	prog_wait_go();

@@ -155,6 +155,35 @@ __attribute__((unused)) static void prog_wait_go(void)
 	exit(3);
 }
 
+/*
+ * n children, child k running fn(k, ready), which writes one byte to ready
+ * once it set up; returns once every one has.
+ */
+__attribute__((unused)) static void prog_fork_ready(pid_t *kids, int n,
+						    void (*fn)(int k, int ready))
+{
+	int p[2];
+	char c;
+
+	if (pipe(p))
+		prog_die("pipe");
+	for (int k = 0; k < n; k++) {
+		kids[k] = fork();
+		if (kids[k] < 0)
+			prog_die("fork");
+		if (!kids[k]) {
+			close(p[0]);
+			fn(k, p[1]);
+			_exit(2);
+		}
+	}
+	for (int k = 0; k < n; k++)
+		if (read(p[0], &c, 1) != 1)
+			prog_die("children not ready");
+	close(p[0]);
+	close(p[1]);
+}
+
 /* True when the program must corrupt one value before verifying (self-test). */
 __attribute__((unused)) static int prog_sabotage(void)
 {
