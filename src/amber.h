@@ -288,13 +288,13 @@ struct restore_ctx {
 	 * process's own (it is given it with go: restore.c) */
 	int pages_fd;
 	struct infect inf;
-	unsigned long vdso_new;	 /* our vDSO's address when the old one is proxied */
-	bool shares_vm;		 /* CLONE_VM child: its parent restores the memory */
-	bool attached;		 /* amber drives it (restore.c) */
-	struct mem_clear *clear; /* its address space's clearing, started ahead (mem.c) */
+	unsigned long vdso_new;		 /* our vDSO's address when the old one is proxied */
+	bool shares_vm;			 /* CLONE_VM child: its parent restores the memory */
+	bool attached;			 /* amber drives it (restore.c) */
+	struct mem_clear *clear;	 /* its address space's clearing, started ahead (mem.c) */
 	unsigned long scratch_premapped; /* the scratch area it mapped itself (mem.c), or 0 */
-	unsigned long *cow_slot; /* per VMA: premapped there before fork (mem-cow.c) */
-	uint8_t *cow_reuse;	 /* per VMA: the slot is the parent's, inherited */
+	unsigned long *cow_slot;	 /* per VMA: premapped there before fork (mem-cow.c) */
+	uint8_t *cow_reuse;		 /* per VMA: the slot is the parent's, inherited */
 };
 
 struct resource_ops {

@@ -2077,7 +2077,8 @@ static int check_step(struct restore_ctx *ctx, const struct step *st, long r)
 /* The scratch area's first half: PR_SET_MM_MAP's struct, its auxv, then the iovecs. */
 static unsigned long scratch_iov_off(const struct restore_ctx *ctx)
 {
-	return PAGE_SIZE + ((ctx->mm->n_auxv * sizeof(uint64_t) + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1));
+	return PAGE_SIZE +
+	       ((ctx->mm->n_auxv * sizeof(uint64_t) + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1));
 }
 
 /*
@@ -2285,8 +2286,8 @@ static int mm_fields_plan(struct restore_ctx *ctx, struct infect_sc *sc)
 	ret = infect_write(&ctx->inf, ctx->inf.scratch, &map, sizeof(map));
 	if (!ret && mm->n_auxv)
 		ret = infect_write(&ctx->inf, ctx->inf.scratch + 4096, mm->auxv, map.auxv_size);
-	*sc = (struct infect_sc){SYS_prctl, {PR_SET_MM, PR_SET_MM_MAP, (long)ctx->inf.scratch,
-					     sizeof(map)}};
+	*sc = (struct infect_sc){SYS_prctl,
+				 {PR_SET_MM, PR_SET_MM_MAP, (long)ctx->inf.scratch, sizeof(map)}};
 	return ret;
 }
 
@@ -2307,8 +2308,9 @@ static int restore_mm_fields(struct restore_ctx *ctx)
 	struct infect_sc sc;
 	int ret = mm_fields_plan(ctx, &sc);
 
-	return ret ?: mm_fields_check(ctx, infect_call(&ctx->inf, sc.nr, sc.a[0], sc.a[1],
-						       sc.a[2], sc.a[3], 0, 0));
+	return ret
+		       ?: mm_fields_check(ctx, infect_call(&ctx->inf, sc.nr, sc.a[0], sc.a[1],
+							   sc.a[2], sc.a[3], 0, 0));
 }
 
 /*
@@ -2449,7 +2451,8 @@ static int clear_finish(struct restore_ctx *ctx, struct mem_clear *c, int ret)
 	size_t n = c->mapped ? c->n_all : c->cp.n;
 
 	if (!ret)
-		ret = c->started ? infect_batch_wait(&ctx->inf, sc, n) : infect_batch(&ctx->inf, sc, n);
+		ret = c->started ? infect_batch_wait(&ctx->inf, sc, n)
+				 : infect_batch(&ctx->inf, sc, n);
 	/* each part's results where its checks look for them */
 	for (size_t i = 0; c->mapped && i < c->cp.n; i++)
 		c->cp.sc[i].ret = c->all[i].ret;

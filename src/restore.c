@@ -335,8 +335,8 @@ static bool *seized;
 
 struct child_report {
 	int ok;
-	int pages_fd;	       /* where it put its pages file (send_go), or -1 */
-	int made;	       /* not the report: 1 + the entry of a child it just made (early_go) */
+	int pages_fd; /* where it put its pages file (send_go), or -1 */
+	int made;     /* not the report: 1 + the entry of a child it just made (early_go) */
 	unsigned long scratch; /* the scratch area it mapped (mem_scratch_premap), or 0 */
 	char msg[112];
 };
@@ -357,10 +357,11 @@ static void child_report(int fd, const char *msg)
 
 /*
  * Whether entry idx may go as soon as its creator made it (report_made),
- * before the creator finished setting up: nothing it does until its stop depends on
- * the creator's later steps.  Not a child that shares its creator's memory,
- * fd table or cwd (it would run beside it in them), a zombie, or one whose
- * host pid amber learns only once its creator stopped (ns/pidns.c).
+ * before the creator finished setting up: nothing it does until its stop
+ * depends on the creator's later steps.  Not a child that shares its
+ * creator's memory, fd table or cwd (it would run beside it in them), a
+ * zombie, or one whose host pid amber learns only once its creator stopped
+ * (ns/pidns.c).
  */
 static bool early_go(const struct tree *t, size_t idx)
 {
@@ -384,7 +385,6 @@ static void report_made(struct tree *t, uint32_t creator, size_t idx)
 		_exit(1);
 }
 
-static bool early_go(const struct tree *t, size_t idx);
 static int seize_and_go(struct tree *t, size_t idx);
 static int send_ends(struct tree *t, size_t idx, size_t n);
 
