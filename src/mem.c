@@ -2069,11 +2069,6 @@ static int check_step(struct restore_ctx *ctx, const struct step *st, long r)
 	return -EINVAL;
 }
 
-/* Every VMA with its pages, protection and advice: one batch, checked in order. */
-/*
- * Room for the preadv iovecs in the task, next to the scratch area (which is
- * in the middle of a large gap, so nothing of the image is mapped there).
- */
 /* The scratch area's first half: PR_SET_MM_MAP's struct, its auxv, then the iovecs. */
 static unsigned long scratch_iov_off(const struct restore_ctx *ctx)
 {
@@ -2083,7 +2078,9 @@ static unsigned long scratch_iov_off(const struct restore_ctx *ctx)
 
 /*
  * Where the preadv steps' iovecs go in the task: the scratch area where they
- * fit, else an area of their own (*mapped), injected now; ahead: -EAGAIN
+ * fit, else an area of their own (*mapped) next to it (the scratch area is in
+ * the middle of a large gap, so nothing of the image is mapped there),
+ * injected now; ahead: -EAGAIN
  * then, for a mapping batch that is to run without amber (map_plan()).
  */
 static int map_iov_area(struct restore_ctx *ctx, struct plan *p, size_t *size, bool *mapped,
@@ -2248,6 +2245,7 @@ static void map_free(struct restore_ctx *ctx, struct mapping *m)
 	*m = (struct mapping){.uffd = -1};
 }
 
+/* Every VMA with its pages, protection and advice: one batch, checked in order. */
 static int map_vmas(struct restore_ctx *ctx, bool proxy)
 {
 	struct mapping m;
@@ -2359,7 +2357,6 @@ static int restore_mlock_future(struct restore_ctx *ctx)
 	return (int)r;
 }
 
-/* replace_address_space() as one batch, run by the executor in the scratch area at gap. */
 /* The clearing of a process's address space, which may start ahead of its turn. */
 struct mem_clear {
 	struct clear_plan cp;
@@ -2512,6 +2509,7 @@ int mem_clear_done(struct restore_ctx *ctx)
 	return clear_finish(ctx, ctx->clear, ctx->clear->ret);
 }
 
+/* replace_address_space() as one batch, run by the executor in the scratch area at gap. */
 static int clear_batched(struct restore_ctx *ctx, bool *proxy, struct range *drop,
 			 unsigned long gap)
 {
