@@ -13,6 +13,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +28,7 @@
 #include "image.h"
 #include "log.h"
 #include "mem.h"
+#include "restore.h"
 #include "stats.h"
 #include "sys.h"
 
@@ -45,14 +49,16 @@ static int task_uffd(struct restore_ctx *ctx)
 	return fd;
 }
 
-static int uffd_copy_run(struct restore_ctx *ctx, int uffd, const char *map, const PagemapEntry *pe)
+/* Bytes [off, off + len) of run pe, from amber's mapping of the pages file. */
+static int uffd_copy(pid_t pid, int uffd, const char *map, const PagemapEntry *pe, uint64_t off,
+		     uint64_t len)
 {
-	uint64_t len = pe->nr_pages * PAGE_SIZE, done = 0;
+	uint64_t done = 0;
 
 	while (done < len) {
 		struct uffdio_copy c = {
-			.dst = pe->vaddr + done,
-			.src = (unsigned long)(map + PAGES_DATA_OFF + pe->offset + done),
+			.dst = pe->vaddr + off + done,
+			.src = (unsigned long)(map + PAGES_DATA_OFF + pe->offset + off + done),
 			.len = len - done,
 		};
 
@@ -61,12 +67,78 @@ static int uffd_copy_run(struct restore_ctx *ctx, int uffd, const char *map, con
 		} else if (errno == EAGAIN && c.copy > 0) {
 			done += c.copy; /* partial: go on from there */
 		} else {
-			pr_err("pid %d: cannot load pages at %llx: UFFDIO_COPY: %m", ctx->pid,
-			       (unsigned long long)(pe->vaddr + done));
+			pr_err("pid %d: cannot load pages at %llx: UFFDIO_COPY: %m", pid,
+			       (unsigned long long)(pe->vaddr + off + done));
 			return -errno;
 		}
 	}
 	return 0;
+}
+
+/*
+ * One thread's share of the copies: bytes [from, to) of the selected runs
+ * taken in order.  Two shares run at once on amber's two CPUs where it has
+ * them: a copy is a page allocation and a memcpy, both bound by one CPU.
+ */
+struct uffd_share {
+	pid_t pid;
+	int uffd;
+	const char *map;
+	const PagemapEntry **runs;
+	size_t n;
+	uint64_t from, to;
+	cpu_set_t cpus; /* the second share's CPUs (count 0: stay) */
+	int ret;
+};
+
+static void *uffd_share_run(void *arg)
+{
+	struct uffd_share *s = arg;
+	uint64_t at = 0;
+
+	if (CPU_COUNT(&s->cpus))
+		sys_sched_setaffinity(0, &s->cpus, sizeof(s->cpus));
+	for (size_t k = 0; !s->ret && k < s->n && at < s->to; k++) {
+		uint64_t len = s->runs[k]->nr_pages * PAGE_SIZE;
+		uint64_t lo = s->from > at ? s->from - at : 0;
+		uint64_t hi = s->to - at < len ? s->to - at : len;
+
+		if (lo < hi)
+			s->ret = uffd_copy(s->pid, s->uffd, s->map, s->runs[k], lo, hi - lo);
+		at += len;
+	}
+	return NULL;
+}
+
+#define UFFD_SPLIT_MIN (64UL << 20) /* fewer bytes: one thread */
+
+/* Copies runs[0..n) (total bytes), split between two threads when worth it. */
+static int uffd_copy_all(struct restore_ctx *ctx, int uffd, const char *map,
+			 const PagemapEntry **runs, size_t n, uint64_t total)
+{
+	struct uffd_share a = {ctx->pid, uffd, map, runs, n, 0, total}, b = a;
+	sigset_t all, old;
+	pthread_t th;
+	bool split = total >= UFFD_SPLIT_MIN && restore_cpus_free(&b.cpus) > 0;
+
+	if (split) {
+		/* halves on a page boundary: a run is copied in pages */
+		a.to = b.from = (total / 2) & ~(uint64_t)(PAGE_SIZE - 1);
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		split = !pthread_create(&th, NULL, uffd_share_run, &b);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		if (!split)
+			a.to = total;
+	}
+	CPU_ZERO(&a.cpus);
+	uffd_share_run(&a);
+	if (split) {
+		pthread_join(th, NULL);
+		pr_info("pid %d: %llu bytes copied in by two threads", ctx->pid,
+			(unsigned long long)total);
+	}
+	return a.ret ?: b.ret;
 }
 
 int uffd_open(struct restore_ctx *ctx)
@@ -93,7 +165,9 @@ int uffd_open(struct restore_ctx *ctx)
 int uffd_fill(struct restore_ctx *ctx, int uffd, const bool *sel)
 {
 	const struct img_file *pages;
-	size_t pm = 0, nr = 0;
+	const PagemapEntry **runs;
+	size_t pm = 0, nr = 0, n = 0;
+	uint64_t total = 0;
 	char *map;
 	int ret;
 
@@ -101,12 +175,17 @@ int uffd_fill(struct restore_ctx *ctx, int uffd, const bool *sel)
 	ret = img_dir_raw(ctx->img, IMG_PAGES, &pages, "pages-%d.img", ctx->pid);
 	if (ret)
 		return ret;
+	runs = malloc((ctx->nr_pm + 1) * sizeof(*runs));
+	if (!runs)
+		return -ENOMEM;
 	map = mmap(NULL, pages->size, PROT_READ, MAP_SHARED, pages->fd, 0);
 	if (map == MAP_FAILED) {
 		ret = -errno;
 		pr_err("pid %d: cannot map %s: %m", ctx->pid, pages->name);
+		free(runs);
 		return ret;
 	}
+	/* every selected VMA registered first, then all their runs copied */
 	for (size_t i = 0; !ret && i < ctx->mm->n_vmas; i++) {
 		VmaEntry *e = ctx->mm->vmas[i];
 		struct uffdio_register reg = {
@@ -124,15 +203,26 @@ int uffd_fill(struct restore_ctx *ctx, int uffd, const bool *sel)
 			ret = -errno;
 			break;
 		}
-		for (; !ret && pm < ctx->nr_pm && ctx->pm[pm]->vaddr < e->end; pm++) {
-			ret = uffd_copy_run(ctx, uffd, map, ctx->pm[pm]);
-			if (!ret)
-				stats_add(SC_PAGES_RESTORED, ctx->pm[pm]->nr_pages);
-		}
 		nr++;
-		ioctl(uffd, UFFDIO_UNREGISTER, &reg.range);
+		for (; pm < ctx->nr_pm && ctx->pm[pm]->vaddr < e->end; pm++) {
+			runs[n++] = ctx->pm[pm];
+			total += ctx->pm[pm]->nr_pages * PAGE_SIZE;
+		}
+	}
+	if (!ret)
+		ret = uffd_copy_all(ctx, uffd, map, runs, n, total);
+	if (!ret)
+		stats_add(SC_PAGES_RESTORED, total / PAGE_SIZE);
+	/* unregistered again (all of them: a failure leaves the task unused) */
+	for (size_t i = 0; i < ctx->mm->n_vmas; i++) {
+		VmaEntry *e = ctx->mm->vmas[i];
+		struct uffdio_range r = {e->start, e->end - e->start};
+
+		if (sel[i])
+			ioctl(uffd, UFFDIO_UNREGISTER, &r);
 	}
 	munmap(map, pages->size);
+	free(runs);
 	if (!ret)
 		pr_info("pid %d: pages of %zu mapping(s) copied in with userfaultfd", ctx->pid, nr);
 	return ret;

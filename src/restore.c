@@ -1314,6 +1314,15 @@ static bool pin_elsewhere(const struct restore_ctx *ctx)
 	return true;
 }
 
+int restore_cpus_free(cpu_set_t *set)
+{
+	CPU_ZERO(set);
+	if (!pinned)
+		return 0;
+	CPU_XOR(set, &amber_cpus, &pin_set);
+	return CPU_COUNT(set);
+}
+
 static void pin_end(void)
 {
 	if (pinned)

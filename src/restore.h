@@ -2,6 +2,8 @@
 #ifndef AMBER_RESTORE_H
 #define AMBER_RESTORE_H
 
+#include <sched.h>
+
 #include "amber.h"
 
 /* do_restore() ORs this in when it returns the restored task's exit status. */
@@ -25,6 +27,9 @@ int regs_forget_rseq(struct restore_ctx *ctx, struct infect_sc *sc);
  * before anything else is injected into it. */
 int mem_clear_ahead(struct restore_ctx *ctx);
 int mem_clear_done(struct restore_ctx *ctx);
+/* The CPUs amber may use besides the one it drives processes on (the count;
+ * 0: none, or amber is not pinned), for work of its own in a second thread. */
+int restore_cpus_free(cpu_set_t *set);
 /* Before and after a zombie dies: its parent sees nothing of it (signals.c). */
 int signals_zombie_dies(struct restore_ctx *ctx, bool dead);
 
