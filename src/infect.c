@@ -47,29 +47,35 @@ static bool is_job_stop_sig(int sig)
 static int read_status(struct infect *inf)
 {
 	pid_t tid = inf->pid;
-	unsigned long long mask, own = 0, shared = 0;
-	char path[64], line[128];
-	FILE *f;
+	unsigned long long own = 0, shared = 0;
+	char path[64], *buf;
+	int ret;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", tid);
-	f = sys_fopen_read(path);
-	if (!f) {
-		pr_err("tid %d: cannot read %s: %m", tid, path);
-		return -errno;
+	ret = sys_read_file(path, &buf, NULL);
+	if (ret) {
+		pr_err("tid %d: cannot read %s: %s", tid, path, strerror(-ret));
+		return ret;
 	}
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "SigPnd: %llx", &mask) == 1)
-			own = mask;
-		else if (sscanf(line, "ShdPnd: %llx", &mask) == 1)
-			shared = mask;
-		else if (!strncmp(line, "x86_Thread_features:", 20))
-			inf->shstk = proc_status_shstk(line);
-		else
-			sscanf(line, "Seccomp: %d", &inf->seccomp);
-	fclose(f);
+	for (const char *l = buf; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL)
+		if (!strncmp(l, "SigPnd:", 7))
+			own = strtoull(l + 7, NULL, 16);
+		else if (!strncmp(l, "ShdPnd:", 7))
+			shared = strtoull(l + 7, NULL, 16);
+		else if (!strncmp(l, "x86_Thread_features:", 20))
+			inf->shstk = proc_status_shstk(l);
+		else if (!strncmp(l, "Seccomp:", 8))
+			inf->seccomp = (int)strtol(l + 8, NULL, 10);
 	inf->trap_pending =
 		(own & INFECT_SYNC_SIGNALS) || ((own | shared) & (1ULL << (SIGTRAP - 1)));
+	free(inf->status);
+	inf->status = buf;
 	return 0;
+}
+
+const char *infect_status(const struct infect *inf)
+{
+	return inf->status;
 }
 
 static int save_state(struct infect *inf)
@@ -814,6 +820,9 @@ int infect_park(struct infect *inf)
 int infect_detach(struct infect *inf)
 {
 	long r = sys_ptrace(PTRACE_DETACH, inf->pid, NULL, NULL);
+
+	free(inf->status);
+	inf->status = NULL;
 
 	if (r && r != -ESRCH)
 		pr_err("pid %d: cannot detach: %s", inf->pid, strerror((int)-r));

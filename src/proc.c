@@ -94,6 +94,24 @@ int proc_parse_task_stat(pid_t pid, pid_t tid, struct proc_stat *st)
 	return parse_stat(path, st);
 }
 
+int proc_status_name(const char *status, char *out, size_t len)
+{
+	const char *l = strstr(status, "Name:\t");
+	size_t n = 0;
+
+	if (l != status && (!l || l[-1] != '\n'))
+		return -ENOENT;
+	/* the kernel escapes a name's newlines and backslashes there, and only those */
+	for (l += 6; *l && *l != '\n' && n + 1 < len; l++) {
+		if (*l == '\\' && (l[1] == 'n' || l[1] == '\\'))
+			out[n++] = *++l == 'n' ? '\n' : '\\';
+		else
+			out[n++] = *l;
+	}
+	out[n] = 0;
+	return 0;
+}
+
 bool proc_status_shstk(const char *status)
 {
 	static const char key[] = "x86_Thread_features:";
@@ -177,18 +195,25 @@ static void status_line(char *line, struct proc_status *st)
 	}
 }
 
+void proc_parse_status_text(char *text, struct proc_status *st)
+{
+	char *line, *save;
+
+	memset(st, 0, sizeof(*st));
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		status_line(line, st);
+}
+
 int proc_parse_status(pid_t pid, struct proc_status *st)
 {
-	char path[64], *buf, *line, *save;
+	char path[64], *buf;
 	int ret;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", pid);
 	ret = sys_read_file(path, &buf, NULL);
 	if (ret)
 		return ret;
-	memset(st, 0, sizeof(*st));
-	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
-		status_line(line, st);
+	proc_parse_status_text(buf, st);
 	free(buf);
 	return 0;
 }

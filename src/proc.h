@@ -42,6 +42,10 @@ int proc_parse_stat(pid_t pid, struct proc_stat *st);
 /* The same of thread tid of process pid alone (cheap in a process of many threads). */
 int proc_parse_task_stat(pid_t pid, pid_t tid, struct proc_stat *st);
 int proc_parse_status(pid_t pid, struct proc_status *st);
+/* The same from a status text already read (consumed: strtok). */
+void proc_parse_status_text(char *text, struct proc_status *st);
+/* The task's name (comm) from a status text's Name line, unescaped. */
+int proc_status_name(const char *status, char *out, size_t len);
 /* Whether a status text's x86_Thread_features line (or that line alone)
  * names shstk: the thread's shadow stack is on. */
 bool proc_status_shstk(const char *status);

@@ -23,17 +23,23 @@
 #include "amber.h"
 #include "log.h"
 #include "ns/ns.h"
+#include "proc.h"
 #include "sys.h"
 
 #define MAX_THREADS 32768
 
 static int threads_dump_thread(struct dump_ctx *ctx, struct thread *t)
 {
-	char path[96], *buf;
+	char path[96], name[64], *buf;
 	int ret;
 
 	if (t->tid == ctx->pid)
 		return 0; /* the leader's comm is the task's */
+	if (t->inf && infect_status(t->inf) &&
+	    !proc_status_name(infect_status(t->inf), name, sizeof(name))) {
+		t->core->comm = strdup(name);
+		return t->core->comm ? 0 : -ENOMEM;
+	}
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", ctx->pid, t->tid);
 	ret = sys_read_file(path, &buf, NULL);
 	if (ret) {

@@ -17,3 +17,8 @@ t_threads_image_refused() {
 	[ $ok = 0 ] || return 1
 	unedited_restores
 }
+
+# Credentials are per thread (src/creds.c): two threads with ids, groups and
+# capabilities of their own beside a root leader (progs/threadcreds.c).
+TESTS+=(thread_creds)
+t_thread_creds() { cycle -f "caps" -- "$PROGS/threadcreds" "$T"; }
