@@ -186,61 +186,123 @@ static unsigned mlock_bits(unsigned vmflags)
  */
 static bool scan_knows_guards; /* PAGEMAP_SCAN took PAGE_IS_GUARD */
 
-static int dump_guards(pid_t pid, int pagemap_fd, VmaEntry *e, size_t *total, size_t max)
+/*
+ * The regions one PAGEMAP_SCAN finds over many VMAs, handed out VMA by VMA
+ * in address order: one ioctl for a run of like VMAs instead of one each
+ * (10,000 mappings, or a thread stack and its guard per thread).
+ */
+#define USER_SPACE_END (1ULL << 56) /* above any user address, five-level paging too */
+
+struct scan_cursor {
+	int fd;
+	struct pm_scan_arg arg;
+	struct page_region regs[512];
+	long n, i; /* regs[i..n) not handed out yet */
+	bool done; /* no ioctl left to make */
+	int err;   /* the ioctl's errno */
+};
+
+static void cursor_init(struct scan_cursor *c, int fd, uint64_t start, uint64_t end)
 {
-	struct page_region regs[64];
-	struct pm_scan_arg arg = {
-		.size = sizeof(arg),
-		.start = e->start,
-		.end = e->end,
-		.vec = (uintptr_t)regs,
-		.vec_len = 64,
-		.category_mask = PAGE_IS_GUARD,
-		.return_mask = PAGE_IS_GUARD,
+	c->fd = fd;
+	c->arg = (struct pm_scan_arg){
+		.size = sizeof(c->arg),
+		.start = start,
+		.end = end,
+		.vec = (uintptr_t)c->regs,
+		.vec_len = sizeof(c->regs) / sizeof(c->regs[0]),
 	};
+	c->n = c->i = 0;
+	c->done = start >= end;
+	c->err = 0;
+}
 
+/*
+ * The next region within start..end (clipped to it: a region may span
+ * adjacent VMAs): 0 with *r, 1 when none is left there, -errno.  Regions
+ * before start (in a VMA not asked for) are passed over.
+ */
+static int cursor_next(struct scan_cursor *c, uint64_t start, uint64_t end, struct page_region *r)
+{
 	for (;;) {
-		long n = ioctl(pagemap_fd, PAGEMAP_SCAN, &arg);
+		struct page_region *g;
 
-		if (n < 0) {
-			if (errno == EINVAL && !scan_knows_guards)
-				return 0;
-			pr_err("pid %d: PAGEMAP_SCAN for guard pages in %llx-%llx failed: %s", pid,
-			       (unsigned long long)e->start, (unsigned long long)e->end,
-			       strerror(errno));
-			return -errno;
-		}
-		scan_knows_guards = true;
-		for (long i = 0; i < n; i++) {
-			VmaGuard *g, **gs;
+		if (c->i == c->n) {
+			long n;
 
-			if (e->n_guards && e->guards[e->n_guards - 1]->end == regs[i].start) {
-				e->guards[e->n_guards - 1]->end = regs[i].end;
-				continue;
+			if (c->done)
+				return 1;
+			n = ioctl(c->fd, PAGEMAP_SCAN, &c->arg);
+			if (n < 0) {
+				c->err = errno;
+				c->done = true;
+				return -c->err;
 			}
-			/* what the image's record size limit allows (image.c) */
-			if (++*total > max) {
-				pr_err("pid %d: more than vm.max_map_count (%zu) ranges of guard "
-				       "pages; amber cannot save them",
-				       pid, max);
-				return -E2BIG;
-			}
-			gs = realloc(e->guards, (e->n_guards + 1) * sizeof(*gs));
-			if (!gs)
-				return -ENOMEM;
-			e->guards = gs;
-			g = malloc(sizeof(*g));
-			if (!g)
-				return -ENOMEM;
-			vma_guard__init(g);
-			g->start = regs[i].start;
-			g->end = regs[i].end;
-			e->guards[e->n_guards++] = g;
+			c->n = n, c->i = 0;
+			c->done = n == 0 || c->arg.walk_end >= c->arg.end;
+			c->arg.start = c->arg.walk_end;
+			continue;
 		}
-		if (arg.walk_end >= e->end || n == 0)
-			return 0;
-		arg.start = arg.walk_end;
+		g = &c->regs[c->i];
+		if (g->start >= end)
+			return 1;
+		if (g->end <= start) {
+			c->i++;
+			continue;
+		}
+		*r = *g;
+		r->start = g->start > start ? g->start : start;
+		r->end = g->end < end ? g->end : end;
+		if (g->end <= end)
+			c->i++;
+		else
+			g->start = end; /* the rest is the next VMA's */
+		return 0;
 	}
+}
+
+static int dump_guards(pid_t pid, struct scan_cursor *c, VmaEntry *e, size_t *total, size_t max)
+{
+	struct page_region r;
+	int ret;
+
+	while (!(ret = cursor_next(c, e->start, e->end, &r))) {
+		VmaGuard *g, **gs;
+
+		if (e->n_guards && e->guards[e->n_guards - 1]->end == r.start) {
+			e->guards[e->n_guards - 1]->end = r.end;
+			continue;
+		}
+		/* what the image's record size limit allows (image.c) */
+		if (++*total > max) {
+			pr_err("pid %d: more than vm.max_map_count (%zu) ranges of guard "
+			       "pages; amber cannot save them",
+			       pid, max);
+			return -E2BIG;
+		}
+		gs = realloc(e->guards, (e->n_guards + 1) * sizeof(*gs));
+		if (!gs)
+			return -ENOMEM;
+		e->guards = gs;
+		g = malloc(sizeof(*g));
+		if (!g)
+			return -ENOMEM;
+		vma_guard__init(g);
+		g->start = r.start;
+		g->end = r.end;
+		e->guards[e->n_guards++] = g;
+	}
+	if (ret == -EINVAL && !scan_knows_guards)
+		return 0; /* a kernel before PAGE_IS_GUARD: there are none (nor in later VMAs) */
+	if (ret < 0) {
+		pr_err("pid %d: PAGEMAP_SCAN for guard pages in %llx-%llx failed: %s", pid,
+		       (unsigned long long)c->arg.start, (unsigned long long)c->arg.end,
+		       strerror(-ret));
+		return ret;
+	}
+	if (!c->err)
+		scan_knows_guards = true;
+	return 0;
 }
 
 /*
@@ -298,75 +360,93 @@ static int mem_dump_tree(struct tree *t)
 	return 0;
 }
 
+/* One VMA amber restores (kind < 0: one it leaves), with its flags, locks and guard pages. */
+static int mem_dump_vma(struct dump_ctx *ctx, MmEntry *mm, struct vma *v, struct scan_cursor *gc,
+			size_t *guards, size_t max, unsigned *vdso_parts)
+{
+	VmaEntry *e;
+	int ret = classify(ctx, v);
+
+	if (ret)
+		return ret;
+	if (v->kind < 0)
+		return 0;
+	if (v->kind == VMA_KIND__VMA_FILE_PRIVATE || v->kind == VMA_KIND__VMA_FILE_SHARED) {
+		ret = vma_file(ctx, v);
+		if (ret)
+			return ret;
+	}
+	e = malloc(sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	vma_entry__init(e);
+	e->start = v->start;
+	e->end = v->end;
+	e->prot = v->prot;
+	e->kind = v->kind;
+	e->pgoff = v->pgoff;
+	e->growsdown = !!(v->vmflags & VMF_GROWSDOWN);
+	if (v->hugetlb_kib)
+		e->has_hugetlb_kib = 1, e->hugetlb_kib = v->hugetlb_kib;
+	if (v->vmflags & VMF_NORESERVE)
+		e->has_noreserve = e->noreserve = 1;
+	for (size_t m = 0; m < sizeof(madv_map) / sizeof(madv_map[0]); m++)
+		if (v->vmflags & madv_map[m].vmf)
+			e->madv |= 1u << m;
+	if (mlock_bits(v->vmflags)) {
+		e->has_mlock = 1;
+		e->mlock = mlock_bits(v->vmflags);
+	}
+	if (v->file_id >= 0) {
+		e->has_file_id = 1;
+		e->file_id = v->file_id;
+	}
+	if (v->kind == VMA_KIND__VMA_ANON_SHARED) {
+		e->has_shmem_id = 1;
+		e->shmem_id = v->ino;
+	}
+	if (v->kind == VMA_KIND__VMA_SYSV_SHM) { /* the inode is the segment's id */
+		e->has_sysv_shmid = e->has_sysv_rdonly = 1;
+		e->sysv_shmid = (int32_t)v->ino;
+		e->sysv_rdonly = !(v->vmflags & VMF_MAYWRITE);
+	}
+	mm->vmas[mm->n_vmas++] = e;
+	if (v->kind == VMA_KIND__VMA_AIO) {
+		ret = aio_dump_ring(ctx, e);
+		if (ret)
+			return ret;
+	}
+	if (is_vdso_part(v->kind))
+		*vdso_parts |= 1u << v->kind;
+	else
+		ret = dump_guards(ctx->pid, gc, e, guards, max);
+	return ret;
+}
+
 /* Every VMA amber restores, with its flags, locks and guard pages. */
 static int mem_dump_vmas(struct dump_ctx *ctx, MmEntry *mm, int pagemap_fd)
 {
 	size_t guards = 0, max = max_map_count;
 	unsigned vdso_parts = 0;
-	int ret;
+	struct scan_cursor *gc = malloc(sizeof(*gc));
+	int ret = gc ? 0 : -ENOMEM;
 
-	for (size_t i = 0; i < ctx->nr_vmas; i++) {
-		struct vma *v = &ctx->vmas[i];
-		VmaEntry *e;
+	/* every VMA's guard pages from one scan of the user address space ([vsyscall] is above) */
+	if (gc) {
+		uint64_t end = 0;
 
-		ret = classify(ctx, v);
-		if (ret)
-			return ret;
-		if (v->kind < 0)
-			continue;
-		if (v->kind == VMA_KIND__VMA_FILE_PRIVATE || v->kind == VMA_KIND__VMA_FILE_SHARED) {
-			ret = vma_file(ctx, v);
-			if (ret)
-				return ret;
-		}
-		e = malloc(sizeof(*e));
-		if (!e)
-			return -ENOMEM;
-		vma_entry__init(e);
-		e->start = v->start;
-		e->end = v->end;
-		e->prot = v->prot;
-		e->kind = v->kind;
-		e->pgoff = v->pgoff;
-		e->growsdown = !!(v->vmflags & VMF_GROWSDOWN);
-		if (v->hugetlb_kib)
-			e->has_hugetlb_kib = 1, e->hugetlb_kib = v->hugetlb_kib;
-		if (v->vmflags & VMF_NORESERVE)
-			e->has_noreserve = e->noreserve = 1;
-		for (size_t m = 0; m < sizeof(madv_map) / sizeof(madv_map[0]); m++)
-			if (v->vmflags & madv_map[m].vmf)
-				e->madv |= 1u << m;
-		if (mlock_bits(v->vmflags)) {
-			e->has_mlock = 1;
-			e->mlock = mlock_bits(v->vmflags);
-		}
-		if (v->file_id >= 0) {
-			e->has_file_id = 1;
-			e->file_id = v->file_id;
-		}
-		if (v->kind == VMA_KIND__VMA_ANON_SHARED) {
-			e->has_shmem_id = 1;
-			e->shmem_id = v->ino;
-		}
-		if (v->kind == VMA_KIND__VMA_SYSV_SHM) { /* the inode is the segment's id */
-			e->has_sysv_shmid = e->has_sysv_rdonly = 1;
-			e->sysv_shmid = (int32_t)v->ino;
-			e->sysv_rdonly = !(v->vmflags & VMF_MAYWRITE);
-		}
-		mm->vmas[mm->n_vmas++] = e;
-		if (v->kind == VMA_KIND__VMA_AIO) {
-			ret = aio_dump_ring(ctx, e);
-			if (ret)
-				return ret;
-		}
-		if (!is_vdso_part(v->kind)) {
-			ret = dump_guards(ctx->pid, pagemap_fd, e, &guards, max);
-			if (ret)
-				return ret;
-		}
-		if (is_vdso_part(v->kind))
-			vdso_parts |= 1u << v->kind;
+		for (size_t i = 0; i < ctx->nr_vmas; i++)
+			if (ctx->vmas[i].end <= USER_SPACE_END && ctx->vmas[i].end > end)
+				end = ctx->vmas[i].end;
+		cursor_init(gc, pagemap_fd, ctx->nr_vmas ? ctx->vmas[0].start : 0, end);
+		gc->arg.category_mask = gc->arg.return_mask = PAGE_IS_GUARD;
 	}
+	for (size_t i = 0; !ret && i < ctx->nr_vmas; i++)
+		ret = mem_dump_vma(ctx, mm, &ctx->vmas[i], gc, &guards, max, &vdso_parts);
+	free(gc);
+	if (ret)
+		return ret;
+
 	/* restore brings back all of the vDSO block or none of it */
 	if ((vdso_parts & (1u << VMA_KIND__VMA_VVAR | 1u << VMA_KIND__VMA_VVAR_VCLOCK)) &&
 	    !(vdso_parts & 1u << VMA_KIND__VMA_VDSO)) {
@@ -795,71 +875,75 @@ static int emit_run(struct page_writer *w, uint64_t start, uint64_t end)
 	return 0;
 }
 
-static int scan_vma(struct page_writer *w, int pagemap_fd, const VmaEntry *v)
+/* The categories a page scan of VMA v asks for. */
+static void scan_masks(struct pm_scan_arg *arg, const VmaEntry *v)
 {
-	struct page_region regs[512];
-	struct pm_scan_arg arg = {
-		.size = sizeof(arg),
-		.start = v->start,
-		.end = v->end,
-		.vec = (uintptr_t)regs,
-		.vec_len = 512,
-		.category_anyof_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
-		.return_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
-	};
+	arg->category_anyof_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED;
+	arg->return_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED;
+	/* never the shared zero page; for file mappings only pages no longer the file's */
+	arg->category_inverted = PAGE_IS_PFNZERO;
+	arg->category_mask = PAGE_IS_PFNZERO;
+	/* guard markers count as swapped; they are saved as guards (dump_guards) */
+	if (scan_knows_guards) {
+		arg->category_inverted |= PAGE_IS_GUARD;
+		arg->category_mask |= PAGE_IS_GUARD;
+	}
+	if (v->kind == VMA_KIND__VMA_FILE_PRIVATE) {
+		arg->category_inverted |= PAGE_IS_FILE;
+		arg->category_mask |= PAGE_IS_FILE;
+	}
+}
+
+/* Whether VMA i's pages come from a page scan (one for a run of them: scan_span). */
+static bool scanned(const MmEntry *mm, size_t i)
+{
+	int kind = mm->vmas[i]->kind;
+
+	return has_pages(kind) && kind != VMA_KIND__VMA_ANON_SHARED;
+}
+
+/* VMAs from i on that one scan serves: scanned, with the same categories. */
+static size_t scan_span(const MmEntry *mm, size_t i)
+{
+	bool file = mm->vmas[i]->kind == VMA_KIND__VMA_FILE_PRIVATE;
+	size_t j = i + 1;
+
+	while (j < mm->n_vmas && scanned(mm, j) &&
+	       (mm->vmas[j]->kind == VMA_KIND__VMA_FILE_PRIVATE) == file)
+		j++;
+	return j;
+}
+
+static int scan_vma(struct page_writer *w, struct scan_cursor *c, const VmaEntry *v)
+{
+	uint64_t run_start = 0, run_end = 0;
+	struct page_region r;
+	int ret;
 
 	cow_dump_vma(&w->cow, v);
 	w->direct = v->prot & PROT_READ;
-	/* never the shared zero page; for file mappings only pages no longer the file's */
-	arg.category_inverted = PAGE_IS_PFNZERO;
-	arg.category_mask = PAGE_IS_PFNZERO;
-	/* guard markers count as swapped; they are saved as guards (dump_guards) */
-	if (scan_knows_guards) {
-		arg.category_inverted |= PAGE_IS_GUARD;
-		arg.category_mask |= PAGE_IS_GUARD;
-	}
-	if (v->kind == VMA_KIND__VMA_FILE_PRIVATE) {
-		arg.category_inverted |= PAGE_IS_FILE;
-		arg.category_mask |= PAGE_IS_FILE;
-	}
-	for (;;) {
-		long n = ioctl(pagemap_fd, PAGEMAP_SCAN, &arg);
-		uint64_t run_start = 0, run_end = 0;
-
-		if (n < 0) {
-			int err = errno;
-
-			pr_err("pid %d: PAGEMAP_SCAN of %llx-%llx failed: %s%s", w->ctx->pid,
-			       (unsigned long long)v->start, (unsigned long long)v->end,
-			       strerror(err),
-			       err == ENOTTY || err == EINVAL ? " (amber needs Linux 6.7+)" : "");
-			return -err;
-		}
-		/* Regions differ by category (present/swapped); merge adjacent ones. */
-		for (long i = 0; i < n; i++) {
-			if (run_end == regs[i].start) {
-				run_end = regs[i].end;
-				continue;
-			}
-			if (run_end) {
-				int ret = emit_run(w, run_start, run_end);
-
-				if (ret)
-					return ret;
-			}
-			run_start = regs[i].start;
-			run_end = regs[i].end;
+	/* regions differ by category (present/swapped): adjacent ones make one run */
+	while (!(ret = cursor_next(c, v->start, v->end, &r))) {
+		if (run_end == r.start) {
+			run_end = r.end;
+			continue;
 		}
 		if (run_end) {
-			int ret = emit_run(w, run_start, run_end);
-
+			ret = emit_run(w, run_start, run_end);
 			if (ret)
 				return ret;
 		}
-		if (arg.walk_end >= v->end || n == 0)
-			return 0;
-		arg.start = arg.walk_end;
+		run_start = r.start;
+		run_end = r.end;
 	}
+	if (ret < 0) {
+		pr_err("pid %d: PAGEMAP_SCAN of %llx-%llx failed: %s%s", w->ctx->pid,
+		       (unsigned long long)c->arg.start, (unsigned long long)c->arg.end,
+		       strerror(-ret),
+		       ret == -ENOTTY || ret == -EINVAL ? " (amber needs Linux 6.7+)" : "");
+		return ret;
+	}
+	return run_end ? emit_run(w, run_start, run_end) : 0;
 }
 
 /*
@@ -911,15 +995,20 @@ static int mem_dump_pages(struct dump_ctx *ctx)
 {
 	static const char zero_pad[PAGES_DATA_OFF - IMG_HDR_SIZE];
 	struct page_writer w = {.ctx = ctx, .cow = {.parent_pagemap_fd = -1}};
+	struct scan_cursor *sc;
 	char path[64];
 	int pagemap_fd, ret;
 
 	if (ctx->shares_vm)
 		return 0;
+	sc = malloc(sizeof(*sc));
+	if (!sc)
+		return -ENOMEM;
 	snprintf(path, sizeof(path), "/proc/%d/pagemap", ctx->pid);
 	pagemap_fd = sys_open(path, O_RDONLY | O_CLOEXEC, 0);
 	if (pagemap_fd < 0) {
 		pr_err("cannot open %s: %s", path, strerror(-pagemap_fd));
+		free(sc);
 		return pagemap_fd;
 	}
 	w.pagemap_fd = pagemap_fd;
@@ -944,14 +1033,19 @@ static int mem_dump_pages(struct dump_ctx *ctx)
 		goto abort_pages;
 	cow_dump_open(ctx, &w.cow, pagemap_fd);
 	stats_start(ST_MEMDUMP);
-	for (size_t i = 0; i < ctx->mm->n_vmas && !ret; i++) {
+	for (size_t i = 0, span = 0; i < ctx->mm->n_vmas && !ret; i++) {
 		VmaEntry *e = ctx->mm->vmas[i];
 
+		if (scanned(ctx->mm, i) && i >= span) { /* a scan for the VMAs up to span */
+			span = scan_span(ctx->mm, i);
+			cursor_init(sc, pagemap_fd, e->start, ctx->mm->vmas[span - 1]->end);
+			scan_masks(&sc->arg, e);
+		}
 		if (has_pages(e->kind)) {
 			stats_add(SC_PAGES_SCANNED, (e->end - e->start) / PAGE_SIZE);
 			w.direct = false;
 			ret = e->kind == VMA_KIND__VMA_ANON_SHARED ? scan_shmem(&w, e)
-								   : scan_vma(&w, pagemap_fd, e);
+								   : scan_vma(&w, sc, e);
 		} else if (e->kind == VMA_KIND__VMA_VDSO) { /* for a kernel with another vDSO */
 			w.direct = false;
 			ret = copy_run(&w, e->start, e->end);
@@ -983,6 +1077,7 @@ close_fds:
 	if (w.memfd >= 0)
 		close(w.memfd);
 	close(pagemap_fd);
+	free(sc);
 	return ret;
 }
 
