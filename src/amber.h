@@ -261,6 +261,8 @@ struct dump_ctx {
 };
 
 int proc_probe(struct dump_ctx *ctx);
+/* Every thread's thread_probe() but the leader's, many at once (dump_resources()). */
+int threads_probe(struct dump_ctx *ctx);
 /* Its /proc/PID/stat and status, read once while it is stopped (the hooks all ask). */
 int dump_stat(struct dump_ctx *ctx, struct proc_stat *st);
 int dump_status(struct dump_ctx *ctx, struct proc_status *st);

@@ -1274,7 +1274,7 @@ static int dump_resources(struct dump_ctx *ctx)
 		ctx->threads[i].inf->scratch = ctx->inf.scratch;
 		ctx->threads[i].inf->scratch_size = ctx->inf.scratch_size;
 	}
-	ret = dump_hooks(ctx);
+	ret = threads_probe(ctx) ?: dump_hooks(ctx);
 	/* Close the window even on error: the task must get its own state back. */
 	if (infect_scratch_unmap(&ctx->inf) && !ret)
 		ret = -EIO;

@@ -622,8 +622,15 @@ static size_t batch_cap(const struct infect *inf)
 	return inf->scratch && cap >= 3 ? cap - 2 : 0;
 }
 
+/* Where a batch's table goes by default: after the executor, in the scratch area's upper half. */
+static unsigned long batch_table(const struct infect *inf)
+{
+	return inf->scratch + inf->scratch_size / 2 + BATCH_ENTRY;
+}
+
 /* k syscalls into the table (buf: room for k + 1 entries), and the task sent to run them. */
-static int batch_begin(struct infect *inf, const struct infect_sc *sc, size_t k, int64_t *buf)
+static int batch_begin(struct infect *inf, const struct infect_sc *sc, size_t k, int64_t *buf,
+		       unsigned long table)
 {
 	unsigned long code = inf->scratch + inf->scratch_size / 2;
 	int ret = 0;
@@ -642,18 +649,19 @@ static int batch_begin(struct infect *inf, const struct infect_sc *sc, size_t k,
 		e[7] = -ENOEXEC; /* not run */
 	}
 	buf[k * 8] = -1;
-	ret = infect_write(inf, code + BATCH_ENTRY, buf, (k + 1) * BATCH_ENTRY);
-	return ret ? ret : (int)start_batch(inf, code, code + BATCH_ENTRY);
+	ret = infect_write(inf, table, buf, (k + 1) * BATCH_ENTRY);
+	return ret ? ret : (int)start_batch(inf, code, table);
 }
 
 /* Until the task's trap after the batch_begin() that returned ret; the k results. */
-static int batch_end(struct infect *inf, struct infect_sc *sc, size_t k, int64_t *buf, int ret)
+static int batch_end(struct infect *inf, struct infect_sc *sc, size_t k, int64_t *buf, int ret,
+		     unsigned long table)
 {
 	unsigned long code = inf->scratch + inf->scratch_size / 2;
 
 	ret = wait_batch(inf, code, ret);
 	if (!ret)
-		ret = infect_read(inf, code + BATCH_ENTRY, buf, k * BATCH_ENTRY);
+		ret = infect_read(inf, table, buf, k * BATCH_ENTRY);
 	stats_add(SC_BATCHES, 1);
 	stats_add(SC_BATCHED, k);
 	for (size_t i = 0; !ret && i < k; i++)
@@ -662,20 +670,28 @@ static int batch_end(struct infect *inf, struct infect_sc *sc, size_t k, int64_t
 	return ret;
 }
 
-int infect_batch_start(struct infect *inf, const struct infect_sc *sc, size_t n)
+int infect_batch_start_at(struct infect *inf, const struct infect_sc *sc, size_t n, size_t slot)
 {
+	unsigned long table = batch_table(inf) + slot * (n + 1) * BATCH_ENTRY;
 	int64_t *buf;
 	int ret;
 
-	if (inf->trap_pending || n > batch_cap(inf) || inf->started)
+	if (inf->trap_pending || inf->started ||
+	    table + (n + 1) * BATCH_ENTRY > inf->scratch + inf->scratch_size)
 		return -EAGAIN;
 	buf = malloc((n + 1) * BATCH_ENTRY);
 	if (!buf)
 		return -ENOMEM;
-	ret = batch_begin(inf, sc, n, buf);
+	ret = batch_begin(inf, sc, n, buf, table);
 	free(buf);
 	inf->started = !ret;
+	inf->table = table;
 	return ret;
+}
+
+int infect_batch_start(struct infect *inf, const struct infect_sc *sc, size_t n)
+{
+	return infect_batch_start_at(inf, sc, n, 0);
 }
 
 int infect_batch_wait(struct infect *inf, struct infect_sc *sc, size_t n)
@@ -687,7 +703,7 @@ int infect_batch_wait(struct infect *inf, struct infect_sc *sc, size_t n)
 		return -ENOMEM; /* (the task is left running the batch: the restore ends) */
 	inf->started = false;
 	stats_start(ST_INJECT);
-	ret = batch_end(inf, sc, n, buf, 0);
+	ret = batch_end(inf, sc, n, buf, 0, inf->table);
 	stats_stop(ST_INJECT);
 	free(buf);
 	return ret;
@@ -714,7 +730,9 @@ int infect_batch(struct infect *inf, struct infect_sc *sc, size_t n)
 		size_t k = n - off < cap ? n - off : cap;
 
 		stats_start(ST_INJECT);
-		ret = batch_end(inf, sc + off, k, buf, batch_begin(inf, sc + off, k, buf));
+		ret = batch_end(inf, sc + off, k, buf,
+				batch_begin(inf, sc + off, k, buf, batch_table(inf)),
+				batch_table(inf));
 		stats_stop(ST_INJECT);
 	}
 	free(buf);

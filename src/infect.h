@@ -31,7 +31,8 @@ struct infect {
 	bool trapped;	/* in the SIGTRAP stop of a step or of the batch's trap (infect_park) */
 	bool started;	/* a batch runs (infect_batch_start) */
 	long nr_syscalls;
-	char *status; /* its /proc/TID/status at the stop (infect_take_status) */
+	char *status;	     /* its /proc/TID/status at the stop (infect_status) */
+	unsigned long table; /* of the batch started (infect_batch_start_at) */
 };
 
 /* The /proc/TID/status text read when the task stopped (NULL: none; kept
@@ -100,6 +101,9 @@ int infect_batch(struct infect *inf, struct infect_sc *sc, size_t n);
  * infect_batch()); nothing else may be injected until the wait.
  */
 int infect_batch_start(struct infect *inf, const struct infect_sc *sc, size_t n);
+/* The same on table number slot of n syscalls: threads of one process, each
+ * on a slot of its own, run their batches at once. */
+int infect_batch_start_at(struct infect *inf, const struct infect_sc *sc, size_t n, size_t slot);
 int infect_batch_wait(struct infect *inf, struct infect_sc *sc, size_t n);
 int infect_scratch_map(struct infect *inf, unsigned long hint, size_t size);
 /* The same at hint only, and silent if something is there (-EEXIST). */

@@ -51,9 +51,10 @@ static int threads_dump_thread(struct dump_ctx *ctx, struct thread *t)
 	return 0;
 }
 
-static void thread_probe_sc(const struct thread *t, struct infect_sc *sc)
+/* The probe's syscalls, writing at the scratch area's start + off. */
+static void thread_probe_sc(const struct thread *t, struct infect_sc *sc, long off)
 {
-	long at = (long)t->inf->scratch;
+	long at = (long)t->inf->scratch + off;
 
 	sc[PROBE_ALTSTACK] = (struct infect_sc){SYS_sigaltstack, {0, at + PROBE_ALTSTACK_AT}};
 	sc[PROBE_SECUREBITS] = (struct infect_sc){SYS_prctl, {PR_GET_SECUREBITS}};
@@ -70,7 +71,7 @@ int thread_probe(struct thread *t)
 
 	if (t->probe.done)
 		return 0;
-	thread_probe_sc(t, sc);
+	thread_probe_sc(t, sc, 0);
 	/* one stop for all (a process of 10,000 threads makes 10,000 of them) */
 	ret = infect_batch(t->inf, sc, PROBE_NR);
 	if (!ret)
@@ -86,6 +87,74 @@ int thread_probe(struct thread *t)
 	return 0;
 }
 
+/*
+ * The other threads' probes, PROBE_WINDOW at a time: each runs its batch on
+ * a table and an output slot of its own in the scratch area, and all of a
+ * window are started before the first is waited for, so that their round
+ * trips overlap (10,000 threads made 10,000 of them one after the other).
+ * A thread that must take its syscalls one by one (trap_pending) is left
+ * to thread_probe().
+ */
+#define PROBE_WINDOW 32
+#define PROBE_SLOT   64 /* bytes of output per thread, from the scratch area's start */
+
+static int probe_window(struct dump_ctx *ctx, size_t *next)
+{
+	struct infect_sc sc[PROBE_WINDOW][PROBE_NR];
+	struct thread *w[PROBE_WINDOW];
+	size_t n = 0;
+	int ret = 0;
+
+	for (; *next < ctx->nr_threads && n < PROBE_WINDOW && !ret; ++*next) {
+		struct thread *t = &ctx->threads[*next];
+
+		if (t->probe.done || t->inf->trap_pending)
+			continue;
+		thread_probe_sc(t, sc[n], (long)n * PROBE_SLOT);
+		t->inf->batch_loaded = ctx->inf.batch_loaded; /* one address space */
+		ret = infect_batch_start_at(t->inf, sc[n], PROBE_NR, n);
+		ctx->inf.batch_loaded = t->inf->batch_loaded;
+		if (!ret)
+			w[n++] = t;
+		else if (ret == -EAGAIN)
+			ret = 0; /* thread_probe() asks it alone */
+		else
+			pr_err("tid %d: cannot make it run sigaltstack and prctl: %s", t->tid,
+			       strerror(-ret));
+	}
+	/* every thread started is waited for, even after a failure */
+	for (size_t k = 0; k < n; k++) {
+		struct thread *t = w[k];
+		int r = infect_batch_wait(t->inf, sc[k], PROBE_NR);
+
+		if (!r)
+			r = infect_read(t->inf, t->inf->scratch + k * PROBE_SLOT, t->probe.mem,
+					sizeof(t->probe.mem));
+		if (r) {
+			if (!ret)
+				pr_err("tid %d: cannot make it run sigaltstack and prctl: %s",
+				       t->tid, strerror(-r));
+			ret = ret ? ret : r;
+			continue;
+		}
+		for (int i = 0; i < PROBE_NR; i++)
+			t->probe.ret[i] = sc[k][i].ret;
+		t->probe.done = true;
+	}
+	return ret;
+}
+
+int threads_probe(struct dump_ctx *ctx)
+{
+	size_t next = 1; /* the leader's comes with proc_probe() */
+	int ret = 0;
+
+	_Static_assert(sizeof(((struct thread_probe *)0)->mem) <= PROBE_SLOT, "probe slot");
+	while (!ret && next < ctx->nr_threads)
+		ret = probe_window(ctx, &next);
+	return ret;
+}
+
 int proc_probe(struct dump_ctx *ctx)
 {
 	struct thread *t = &ctx->threads[0]; /* the leader */
@@ -95,7 +164,7 @@ int proc_probe(struct dump_ctx *ctx)
 
 	if (ctx->probe.done)
 		return 0;
-	thread_probe_sc(t, sc);
+	thread_probe_sc(t, sc, 0);
 	p[PP_DUMPABLE] = (struct infect_sc){SYS_prctl, {PR_GET_DUMPABLE}};
 	p[PP_THP_DISABLE] = (struct infect_sc){SYS_prctl, {PR_GET_THP_DISABLE}};
 	p[PP_SUBREAPER] =
