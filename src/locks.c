@@ -825,6 +825,9 @@ static int take_flock(struct restore_ctx *ctx, RegFile *f, const LockEntry *l)
 
 static uint8_t *fown_done; /* per file id: lease, owner and O_ASYNC set by its first holder */
 
+static uint32_t *locked; /* the ids of the files with locks, for each process to look through */
+static size_t nr_locked;
+
 static int locks_restore_inject(struct restore_ctx *ctx)
 {
 	struct tree *t = ctx->tree;
@@ -832,8 +835,13 @@ static int locks_restore_inject(struct restore_ctx *ctx)
 
 	if (!fown_done) {
 		fown_done = calloc(t->nr_rfiles + 1, 1);
-		if (!fown_done)
+		locked = calloc(t->nr_rfiles + 1, sizeof(*locked));
+		if (!fown_done || !locked)
 			return -ENOMEM;
+		nr_locked = 0;
+		for (size_t i = 0; i < t->nr_rfiles; i++)
+			if (t->rfiles[i]->n_locks)
+				locked[nr_locked++] = (uint32_t)i;
 	}
 	/* a table shared with the parent is the parent's: it placed the fds */
 	if (tree_entry(t, (uint32_t)ctx->pid)->clone_files)
@@ -851,8 +859,8 @@ static int locks_restore_inject(struct restore_ctx *ctx)
 		if (!ret && (f->fown || async[f->id]))
 			ret = set_fown(ctx, f, (int)ctx->fds[i]->fd);
 	}
-	for (size_t i = 0; i < t->nr_rfiles && !ret; i++) {
-		RegFile *f = t->rfiles[i];
+	for (size_t i = 0; i < nr_locked && !ret; i++) {
+		RegFile *f = t->rfiles[locked[i]];
 
 		for (size_t k = 0; k < f->n_locks && !ret; k++) {
 			LockEntry *l = f->locks[k];

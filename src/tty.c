@@ -652,9 +652,10 @@ static int tty_restore_read(struct restore_ctx *ctx)
 
 	if (!ret)
 		ret = job_ctty_check(ctx);
-	if (ret)
+	if (ret || ctx != t->rprocs[0])
 		return ret;
 
+	/* the tree's terminals, once: with the first process read (200 x 10000 files otherwise) */
 	for (size_t i = 0; i < t->nr_rfiles; i++) {
 		RegFile *f = t->rfiles[i];
 
