@@ -652,7 +652,7 @@ static int tty_restore_read(struct restore_ctx *ctx)
 
 	if (!ret)
 		ret = job_ctty_check(ctx);
-	if (ret || ctx != t->rprocs[0])
+	if (ret || (t->rprocs && ctx != t->rprocs[0]))
 		return ret;
 
 	/* the tree's terminals, once: with the first process read (200 x 10000 files otherwise) */
