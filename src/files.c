@@ -302,15 +302,37 @@ static bool on_overlayfs(const char *path)
 }
 
 /*
- * memfd_secret() memory is unmapped from the kernel's direct map: only its
- * process can read it, not /proc/PID/mem nor a reopened fd.  what: "fd 3",
- * "the mapping at 0x...".
+ * The type of the file system of device dev, where path is: asked once a
+ * device (a tree's thousands of fds are on a few), -1 if statfs fails.
  */
-static int secretmem_refused(struct dump_ctx *ctx, const char *procpath, const char *what)
+static long fs_type(const char *path, dev_t dev)
 {
+	static struct {
+		dev_t dev;
+		long type;
+	} seen[16];
+	static size_t nr_seen;
 	struct statfs sf;
 
-	if (statfs(procpath, &sf) || sf.f_type != 0x5345434d /* SECRETMEM_MAGIC */)
+	for (size_t i = 0; i < nr_seen; i++)
+		if (seen[i].dev == dev)
+			return seen[i].type;
+	if (statfs(path, &sf))
+		return -1;
+	if (nr_seen < sizeof(seen) / sizeof(seen[0]))
+		seen[nr_seen++] = (typeof(seen[0])){dev, (long)sf.f_type};
+	return (long)sf.f_type;
+}
+
+/*
+ * memfd_secret() memory is unmapped from the kernel's direct map: only its
+ * process can read it, not /proc/PID/mem nor a reopened fd.  what: "fd 3",
+ * "the mapping at 0x...".  dev: the file's device.
+ */
+static int secretmem_refused(struct dump_ctx *ctx, const char *procpath, dev_t dev,
+			     const char *what)
+{
+	if (fs_type(procpath, dev) != 0x5345434d /* SECRETMEM_MAGIC */)
 		return 0;
 	pr_err("pid %d: %s is secret memory (memfd_secret), which no process but its own can "
 	       "read; amber cannot dump it (see README, Limits)",
@@ -356,7 +378,7 @@ int files_dump_path(struct dump_ctx *ctx, const char *procpath, const char *path
 
 		snprintf(what, sizeof(what), "%s (%s)", path, procpath);
 		if (sf.f_type == 0x5345434d /* SECRETMEM_MAGIC */)
-			return secretmem_refused(ctx, procpath, what);
+			return secretmem_refused(ctx, procpath, st.st_dev, what);
 		if (sf.f_type == 0x958458f6 /* HUGETLBFS_MAGIC */) {
 			pr_err("pid %d: %s is hugetlb memory (MAP_SHARED|MAP_HUGETLB or a "
 			       "hugetlbfs "
@@ -567,7 +589,7 @@ static int describe_fd(struct dump_ctx *ctx, int fd, unsigned flags, uint64_t po
 		}
 	}
 	snprintf(what, sizeof(what), "fd %d", fd);
-	ret = secretmem_refused(ctx, procpath, what);
+	ret = secretmem_refused(ctx, procpath, st.st_dev, what);
 	if (ret)
 		return ret;
 	/* a removed directory, device node or FIFO has no name to reopen it by */
