@@ -126,7 +126,7 @@ static int uffd_copy_all(struct restore_ctx *ctx, int uffd, const char *map,
 		a.to = b.from = (total / 2) & ~(uint64_t)(PAGE_SIZE - 1);
 		sigfillset(&all);
 		pthread_sigmask(SIG_SETMASK, &all, &old);
-		split = !pthread_create(&th, NULL, uffd_share_run, &b);
+		split = !sys_thread_start(&th, uffd_share_run, &b);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		if (!split)
 			a.to = total;
