@@ -32,17 +32,11 @@
 static int creds_dump_thread(struct dump_ctx *ctx, struct thread *t)
 {
 	struct proc_status ps, *st = &ps;
-	const char *status = t->tid != ctx->pid && t->inf ? infect_status(t->inf) : NULL;
-	char *text = status ? strdup(status) : NULL;
-	int ret = 0;
-	Creds *cr;
-
 	/* a thread's status as read when it stopped; the leader's is the process's */
-	if (text)
-		proc_parse_status_text(text, &ps);
-	else
-		ret = t->tid == ctx->pid ? dump_status(ctx, &ps) : proc_parse_status(t->tid, &ps);
-	free(text);
+	int ret = t->tid == ctx->pid ? dump_status(ctx, &ps)
+				     : proc_parse_status_of(t->inf ? infect_status(t->inf) : NULL,
+							    t->tid, &ps);
+	Creds *cr;
 
 	if (ret)
 		return ret;

@@ -1008,17 +1008,11 @@ int dump_status(struct dump_ctx *ctx, struct proc_status *st)
 
 	if (!ctx->status) {
 		struct proc_status *c = malloc(sizeof(*c));
-		const char *status = infect_status(&ctx->inf); /* as read when it stopped */
-		char *text = status ? strdup(status) : NULL;
 
-		if (!c) {
-			free(text);
+		if (!c)
 			return -ENOMEM;
-		}
-		if (text)
-			proc_parse_status_text(text, c);
-		ret = text ? 0 : proc_parse_status(ctx->pid, c);
-		free(text);
+		/* as read when it stopped */
+		ret = proc_parse_status_of(infect_status(&ctx->inf), ctx->pid, c);
 		if (ret) {
 			free(c);
 			return ret;

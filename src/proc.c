@@ -204,6 +204,20 @@ void proc_parse_status_text(char *text, struct proc_status *st)
 		status_line(line, st);
 }
 
+int proc_parse_status_of(const char *text, pid_t pid, struct proc_status *st)
+{
+	char *copy;
+
+	if (!text)
+		return proc_parse_status(pid, st);
+	copy = strdup(text); /* strtok writes into it */
+	if (!copy)
+		return -ENOMEM;
+	proc_parse_status_text(copy, st);
+	free(copy);
+	return 0;
+}
+
 int proc_parse_status(pid_t pid, struct proc_status *st)
 {
 	char path[64], *buf;

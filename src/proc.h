@@ -44,6 +44,8 @@ int proc_parse_task_stat(pid_t pid, pid_t tid, struct proc_stat *st);
 int proc_parse_status(pid_t pid, struct proc_status *st);
 /* The same from a status text already read (consumed: strtok). */
 void proc_parse_status_text(char *text, struct proc_status *st);
+/* From text (left as it is) where there is one, else from pid's status file. */
+int proc_parse_status_of(const char *text, pid_t pid, struct proc_status *st);
 /* The task's name (comm) from a status text's Name line, unescaped. */
 int proc_status_name(const char *status, char *out, size_t len);
 /* Whether a status text's x86_Thread_features line (or that line alone)
