@@ -617,8 +617,9 @@ static char *pages_out_buf(struct pages_out *o)
 		pthread_cond_wait(&o->cond, &o->lock);
 	i = o->head % NR_BUFS;
 	pthread_mutex_unlock(&o->lock);
+	/* page-aligned: process_vm_readv() into a misaligned buffer copies 3x slower */
 	if (!out_pool[i])
-		out_pool[i] = malloc(IO_CHUNK);
+		out_pool[i] = aligned_alloc(PAGE_SIZE, IO_CHUNK);
 	return out_pool[i];
 }
 
