@@ -2,7 +2,8 @@
 /*
  * /proc parsers whose input this machine cannot produce: the x86 shadow stack
  * feature line of a CPU with user_shstk (refused at dump by regs.c); and
- * /proc/self/status read against what the kernel says through syscalls.
+ * /proc/self/status and /proc/self/smaps read against what the kernel says
+ * through syscalls.
  */
 #include <linux/capability.h>
 #include <setjmp.h>
@@ -11,7 +12,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/fsuid.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -87,12 +93,83 @@ static void test_status_self(void **state)
 	assert_int_equal(st.seccomp, prctl(PR_GET_SECCOMP, 0, 0, 0, 0));
 }
 
+static const struct vma *find_vma(const struct vma *v, size_t n, const void *addr)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i].start == (unsigned long)addr)
+			return &v[i];
+	return NULL;
+}
+
+/* Mappings of every kind the header line can describe, parsed back. */
+static void test_vmas_self(void **state)
+{
+	char path[] = "/tmp/amber unit (deleted) XXXXXX";
+	long pg = sysconf(_SC_PAGESIZE);
+	int fd = mkstemp(path);
+	struct stat st;
+	struct vma *v;
+	size_t n;
+	const struct vma *a, *f, *g, *h;
+	char *anon, *file, *guard, *huge;
+
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, 4 * pg), 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	anon = mmap(NULL, 3 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	file = mmap(NULL, 2 * pg, PROT_READ | PROT_EXEC, MAP_SHARED, fd, 2 * pg);
+	guard = mmap(NULL, pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	huge = mmap(NULL, 2 * pg, PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(anon != MAP_FAILED && file != MAP_FAILED && guard != MAP_FAILED &&
+		    huge != MAP_FAILED);
+	assert_int_equal(madvise(anon, 3 * pg, MADV_DONTFORK), 0);
+	assert_int_equal(madvise(huge, 2 * pg, MADV_NOHUGEPAGE), 0);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(proc_parse_vmas(getpid(), &v, &n), 0);
+	a = find_vma(v, n, anon);
+	f = find_vma(v, n, file);
+	g = find_vma(v, n, guard);
+	h = find_vma(v, n, huge);
+	assert_non_null(a);
+	assert_non_null(f);
+	assert_non_null(g);
+	assert_non_null(h);
+	assert_int_equal(a->end, (unsigned long)anon + 3 * pg);
+	assert_int_equal(a->prot, PROT_READ | PROT_WRITE);
+	assert_false(a->shared);
+	assert_null(a->path);
+	assert_int_equal(a->ino, 0);
+	assert_true(a->vmflags & VMF_DONTFORK);
+	assert_false(a->vmflags & VMF_NOHUGEPAGE);
+	assert_int_equal(f->end, (unsigned long)file + 2 * pg);
+	assert_int_equal(f->prot, PROT_READ | PROT_EXEC);
+	assert_true(f->shared);
+	assert_int_equal(f->pgoff, 2 * pg);
+	assert_int_equal(f->dev, st.st_dev);
+	assert_int_equal(f->ino, st.st_ino);
+	/* the name's own " (deleted)" stays; the kernel's suffix goes */
+	assert_true(f->deleted);
+	assert_string_equal(f->path, path);
+	assert_true(f->vmflags & VMF_MAYWRITE);
+	assert_false(f->vmflags & VMF_DONTFORK);
+	assert_int_equal(g->prot, 0);
+	assert_int_equal(h->prot, PROT_WRITE);
+	assert_true(h->vmflags & VMF_NOHUGEPAGE);
+	proc_free_vmas(v, n);
+	munmap(anon, 3 * pg);
+	munmap(file, 2 * pg);
+	munmap(guard, pg);
+	munmap(huge, 2 * pg);
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_shstk),
 		cmocka_unit_test(test_shstk_self),
 		cmocka_unit_test(test_status_self),
+		cmocka_unit_test(test_vmas_self),
 	};
 
 	log_level = -1;
