@@ -246,49 +246,59 @@ static int find_pair(struct infect *inf, unsigned long start, unsigned long end)
  */
 int infect_find_syscall(struct infect *inf)
 {
-	char path[64], line[512];
+	char path[64], *buf, *line, *save, *at;
 	unsigned long vdso_start = 0, vdso_end = 0;
 	struct {
 		unsigned long start, end;
 	} *code = NULL;
 	size_t nr = 0, cap = 0;
-	FILE *f;
-	int ret = -ENOENT;
+	int ret;
 
 	snprintf(path, sizeof(path), "/proc/%d/maps", inf->pid);
-	f = sys_fopen_read(path);
-	if (!f)
-		return -errno;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long start, end;
-		char perms[8];
+	ret = sys_read_file(path, &buf, NULL);
+	if (ret)
+		return ret;
+	ret = -ENOENT;
+	/* the vDSO's line first, without parsing the others (a process may have
+	 * thousands of mappings) */
+	for (at = buf; !vdso_start && (at = strstr(at, " [vdso]\n")); at++) {
+		char *l = at, *nl = at + 7;
+		struct vma v;
+		const char *name;
 
-		if (sscanf(line, "%lx-%lx %7s", &start, &end, perms) != 3)
-			continue;
-		if (strstr(line, "[vdso]")) {
-			vdso_start = start, vdso_end = end;
-			break;
-		}
+		while (l > buf && l[-1] != '\n')
+			l--;
+		*nl = '\0';
+		if (proc_maps_line(l, &v, &name) && !strcmp(name, "[vdso]"))
+			vdso_start = v.start, vdso_end = v.end;
+		*nl = '\n';
+	}
+	for (line = strtok_r(buf, "\n", &save); !vdso_start && line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		struct vma v;
+		const char *name;
+
 		/* [vsyscall] is emulated: only its entry points execute */
-		if (perms[2] != 'x' || strstr(line, "[vsyscall]"))
+		if (!proc_maps_line(line, &v, &name) || !(v.prot & PROT_EXEC) ||
+		    !strcmp(name, "[vsyscall]"))
 			continue;
 		if (nr == cap) {
 			void *c = realloc(code, (cap = cap ? 2 * cap : 16) * sizeof(*code));
 
 			if (!c) {
 				ret = -ENOMEM;
-				goto close_maps;
+				goto free_maps;
 			}
 			code = c;
 		}
-		code[nr].start = start, code[nr].end = end;
+		code[nr].start = v.start, code[nr].end = v.end;
 		nr++;
 	}
 	if (vdso_start) {
 		ret = find_pair(inf, vdso_start, vdso_end);
 		if (ret == -ENOENT)
 			pr_err("pid %d: no syscall instruction in the vDSO", inf->pid);
-		goto close_maps;
+		goto free_maps;
 	}
 	for (size_t i = 0; ret == -ENOENT && i < nr; i++)
 		ret = find_pair(inf, code[i].start, code[i].end);
@@ -299,8 +309,8 @@ int infect_find_syscall(struct infect *inf)
 		pr_err("pid %d has no vDSO and no syscall instruction in its executable "
 		       "mappings: amber cannot make it run syscalls",
 		       inf->pid);
-close_maps:
-	fclose(f);
+free_maps:
+	free(buf);
 	free(code);
 	return ret;
 }

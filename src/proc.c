@@ -292,7 +292,7 @@ static unsigned long hex_field(const char *s, const char **end)
  * By hand: smaps has some 25 lines a mapping, and sscanf() on each of them
  * was the dump's largest cost for a process with 10,000 mappings.
  */
-static bool parse_vma_line(const char *l, struct vma *v, const char **name)
+bool proc_maps_line(const char *l, struct vma *v, const char **name)
 {
 	unsigned long maj, min;
 	const char *p;
@@ -347,7 +347,7 @@ static int parse_vmas(pid_t pid, const char *file, struct vma **out, size_t *nr_
 				cur->vmflags = parse_vmflags(line + 8);
 			continue;
 		}
-		if (!parse_vma_line(line, &v, &name))
+		if (!proc_maps_line(line, &v, &name))
 			continue;
 		if (nr == cap) {
 			struct vma *nv;

@@ -56,6 +56,9 @@ int proc_parse_vmas(pid_t pid, struct vma **vmas, size_t *nr);
 /* The same without the smaps details (vmflags stay 0). */
 int proc_parse_maps(pid_t pid, struct vma **vmas, size_t *nr);
 void proc_free_vmas(struct vma *vmas, size_t nr);
+/* One maps header line (NUL-terminated): the fields but path, and where the
+ * name starts (the rest of the line); false if it is none. */
+bool proc_maps_line(const char *line, struct vma *v, const char **name);
 /* fdinfo pos/flags/mnt_id */
 int proc_parse_fdinfo(pid_t pid, int fd, uint64_t *pos, unsigned *flags, bool *locked);
 /* Children of a thread from /proc/PID/task/TID/children (the C/R children file). */
