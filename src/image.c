@@ -1457,7 +1457,7 @@ int img_dir_open(int dirfd, const char *path, struct img_dir **out)
 		goto close_dir;
 	}
 	v->d = d;
-	ret = sys_thread_start(&v->thread, verify_large, v);
+	ret = sys_thread_start_own_fds(&v->thread, verify_large, v);
 	if (ret) {
 		pr_err("%s: cannot start the checksum thread: %s", path, strerror(-ret));
 		free(v);

@@ -124,7 +124,7 @@ int locks_dump_start(void)
 		pr_err("cannot open /proc/locks: %s", strerror(-ret));
 		return ret;
 	}
-	ret = sys_thread_start(&reader, read_locks_thread, NULL);
+	ret = sys_thread_start_own_fds(&reader, read_locks_thread, NULL);
 	if (ret) {
 		pr_err("cannot start a thread to read /proc/locks: %s", strerror(-ret));
 		return ret;

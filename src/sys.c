@@ -5,6 +5,7 @@
 #include <linux/sched.h>
 #include <pthread.h>
 #include <sched.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -740,6 +741,8 @@ int sys_raise_nofile(unsigned long want)
 struct thread_start {
 	void *(*fn)(void *);
 	void *arg;
+	int unshare;
+	sem_t *started; /* posted once it unshared (NULL: nobody waits) */
 };
 
 static void *thread_begin(void *p)
@@ -753,24 +756,46 @@ static void *thread_begin(void *p)
 	 * thread still does for a moment (the kernel wakes pthread_join()
 	 * before the exiting thread lets go of it).
 	 */
-	if (unshare(CLONE_FS))
-		pr_err("amber's helper thread cannot take its own root and cwd: %m");
+	if (unshare(s.unshare))
+		pr_err("amber's helper thread cannot take its own root and cwd%s: %m",
+		       s.unshare & CLONE_FILES ? " and fd table" : "");
+	if (s.started)
+		sem_post(s.started);
 	return s.fn(s.arg);
 }
 
-int sys_thread_start(pthread_t *thread, void *(*fn)(void *), void *arg)
+static int thread_start(pthread_t *thread, void *(*fn)(void *), void *arg, int flags,
+			sem_t *started)
 {
 	struct thread_start *s = malloc(sizeof(*s));
 	int err;
 
 	if (!s)
 		return -ENOMEM;
-	s->fn = fn;
-	s->arg = arg;
+	*s = (struct thread_start){fn, arg, flags, started};
 	err = pthread_create(thread, NULL, thread_begin, s);
 	if (err)
 		free(s);
 	return -err;
+}
+
+int sys_thread_start(pthread_t *thread, void *(*fn)(void *), void *arg)
+{
+	return thread_start(thread, fn, arg, CLONE_FS, NULL);
+}
+
+int sys_thread_start_own_fds(pthread_t *thread, void *(*fn)(void *), void *arg)
+{
+	sem_t started;
+	int ret;
+
+	sem_init(&started, 0, 0);
+	ret = thread_start(thread, fn, arg, CLONE_FS | CLONE_FILES, &started);
+	/* until then it shares amber's table */
+	while (!ret && sem_wait(&started) && errno == EINTR)
+		;
+	sem_destroy(&started);
+	return ret;
 }
 
 int sys_send_fds(int sock, char tag, const int *fds, size_t n, int flags)

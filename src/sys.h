@@ -117,6 +117,14 @@ int sys_readlinkat(int dirfd, const char *name, char *buf, size_t size);
  */
 int sys_thread_start(pthread_t *thread, void *(*fn)(void *), void *arg);
 /*
+ * The same with an fd table of its own (unshare(CLONE_FILES)), for a thread
+ * that uses only fds opened before it starts and that runs while amber opens
+ * many: the kernel grows a shared table only after an RCU grace period
+ * (synchronize_rcu in expand_files, 10-15 ms measured here), each time.  Its
+ * copies of amber's fds are closed when it exits.
+ */
+int sys_thread_start_own_fds(pthread_t *thread, void *(*fn)(void *), void *arg);
+/*
  * One byte, tag, on a unix socket, with n fds (SCM_RIGHTS; none if n is 0,
  * at most SYS_MAX_FDS); 0 or -errno.  The receive: the byte into *tag and
  * up to max fds (close-on-exec) into fds; how many came, or -errno.

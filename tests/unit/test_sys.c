@@ -324,6 +324,52 @@ static void test_thread_own_fs(void **state)
 	}
 }
 
+static int fds_before, fds_after;
+static int fds_seen[2], fds_go[2];
+
+static void *check_fds(void *arg)
+{
+	char c;
+
+	(void)arg;
+	if (read(fds_go[0], &c, 1) != 1)
+		return NULL;
+	fds_seen[0] = fcntl(fds_before, F_GETFD) >= 0;
+	fds_seen[1] = fcntl(fds_after, F_GETFD) >= 0;
+	return NULL;
+}
+
+/*
+ * A thread of sys_thread_start_own_fds() has its own fd table from the
+ * moment the call returns: it has amber's fds from before, not those amber
+ * opens after (amber's table then grows without an RCU grace period).
+ */
+static void test_thread_own_fds(void **state)
+{
+	for (int own = 0; own < 2; own++) {
+		pthread_t t;
+		char c = 0;
+
+		assert_int_equal(pipe(fds_go), 0);
+		fds_before = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		assert_true(fds_before >= 0);
+		assert_int_equal(own ? sys_thread_start_own_fds(&t, check_fds, NULL)
+				     : sys_thread_start(&t, check_fds, NULL),
+				 0);
+		fds_after = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		assert_true(fds_after >= 0);
+		assert_int_equal(write(fds_go[1], &c, 1), 1);
+		pthread_join(t, NULL);
+		assert_true(fds_seen[0]);
+		/* a shared table has it: the check itself can fail */
+		assert_int_equal(fds_seen[1], !own);
+		close(fds_before);
+		close(fds_after);
+		close(fds_go[0]);
+		close(fds_go[1]);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -344,6 +390,7 @@ int main(void)
 		cmocka_unit_test_setup(test_pid_filter, reset),
 		cmocka_unit_test_setup(test_ptrace_kill, reset),
 		cmocka_unit_test_setup(test_thread_own_fs, reset),
+		cmocka_unit_test_setup(test_thread_own_fds, reset),
 	};
 
 	log_level = getenv("AMBER_TEST_VERBOSE") ? LOG_DEBUG : -1;
