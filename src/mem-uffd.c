@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,20 +55,26 @@ static int task_uffd(struct restore_ctx *ctx)
 #define UFFD_BUF (1UL << 20)
 
 /*
- * One thread's share of the copies: bytes [from, to) of the selected runs
- * taken in order.  Two shares run at once on amber's two CPUs where it has
- * them: a copy is a page allocation and a memcpy, both bound by one CPU.
- * The runs' bytes follow each other in the file, so each share reads its
- * part of the file in order into its own buffer.
+ * One thread's share of the copies.  Two threads copy at once on amber's two
+ * CPUs where it has them (a copy is a page allocation and a memcpy, both
+ * bound by one CPU), taking the selected runs' bytes a chunk at a time from
+ * a common cursor: the other CPU is shared with the image checksum thread,
+ * and fixed halves left the first thread waiting for the second.  The runs'
+ * bytes follow each other in the file, so a chunk is one stretch of it, read
+ * in order into the thread's own buffer.
  */
+#define UFFD_CHUNK (4UL << 20) /* page-aligned: a run is copied in pages */
+
 struct uffd_share {
 	pid_t pid;
 	int uffd, fd; /* fd: the pages file */
 	const PagemapEntry **runs;
 	size_t n;
-	uint64_t from, to;
-	cpu_set_t cpus; /* the second share's CPUs (count 0: stay) */
-	char *buf;	/* file bytes [lo, hi) after PAGES_DATA_OFF */
+	uint64_t total;
+	_Atomic uint64_t *next; /* the next chunk to take, shared */
+	_Atomic int *failed;	/* a thread failed: the others stop */
+	cpu_set_t cpus;		/* the second thread's CPUs (count 0: stay) */
+	char *buf;		/* file bytes [lo, hi) after PAGES_DATA_OFF */
 	uint64_t lo, hi;
 	int ret;
 };
@@ -124,54 +131,66 @@ static int uffd_copy(struct uffd_share *s, const PagemapEntry *pe, uint64_t off,
 static void *uffd_share_run(void *arg)
 {
 	struct uffd_share *s = arg;
-	uint64_t at = 0;
+	uint64_t at = 0; /* where runs[k]'s bytes start */
+	size_t k = 0;
 
 	if (CPU_COUNT(&s->cpus))
 		sys_sched_setaffinity(0, &s->cpus, sizeof(s->cpus));
 	s->buf = aligned_alloc(PAGE_SIZE, UFFD_BUF);
-	if (!s->buf) {
+	if (!s->buf)
 		s->ret = -ENOMEM;
-		return NULL;
-	}
-	for (size_t k = 0; !s->ret && k < s->n && at < s->to; k++) {
-		uint64_t len = s->runs[k]->nr_pages * PAGE_SIZE;
-		uint64_t lo = s->from > at ? s->from - at : 0;
-		uint64_t hi = s->to - at < len ? s->to - at : len;
+	while (!s->ret && !atomic_load(s->failed)) {
+		uint64_t from = atomic_fetch_add(s->next, 1) * UFFD_CHUNK;
+		uint64_t to = from + UFFD_CHUNK < s->total ? from + UFFD_CHUNK : s->total;
+		uint64_t j_at;
 
-		if (lo < hi)
-			s->ret = uffd_copy(s, s->runs[k], lo, hi - lo);
-		at += len;
+		if (from >= s->total)
+			break;
+		/* this thread's chunks come in order: its cursor only moves on */
+		while (k < s->n && at + s->runs[k]->nr_pages * PAGE_SIZE <= from)
+			at += s->runs[k++]->nr_pages * PAGE_SIZE;
+		j_at = at;
+		for (size_t j = k; !s->ret && j < s->n && j_at < to; j++) {
+			uint64_t len = s->runs[j]->nr_pages * PAGE_SIZE;
+			uint64_t lo = from > j_at ? from - j_at : 0;
+			uint64_t hi = to - j_at < len ? to - j_at : len;
+
+			s->ret = uffd_copy(s, s->runs[j], lo, hi - lo);
+			j_at += len;
+		}
 	}
+	if (s->ret)
+		atomic_store(s->failed, 1);
 	free(s->buf);
 	return NULL;
 }
 
 #define UFFD_SPLIT_MIN (64UL << 20) /* fewer bytes: one thread */
 
-/* Copies runs[0..n) (total bytes), split between two threads when worth it. */
+/* Copies runs[0..n) (total bytes), by two threads when worth it. */
 static int uffd_copy_all(struct restore_ctx *ctx, int uffd, int fd, const PagemapEntry **runs,
 			 size_t n, uint64_t total)
 {
+	_Atomic uint64_t next = 0;
+	_Atomic int failed = 0;
 	struct uffd_share a = {.pid = ctx->pid,
 			       .uffd = uffd,
 			       .fd = fd,
 			       .runs = runs,
 			       .n = n,
-			       .to = total},
+			       .total = total,
+			       .next = &next,
+			       .failed = &failed},
 			  b = a;
 	sigset_t all, old;
 	pthread_t th;
 	bool split = total >= UFFD_SPLIT_MIN && restore_cpus_free(&b.cpus) > 0;
 
 	if (split) {
-		/* halves on a page boundary: a run is copied in pages */
-		a.to = b.from = (total / 2) & ~(uint64_t)(PAGE_SIZE - 1);
 		sigfillset(&all);
 		pthread_sigmask(SIG_SETMASK, &all, &old);
 		split = !sys_thread_start(&th, uffd_share_run, &b);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		if (!split)
-			a.to = total;
 	}
 	CPU_ZERO(&a.cpus);
 	uffd_share_run(&a);
