@@ -623,6 +623,13 @@ int sys_pidfd_open(pid_t pid)
 	return r < 0 ? -errno : (int)r;
 }
 
+int sys_process_mrelease(int pidfd)
+{
+	long r = syscall(448 /* SYS_process_mrelease, Linux 5.15 */, pidfd, 0);
+
+	return r < 0 ? -errno : 0;
+}
+
 int sys_pidfd_getfd(int pidfd, int targetfd)
 {
 	int f = injected(SYS_PIDFD_GETFD);
