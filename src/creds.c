@@ -298,7 +298,7 @@ static int creds_restore_thread(struct restore_ctx *ctx, struct thread *t)
 	uint64_t known, bnd = amber_bounding(&known);
 	struct cred_plan *p;
 	struct ids in;
-	int ret;
+	int ret, named;
 
 	ret = restore_ids(ctx, t->tid, cr, &in);
 	if (ret)
@@ -337,8 +337,12 @@ static int creds_restore_thread(struct restore_ctx *ctx, struct thread *t)
 		add(p, "dumpable", SYS_prctl, PR_SET_DUMPABLE, ctx->core->dumpable, 0);
 	if (c->no_new_privs)
 		add(p, "no_new_privs", SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0);
+	/* not credentials: its name, in this batch (threads.c); NULL: a warning only */
+	named = thread_name_sc(ctx, t, s + 128, &p->sc[p->n]);
+	if (named > 0)
+		p->what[p->n++] = NULL;
 
-	ret = infect_write(t->inf, s, &hdr, sizeof(hdr));
+	ret = named < 0 ? named : infect_write(t->inf, s, &hdr, sizeof(hdr));
 	if (!ret)
 		ret = infect_write(t->inf, s + 64, data, sizeof(data));
 	for (size_t i = 0; !ret && user && !user->setgroups_deny && i < cr->n_groups; i++)
@@ -356,6 +360,11 @@ static int creds_restore_thread(struct restore_ctx *ctx, struct thread *t)
 	for (size_t i = 0; !ret && i < p->n; i++) {
 		if (p->sc[i].ret >= 0)
 			continue;
+		if (!p->what[i]) {
+			pr_warn("thread %d: cannot set its name: %s", t->tid,
+				strerror((int)-p->sc[i].ret));
+			continue;
+		}
 		pr_err("tid %d: cannot restore %s: %s", t->tid, p->what[i],
 		       strerror((int)-p->sc[i].ret));
 		ret = -EPERM;

@@ -325,13 +325,21 @@ static int take_thread(struct restore_ctx *ctx, struct thread *t)
 	t->inf->syscall_ip = ctx->inf.syscall_ip;
 	t->inf->scratch = ctx->inf.scratch;
 	t->inf->scratch_size = ctx->inf.scratch_size;
-	ret = infect_write(t->inf, ctx->inf.scratch, t->core->comm, strlen(t->core->comm) + 1);
+	return 0; /* its name comes later (thread_name_sc) */
+}
+
+int thread_name_sc(struct restore_ctx *ctx, struct thread *t, unsigned long at,
+		   struct infect_sc *sc)
+{
+	int ret;
+
+	if (t == &ctx->threads[0])
+		return 0;
+	ret = infect_write(t->inf, at, t->core->comm, strlen(t->core->comm) + 1);
 	if (ret)
 		return ret;
-	r = infect_call(t->inf, SYS_prctl, PR_SET_NAME, ctx->inf.scratch, 0, 0, 0, 0);
-	if (r)
-		pr_warn("thread %d: cannot set its name: %s", t->tid, strerror((int)-r));
-	return 0;
+	*sc = (struct infect_sc){SYS_prctl, {PR_SET_NAME, (long)at, 0, 0, 0, 0}, 0};
+	return 1;
 }
 
 static int threads_restore_inject(struct restore_ctx *ctx)
