@@ -324,16 +324,16 @@ static long fs_type(const char *path, dev_t dev)
 	return (long)sf.f_type;
 }
 
+#define SECRETMEM_MAGIC 0x5345434d
+#define HUGETLBFS_MAGIC 0x958458f6
+
 /*
  * memfd_secret() memory is unmapped from the kernel's direct map: only its
  * process can read it, not /proc/PID/mem nor a reopened fd.  what: "fd 3",
- * "the mapping at 0x...".  dev: the file's device.
+ * "the mapping at 0x...".
  */
-static int secretmem_refused(struct dump_ctx *ctx, const char *procpath, dev_t dev,
-			     const char *what)
+static int secretmem_refused(struct dump_ctx *ctx, const char *what)
 {
-	if (fs_type(procpath, dev) != 0x5345434d /* SECRETMEM_MAGIC */)
-		return 0;
 	pr_err("pid %d: %s is secret memory (memfd_secret), which no process but its own can "
 	       "read; amber cannot dump it (see README, Limits)",
 	       ctx->pid, what);
@@ -365,6 +365,7 @@ int files_dump_path(struct dump_ctx *ctx, const char *procpath, const char *path
 	struct statfs sf;
 	struct stat st;
 	RegFile *f;
+	long type;
 	int ret;
 
 	flags |= O_NOATIME;
@@ -373,19 +374,19 @@ int files_dump_path(struct dump_ctx *ctx, const char *procpath, const char *path
 		return -errno;
 	}
 	/* special memory lives on file systems of anonymous devices (major 0) */
-	if (!major(st.st_dev) && !statfs(procpath, &sf)) {
+	type = major(st.st_dev) ? -1 : fs_type(procpath, st.st_dev);
+	if (type == SECRETMEM_MAGIC || type == HUGETLBFS_MAGIC) {
 		char what[PATH_MAX + 100];
 
 		snprintf(what, sizeof(what), "%s (%s)", path, procpath);
-		if (sf.f_type == 0x5345434d /* SECRETMEM_MAGIC */)
-			return secretmem_refused(ctx, procpath, st.st_dev, what);
-		if (sf.f_type == 0x958458f6 /* HUGETLBFS_MAGIC */) {
-			pr_err("pid %d: %s is hugetlb memory (MAP_SHARED|MAP_HUGETLB or a "
-			       "hugetlbfs "
-			       "file, pages of %lu KiB); amber restores only private huge pages",
-			       ctx->pid, what, (unsigned long)sf.f_bsize >> 10);
-			return -EOPNOTSUPP;
-		}
+		if (type == SECRETMEM_MAGIC)
+			return secretmem_refused(ctx, what);
+		pr_err("pid %d: %s is hugetlb memory (MAP_SHARED|MAP_HUGETLB or a "
+		       "hugetlbfs "
+		       "file, pages of %lu KiB); amber restores only private huge pages",
+		       ctx->pid, what,
+		       statfs(procpath, &sf) ? 0UL : (unsigned long)sf.f_bsize >> 10);
+		return -EOPNOTSUPP;
 	}
 	/* what a socket maps is its own memory (a packet ring): no file to map again */
 	if (S_ISSOCK(st.st_mode)) {
@@ -589,9 +590,8 @@ static int describe_fd(struct dump_ctx *ctx, int fd, unsigned flags, uint64_t po
 		}
 	}
 	snprintf(what, sizeof(what), "fd %d", fd);
-	ret = secretmem_refused(ctx, procpath, st.st_dev, what);
-	if (ret)
-		return ret;
+	if (fs_type(procpath, st.st_dev) == SECRETMEM_MAGIC)
+		return secretmem_refused(ctx, what);
 	/* a removed directory, device node or FIFO has no name to reopen it by */
 	if (!S_ISREG(st.st_mode) && st.st_nlink == 0 &&
 	    (S_ISDIR(st.st_mode) || S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ||
