@@ -26,6 +26,8 @@
 #include "proc.h"
 #include "sys.h"
 
+#define TASK_COMM_LEN 16 /* the kernel's thread names, with the NUL */
+
 #define MAX_THREADS 32768
 
 static int threads_dump_thread(struct dump_ctx *ctx, struct thread *t)
@@ -237,6 +239,14 @@ static int threads_restore_read(struct restore_ctx *ctx)
 			pr_err("threads-%d.img: record %zu does not describe thread %d; the image "
 			       "is corrupt",
 			       ctx->pid, i + 1, t->tid);
+			ret = -EBADMSG;
+			break;
+		}
+		/* it goes into the scratch area as it is (thread_name_sc) */
+		if (strlen(t->core->comm) >= TASK_COMM_LEN) {
+			pr_err("threads-%d.img: thread %d's name is %zu bytes long, and the "
+			       "kernel's are at most %d; the image is corrupt",
+			       ctx->pid, t->tid, strlen(t->core->comm), TASK_COMM_LEN - 1);
 			ret = -EBADMSG;
 			break;
 		}

@@ -14,6 +14,9 @@ t_threads_image_refused() {
 	refused thr_more "holds $n threads of the $((n + 1)) core-$PID.img lists" "core-$PID.img" "threads=$tids,$((PID + 7777))" || ok=1
 	refused thr_fewer "holds more threads than core-$PID.img lists" "core-$PID.img" "threads=${tids%,*}" || ok=1
 	refused thr_other "record 1 does not describe thread" "threads-$PID.img" "0.pid=$((PID + 7777))" || ok=1
+	# a name longer than the scratch area's data half ran into amber's executor there
+	head -c 600000 /dev/zero | tr '\0' A >"$W/longname"
+	refused thr_name "name is 600000 bytes long" "threads-$PID.img" "0.comm=@$W/longname" || ok=1
 	[ $ok = 0 ] || return 1
 	unedited_restores
 }
