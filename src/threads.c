@@ -66,6 +66,19 @@ static void thread_probe_sc(const struct thread *t, struct infect_sc *sc, long o
 		(struct infect_sc){SYS_prctl, {40 /* PR_GET_TID_ADDRESS */, at + PROBE_TID_AT}};
 }
 
+/* The probe's answers: its batch's results and what it wrote at the scratch area's start + off. */
+static int probe_taken(struct thread *t, const struct infect_sc *sc, long off)
+{
+	int ret = infect_read(t->inf, t->inf->scratch + off, t->probe.mem, sizeof(t->probe.mem));
+
+	if (ret)
+		return ret;
+	for (int i = 0; i < PROBE_NR; i++)
+		t->probe.ret[i] = sc[i].ret;
+	t->probe.done = true;
+	return 0;
+}
+
 int thread_probe(struct thread *t)
 {
 	struct infect_sc sc[PROBE_NR];
@@ -77,16 +90,11 @@ int thread_probe(struct thread *t)
 	/* one stop for all (a process of 10,000 threads makes 10,000 of them) */
 	ret = infect_batch(t->inf, sc, PROBE_NR);
 	if (!ret)
-		ret = infect_read(t->inf, t->inf->scratch, t->probe.mem, sizeof(t->probe.mem));
-	if (ret) {
+		ret = probe_taken(t, sc, 0);
+	if (ret)
 		pr_err("tid %d: cannot make it run sigaltstack and prctl: %s", t->tid,
 		       strerror(-ret));
-		return ret;
-	}
-	for (int i = 0; i < PROBE_NR; i++)
-		t->probe.ret[i] = sc[i].ret;
-	t->probe.done = true;
-	return 0;
+	return ret;
 }
 
 /*
@@ -130,18 +138,11 @@ static int probe_window(struct dump_ctx *ctx, size_t *next)
 		int r = infect_batch_wait(t->inf, sc[k], PROBE_NR);
 
 		if (!r)
-			r = infect_read(t->inf, t->inf->scratch + k * PROBE_SLOT, t->probe.mem,
-					sizeof(t->probe.mem));
-		if (r) {
-			if (!ret)
-				pr_err("tid %d: cannot make it run sigaltstack and prctl: %s",
-				       t->tid, strerror(-r));
-			ret = ret ? ret : r;
-			continue;
-		}
-		for (int i = 0; i < PROBE_NR; i++)
-			t->probe.ret[i] = sc[k][i].ret;
-		t->probe.done = true;
+			r = probe_taken(t, sc[k], (long)k * PROBE_SLOT);
+		if (r && !ret)
+			pr_err("tid %d: cannot make it run sigaltstack and prctl: %s", t->tid,
+			       strerror(-r));
+		ret = ret ? ret : r;
 	}
 	return ret;
 }
