@@ -625,7 +625,7 @@ int sys_pidfd_open(pid_t pid)
 
 int sys_process_mrelease(int pidfd)
 {
-	long r = syscall(448 /* SYS_process_mrelease, Linux 5.15 */, pidfd, 0);
+	long r = syscall(SYS_process_mrelease, pidfd, 0); /* Linux 5.15 */
 
 	return r < 0 ? -errno : 0;
 }
