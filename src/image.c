@@ -1311,6 +1311,17 @@ static void raise_nofile(const struct img_dir *d, size_t n)
 			d->path, n + 256, n, strerror(-ret));
 }
 
+/* A file of one process (or an unknown name, refused when it is opened). */
+static bool per_process(const char *name)
+{
+	enum img_kind kind;
+
+	if (strlen(name) >= sizeof(((struct img_file *)0)->name) || kind_of_name(name, &kind))
+		return true;
+	return kind == IMG_CORE || kind == IMG_MM || kind == IMG_PAGEMAP || kind == IMG_PAGES ||
+	       kind == IMG_FDS || kind == IMG_FS || kind == IMG_THREADS;
+}
+
 static int open_listed(struct img_dir *d, const InventoryFile *lf)
 {
 	enum img_kind kind;
@@ -1433,8 +1444,13 @@ int img_dir_open(int dirfd, const char *path, struct img_dir **out)
 	if (ret)
 		goto close_dir;
 	raise_nofile(d, d->inv->n_files);
-	for (size_t i = 0; i < d->inv->n_files && !ret; i++)
-		ret = open_listed(d, d->inv->files[i]);
+	/* the tree's own files first, at low fds: the per-process ones are
+	 * closed before the tree is forked, and each fork copies the fd table
+	 * up to the highest fd left open */
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < d->inv->n_files && !ret; i++)
+			if (per_process(d->inv->files[i]->name) == pass)
+				ret = open_listed(d, d->inv->files[i]);
 	if (ret)
 		goto close_dir;
 	qsort(d->files, d->nr_files, sizeof(*d->files), cmp_file);

@@ -264,11 +264,12 @@ static int read_processes(struct tree *t)
 	return pidns_restore_threads(t) ?: tree_index_build(t);
 }
 
-/* What read_processes() read whole: none of it goes into the forked tree
- * (after the channels: the fds amber needs at most stay what they were). */
+/* What read_processes() read whole: none of it goes into the forked tree,
+ * and its fds are free for the descriptions (files.c). */
 static void release_process_images(struct tree *t)
 {
-	static const enum img_kind kinds[] = {IMG_CORE, IMG_MM, IMG_PAGEMAP, IMG_FDS, IMG_FS};
+	static const enum img_kind kinds[] = {IMG_CORE, IMG_MM,	 IMG_PAGEMAP,
+					      IMG_FDS,	IMG_FS, IMG_THREADS};
 
 	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
 		img_dir_release(t->img, kinds[k]);
@@ -1494,6 +1495,8 @@ static int do_restore(struct opts *o, uint32_t *root)
 		ret = mnt_restore_read(&t);
 	if (!ret)
 		ret = read_processes(&t);
+	if (!ret)
+		release_process_images(&t);
 	/* a new pid namespace has every pid free */
 	for (size_t i = 0; !ret && !t.own_pidns && i < t.nr_pstree; i++)
 		ret = wait_pid_free(t.pstree[i]->pid);
@@ -1506,12 +1509,13 @@ static int do_restore(struct opts *o, uint32_t *root)
 		goto close_dir;
 	compute_fd_base(&t);
 	raise_nofile(&t);
-	ret = make_syncs(&t);
+	/* the descriptions first, at the lowest fds: the channels are amber's,
+	 * and each fork copies the fd table up to the highest fd left open */
+	ret = run_restore_tree(&t);
 	if (!ret)
-		ret = run_restore_tree(&t);
+		ret = make_syncs(&t);
 	if (ret)
 		goto close_dir;
-	release_process_images(&t);
 
 	stats_start(ST_FORKING);
 	ret = create_tree(&t);

@@ -15,9 +15,9 @@ TESTS+=(tree_wide)
 t_tree_wide() { DUMP_TIMEOUT=120 cycle -- "$PROGS/widetree" "$T" 1100; }
 
 # A tree whose restore needs more fds than amber may have (it keeps the image's
-# files open, and two fds per process) is refused with the limit named and
-# nothing left behind, at each of the two places it can run out; the same image
-# restores with the usual limit.
+# files open, and two fds per process above the processes' highest fd, here
+# 1900) is refused with the limit named and nothing left behind, at each of the
+# two places it can run out; the same image restores with the usual limit.
 TESTS+=(tree_fd_limit)
 fd_limit_refused() { # LIMIT PATTERN
 	( ulimit -n "$1" && amber_to "$W/limit-$1.log" 60 restore -d -D "$W/img" ) &&
@@ -30,7 +30,8 @@ fd_limit_refused() { # LIMIT PATTERN
 t_tree_fd_limit() {
 	[ $SELFTEST = 1 ] && return 77
 	local n
-	start_prog "$PROGS/widetree" "$T" 300 || return 1
+	start_prog bash -c 'ulimit -n 4096 && exec 1900</dev/null && exec "$0" "$@"' \
+		"$PROGS/widetree" "$T" 300 || return 1
 	amber_to "$W/dump.log" 120 dump -t "$PID" -D "$W/img" -v || { fail "amber dump failed"; attach "$W/dump.log"; return 1; }
 	wait_for 10 is_gone "$PID" || { fail "pid $PID still there after the dump"; return 1; }
 	n=$(find "$W/img" -name '*.img' | wc -l)
