@@ -2575,9 +2575,10 @@ static int clear_finish(struct restore_ctx *ctx, struct mem_clear *c, int ret)
 
 /*
  * A tree's restore drives one process at a time, on amber's CPU: the next
- * one clears amber's mappings out of its address space (the kernel's
- * unmapping, the longest part of its memory's rebuild) on another CPU
- * meanwhile.  Where its scratch area cannot go first, it waits its turn.
+ * ones (restore.c's CLEAR_AHEAD) clear amber's mappings out of their address
+ * spaces (the kernel's unmapping, the longest part of its memory's rebuild)
+ * on another CPU meanwhile.  Where its scratch area cannot go first, it
+ * waits its turn.
  */
 int mem_clear_ahead(struct restore_ctx *ctx)
 {

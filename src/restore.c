@@ -1352,9 +1352,17 @@ static int attach_process(struct restore_ctx *ctx)
 	return ret;
 }
 
-/* next (may be NULL) starts clearing its address space meanwhile (mem.c). */
-static int restore_process(struct restore_ctx *ctx, struct restore_ctx *next)
+/*
+ * How many of the next processes clear their address spaces meanwhile
+ * (mem.c).  With one, amber waited for its batch a third of each turn; with
+ * two the CPU that runs them never waits for amber to start the next (a
+ * tree of 500: 0.71 -> 0.55 s; three gained nothing more).
+ */
+#define CLEAR_AHEAD 2
+
+static int restore_process(struct tree *t, size_t p)
 {
+	struct restore_ctx *ctx = t->rprocs[p];
 	int ret = attach_process(ctx);
 
 	/* (pinned before its batch ended, it would finish that on amber's CPU) */
@@ -1362,7 +1370,11 @@ static int restore_process(struct restore_ctx *ctx, struct restore_ctx *next)
 		ret = mem_clear_done(ctx);
 	if (!ret)
 		pin_process(ctx);
-	if (!ret && next && !next->shares_vm) {
+	for (size_t k = p + 1; !ret && k <= p + CLEAR_AHEAD && k < t->nr_procs; k++) {
+		struct restore_ctx *next = t->rprocs[k];
+
+		if (next->shares_vm || next->clear)
+			continue;
 		ret = attach_process(next);
 		if (!ret && pin_elsewhere(next))
 			ret = mem_clear_ahead(next);
@@ -1529,7 +1541,7 @@ static int do_restore(struct opts *o, uint32_t *root)
 	progress_start(true);
 	pin_start();
 	for (size_t p = 0; !ret && p < t.nr_procs; p++) {
-		ret = restore_process(t.rprocs[p], p + 1 < t.nr_procs ? t.rprocs[p + 1] : NULL);
+		ret = restore_process(&t, p);
 		if (!ret)
 			stats_add(SC_DONE, 1);
 	}
