@@ -1118,6 +1118,7 @@ static int *late_fd;		  /* per file id: amber's fd on an open_late kind */
 
 static int late_socket(struct tree *t);
 static int make_desc_runs(struct tree *t);
+static int make_needs(struct tree *t);
 
 static int up(struct tree *t, int fd)
 {
@@ -1668,7 +1669,7 @@ static int files_restore_tree(struct tree *t)
 		if (ret)
 			return ret;
 	}
-	return make_desc_runs(t);
+	return make_desc_runs(t) ?: make_needs(t);
 }
 
 /*
@@ -1719,50 +1720,46 @@ static int place_child_made(struct restore_ctx *ctx, size_t i)
 	return 0;
 }
 
+static ssize_t needed(const struct tree *t, uint32_t pid, const uint32_t **ids);
+static void close_fds(int *fds, size_t n);
+
 /*
  * The descriptions a process got that it does not map (nor a terminal's
- * master) go once its fds are placed, while amber
- * drives the others (closed at the end, by an injected close_range, amber
- * waited for each process's thousands of closes in turn).  A table shared
- * (CLONE_FILES) keeps them all: the sharers' mappings may need them.
+ * master) go once its fds are placed, while amber drives the others (closed
+ * at the end, by an injected close_range, amber waited for each process's
+ * thousands of closes in turn).  Only those it got (files_recv_needed): a
+ * close_range() over every description's number walks that many slots of
+ * its fd table, and 200 processes of 50 fds walked 10000 each.  A table
+ * shared (CLONE_FILES) keeps them all: the sharers' mappings may need them.
  */
 static void drop_unmapped(struct restore_ctx *ctx)
 {
 	struct tree *t = ctx->tree;
-	bool *keep, *drop;
-	int top = -1;
+	const uint32_t *ids = NULL;
+	bool *keep;
+	ssize_t n;
+	int *fds;
+	size_t nd = 0;
 
-	if (tree_shares_files(t, (uint32_t)ctx->pid))
+	if (tree_shares_files(t, (uint32_t)ctx->pid) || !ctx->mm)
 		return;
 	keep = calloc(t->nr_rfiles + 1, sizeof(*keep));
-	if (!keep || !ctx->mm) {
-		free(keep);
-		return;
-	}
+	n = keep ? needed(t, (uint32_t)ctx->pid, &ids) : -ENOMEM;
+	fds = n > 0 ? malloc((size_t)n * sizeof(*fds)) : NULL;
+	if (!fds)
+		goto free_keep;
 	for (size_t i = 0; i < ctx->mm->n_vmas; i++)
 		if (ctx->mm->vmas[i]->has_file_id && ctx->mm->vmas[i]->file_id < t->nr_rfiles)
 			keep[ctx->mm->vmas[i]->file_id] = true;
 	if (ctx->mm->has_exe_file_id && ctx->mm->exe_file_id < t->nr_rfiles)
 		keep[ctx->mm->exe_file_id] = true;
-	for (size_t i = 0; i < t->nr_rfiles; i++)
-		if (t->desc_fd[i] >= 0)
-			top = t->desc_fd[i] > top ? t->desc_fd[i] : top;
-	/* by fd number, closed in runs: a syscall per fd would cost more than the closes */
-	drop = top >= 0 ? calloc((size_t)top + 2, sizeof(*drop)) : NULL;
-	for (size_t i = 0; drop && i < t->nr_rfiles; i++)
+	for (ssize_t i = 0; i < n; i++)
 		/* the masters of terminals: a group is made the foreground through them (tty.c) */
-		if (!keep[i] && t->desc_fd[i] >= 0 &&
-		    t->rfiles[i]->kind != FILE_KIND__FILE_PTY_MASTER)
-			drop[t->desc_fd[i]] = true;
-	for (int fd = 0, end; drop && fd <= top; fd = end + 1) {
-		for (; fd <= top && !drop[fd];)
-			fd++;
-		for (end = fd; end + 1 <= top && drop[end + 1];)
-			end++;
-		if (fd <= top)
-			close_range((unsigned)fd, (unsigned)end, 0);
-	}
-	free(drop);
+		if (!keep[ids[i]] && t->rfiles[ids[i]]->kind != FILE_KIND__FILE_PTY_MASTER)
+			fds[nd++] = t->desc_fd[ids[i]];
+	close_fds(fds, nd);
+	free(fds);
+free_keep:
 	free(keep);
 }
 
@@ -1824,8 +1821,40 @@ bool files_own_table(const PstreeEntry *e)
 	return !e->clone_files && !e->clone_vm && !e->zombie;
 }
 
-void files_drop_inherited(const struct tree *t)
+/* Closed in runs: a syscall per fd would cost more than the closes. */
+static void close_fds(int *fds, size_t n)
 {
+	qsort(fds, n, sizeof(*fds), int_order);
+	for (size_t i = 0, end; i < n; i = end + 1) {
+		for (end = i; end + 1 < n && fds[end + 1] <= fds[end] + 1;)
+			end++;
+		close_range((unsigned)fds[i], (unsigned)fds[end], 0);
+	}
+}
+
+/*
+ * A process made by a restored process with a table of its own inherited
+ * what that one got (files_recv_needed) and nothing else; one made by amber
+ * (or a helper, or a zombie), every description.
+ */
+void files_drop_inherited(const struct tree *t, uint32_t creator)
+{
+	const PstreeEntry *c = creator ? tree_entry(t, creator) : NULL;
+	const uint32_t *ids = NULL;
+	int *fds = NULL;
+	ssize_t n = -1;
+
+	if (c && files_own_table(c) && !sessions_is_helper(t, creator))
+		n = needed(t, creator, &ids);
+	if (n > 0)
+		fds = malloc((size_t)n * sizeof(*fds));
+	if (n >= 0 && (fds || !n)) {
+		for (ssize_t i = 0; i < n; i++)
+			fds[i] = t->desc_fd[ids[i]];
+		close_fds(fds, (size_t)n);
+		free(fds);
+		return;
+	}
 	for (size_t i = 0; i < nr_desc_runs; i++)
 		close_range((unsigned)desc_runs[i].lo, (unsigned)desc_runs[i].hi, 0);
 }
@@ -1852,32 +1881,60 @@ static void mark_needed(const struct tree *t, uint32_t pid, bool *need)
 	}
 }
 
-/* The file ids of pid's descriptions, in id order (the same list on both ends). */
-static ssize_t needed(const struct tree *t, uint32_t pid, uint32_t **ids)
-{
-	bool *need = calloc(t->nr_rfiles + 1, sizeof(*need));
-	size_t n = 0;
+/*
+ * The file ids of each pstree entry's descriptions, in id order (the same
+ * list on both ends): made once by amber when the descriptions are open
+ * (make_needs), so that the forked processes have them too.  Made on each
+ * use, each list cost a pass over every description, four times a process.
+ */
+static struct need_list {
+	uint32_t *ids;
+	size_t n;
+} *needs;
 
-	*ids = malloc((t->nr_rfiles + 1) * sizeof(**ids));
-	if (!need || !*ids) {
+static int make_needs(struct tree *t)
+{
+	bool *need = malloc(t->nr_rfiles + 1);
+
+	free(needs);
+	needs = calloc(t->nr_pstree + 1, sizeof(*needs));
+	if (!need || !needs) {
 		free(need);
-		free(*ids);
-		*ids = NULL;
 		return -ENOMEM;
 	}
-	mark_needed(t, pid, need);
-	for (size_t i = 0; i < t->nr_rfiles; i++)
-		if (t->desc_fd[i] >= 0 &&
-		    (need[i] || t->rfiles[i]->kind == FILE_KIND__FILE_PTY_MASTER))
-			(*ids)[n++] = (uint32_t)i;
+	for (size_t p = 0; p < t->nr_pstree; p++) {
+		struct need_list *l = &needs[p];
+
+		memset(need, 0, t->nr_rfiles + 1);
+		mark_needed(t, t->pstree[p]->pid, need);
+		l->ids = malloc((t->nr_rfiles + 1) * sizeof(*l->ids));
+		if (!l->ids) {
+			free(need);
+			return -ENOMEM;
+		}
+		for (size_t i = 0; i < t->nr_rfiles; i++)
+			if (t->desc_fd[i] >= 0 &&
+			    (need[i] || t->rfiles[i]->kind == FILE_KIND__FILE_PTY_MASTER))
+				l->ids[l->n++] = (uint32_t)i;
+	}
 	free(need);
-	return (ssize_t)n;
+	return 0;
+}
+
+static ssize_t needed(const struct tree *t, uint32_t pid, const uint32_t **ids)
+{
+	size_t pos = tree_pos(t, pid);
+
+	if (!needs || pos >= t->nr_pstree)
+		return -ENOENT;
+	*ids = needs[pos].ids;
+	return (ssize_t)needs[pos].n;
 }
 
 int files_send_needed(const struct tree *t, uint32_t pid, int sock)
 {
 	int fds[SYS_MAX_FDS];
-	uint32_t *ids;
+	const uint32_t *ids;
 	ssize_t n = needed(t, pid, &ids);
 	int ret = 0;
 
@@ -1891,7 +1948,6 @@ int files_send_needed(const struct tree *t, uint32_t pid, int sock)
 			pr_err("pid %u: cannot pass it its %zu files: %s", pid, (size_t)n,
 			       strerror(-ret));
 	}
-	free(ids);
 	return n < 0 ? (int)n : ret;
 }
 
@@ -1903,7 +1959,7 @@ int files_send_needed(const struct tree *t, uint32_t pid, int sock)
 int files_recv_needed(const struct tree *t, uint32_t pid, int sock)
 {
 	int got[SYS_MAX_FDS];
-	uint32_t *ids;
+	const uint32_t *ids;
 	ssize_t n = needed(t, pid, &ids);
 	int ret = 0;
 
@@ -1941,7 +1997,6 @@ int files_recv_needed(const struct tree *t, uint32_t pid, int sock)
 				close(got[j]);
 		}
 	}
-	free(ids);
 	return n < 0 ? (int)n : ret;
 }
 

@@ -155,11 +155,12 @@ bool files_is_late(struct tree *t, int id);
  * (files.c).  files_own_table(): whether pstree entry e drops what it
  * inherited and receives its own (a CLONE_FILES or CLONE_VM child keeps
  * its creator's, which has its share).  files_drop_inherited(): in a
- * process as it starts, every description's fd number closed.  The send,
- * by amber after go, and the receive, in the process, on its channel.
+ * process as it starts, the descriptions it inherited from its creator (0:
+ * amber) closed.  The send, by amber after go, and the receive, in the
+ * process, on its channel.
  */
 bool files_own_table(const PstreeEntry *e);
-void files_drop_inherited(const struct tree *t);
+void files_drop_inherited(const struct tree *t, uint32_t creator);
 int files_send_needed(const struct tree *t, uint32_t pid, int sock);
 int files_recv_needed(const struct tree *t, uint32_t pid, int sock);
 

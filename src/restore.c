@@ -883,7 +883,7 @@ static void __attribute__((noreturn)) helper_main(struct tree *t, struct tree_he
 		_exit(1);
 	if (!h->creator)
 		drop_amber_fds(t);
-	files_drop_inherited(t);
+	files_drop_inherited(t, h->creator);
 	if (h->session ? setsid() < 0 : setpgid(0, 0) < 0) {
 		pr_err("helper %u: cannot make its %s: %m", h->pid,
 		       h->session ? "session" : "process group");
@@ -975,7 +975,7 @@ static void __attribute__((noreturn)) child_main(struct tree *t, size_t idx)
 	/* the descriptions it needs come with its go, the others it must not
 	 * pass on to its children (files.c) */
 	if (files_own_table(t->pstree[idx]) || t->pstree[idx]->zombie)
-		files_drop_inherited(t);
+		files_drop_inherited(t, t->creator[idx]);
 	if (t->pstree[idx]->zombie)
 		zombie_main(t, idx);
 	if (wait_go(t, idx))
