@@ -689,22 +689,77 @@ static int kcmp_order(const void *a, const void *b)
 	int r = sys_kcmp(x->ctx->pid, y->ctx->pid, KCMP_FILE, x->fd, y->fd);
 
 	if (r < 0) {
-		kcmp_err = r;
+		__atomic_store_n(&kcmp_err, r, __ATOMIC_RELAXED);
 		return x->fd - y->fd;
 	}
 	return r == 0 ? 0 : r == 1 ? -1 : 1;
+}
+
+struct slot_half {
+	struct fdslot *s;
+	size_t n;
+};
+
+static void *sort_half(void *arg)
+{
+	struct slot_half *h = arg;
+
+	qsort(h->s, h->n, sizeof(*h->s), kcmp_order);
+	return NULL;
+}
+
+/*
+ * The tree's fds in kcmp order.  kcmp is the cost of dumping many fds (each
+ * call checks ptrace access to both processes): the halves are sorted on
+ * two CPUs and merged, about half the calls' time (n/2 log n/2 each, then
+ * n).  0 or kcmp's -errno.
+ */
+#define KCMP_SPLIT_MIN 1024
+
+static int sort_slots(struct fdslot *s, size_t n)
+{
+	struct slot_half h = {s + n / 2, n - n / 2};
+	struct fdslot *out = n >= KCMP_SPLIT_MIN ? malloc(n * sizeof(*out)) : NULL;
+	size_t a = 0, b = n / 2, k = 0;
+	pthread_t th;
+
+	kcmp_err = 0;
+	if (!out || sys_thread_start(&th, sort_half, &h)) {
+		free(out);
+		qsort(s, n, sizeof(*s), kcmp_order);
+		return kcmp_err;
+	}
+	qsort(s, n / 2, sizeof(*s), kcmp_order);
+	pthread_join(th, NULL);
+	while (a < n / 2 && b < n && !kcmp_err)
+		out[k++] = kcmp_order(&s[b], &s[a]) < 0 ? s[b++] : s[a++];
+	while (a < n / 2)
+		out[k++] = s[a++];
+	while (b < n)
+		out[k++] = s[b++];
+	memcpy(s, out, n * sizeof(*s));
+	free(out);
+	return kcmp_err;
 }
 
 static int list_fds(struct dump_ctx *ctx, size_t proc, struct fdslot **s, size_t *n, size_t *cap)
 {
 	char path[64];
 	struct dirent *de;
+	int info;
 	DIR *d;
 
+	snprintf(path, sizeof(path), "/proc/%d/fdinfo", ctx->pid);
+	info = sys_open(path, O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
+	if (info < 0) {
+		pr_err("cannot open %s: %s", path, strerror(-info));
+		return info;
+	}
 	snprintf(path, sizeof(path), "/proc/%d/fd", ctx->pid);
 	d = sys_opendir(path);
 	if (!d) {
 		pr_err("cannot list %s: %m", path);
+		close(info);
 		return -errno;
 	}
 	while ((de = readdir(d))) {
@@ -720,6 +775,7 @@ static int list_fds(struct dump_ctx *ctx, size_t proc, struct fdslot **s, size_t
 			ns = realloc(*s, *cap * sizeof(*ns));
 			if (!ns) {
 				closedir(d);
+				close(info);
 				return -ENOMEM;
 			}
 			*s = ns;
@@ -729,16 +785,18 @@ static int list_fds(struct dump_ctx *ctx, size_t proc, struct fdslot **s, size_t
 		e->proc = proc;
 		e->fd = atoi(de->d_name);
 		e->id = -1;
-		ret = proc_parse_fdinfo(ctx->pid, e->fd, &e->pos, &e->flags, &e->locked);
+		ret = proc_parse_fdinfo_at(info, e->fd, &e->pos, &e->flags, &e->locked);
 		if (ret) {
 			pr_err("pid %d: cannot read fdinfo of fd %d: %s", ctx->pid, e->fd,
 			       strerror(-ret));
 			closedir(d);
+			close(info);
 			return ret;
 		}
 		(*n)++;
 	}
 	closedir(d);
+	close(info);
 	return 0;
 }
 
@@ -953,9 +1011,7 @@ static int files_dump_tree(struct tree *t)
 		ret = list_fds(t->dprocs[p], p, &s, &n, &cap);
 	if (ret)
 		goto free_slots;
-	kcmp_err = 0;
-	qsort(s, n, sizeof(*s), kcmp_order);
-	if (kcmp_err) {
+	if (sort_slots(s, n)) {
 		pr_err("kcmp(KCMP_FILE) failed: %s (kernel without CONFIG_KCMP/CHECKPOINT_RESTORE? "
 		       "see amber check)",
 		       strerror(-kcmp_err));

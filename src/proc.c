@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -394,17 +395,10 @@ int proc_parse_maps(pid_t pid, struct vma **out, size_t *nr_out)
 	return parse_vmas(pid, "maps", out, nr_out);
 }
 
-int proc_parse_fdinfo(pid_t pid, int fd, uint64_t *pos, unsigned *flags, bool *locked)
+static int parse_fdinfo(char *buf, uint64_t *pos, unsigned *flags, bool *locked)
 {
-	char path[64], *buf;
-	int ret;
-	char *p;
+	char *p = strstr(buf, "pos:");
 
-	snprintf(path, sizeof(path), "/proc/%d/fdinfo/%d", pid, fd);
-	ret = sys_read_file(path, &buf, NULL);
-	if (ret)
-		return ret;
-	p = strstr(buf, "pos:");
 	*pos = p ? strtoull(p + 4, NULL, 10) : 0;
 	p = strstr(buf, "flags:");
 	*flags = p ? (unsigned)strtoul(p + 6, NULL, 8) : 0;
@@ -412,6 +406,30 @@ int proc_parse_fdinfo(pid_t pid, int fd, uint64_t *pos, unsigned *flags, bool *l
 		*locked = strstr(buf, "\nlock:\t") != NULL;
 	free(buf);
 	return 0;
+}
+
+int proc_parse_fdinfo(pid_t pid, int fd, uint64_t *pos, unsigned *flags, bool *locked)
+{
+	char path[64], *buf;
+	int ret;
+
+	snprintf(path, sizeof(path), "/proc/%d/fdinfo/%d", pid, fd);
+	ret = sys_read_file(path, &buf, NULL);
+	return ret ? ret : parse_fdinfo(buf, pos, flags, locked);
+}
+
+int proc_parse_fdinfo_at(int dirfd, int fd, uint64_t *pos, unsigned *flags, bool *locked)
+{
+	char name[16], *buf;
+	int f, ret;
+
+	snprintf(name, sizeof(name), "%d", fd);
+	f = sys_openat(dirfd, name, O_RDONLY | O_CLOEXEC, 0);
+	if (f < 0)
+		return f;
+	ret = sys_read_fd(f, &buf, NULL);
+	close(f);
+	return ret ? ret : parse_fdinfo(buf, pos, flags, locked);
 }
 
 int proc_children(pid_t pid, pid_t **out)

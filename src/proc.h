@@ -61,6 +61,8 @@ void proc_free_vmas(struct vma *vmas, size_t nr);
 bool proc_maps_line(const char *line, struct vma *v, const char **name);
 /* fdinfo pos/flags/mnt_id */
 int proc_parse_fdinfo(pid_t pid, int fd, uint64_t *pos, unsigned *flags, bool *locked);
+/* The same from an open /proc/PID/fdinfo (dirfd): no walk of the path per fd. */
+int proc_parse_fdinfo_at(int dirfd, int fd, uint64_t *pos, unsigned *flags, bool *locked);
 /* Children of a thread from /proc/PID/task/TID/children (the C/R children file). */
 /* Fills *out (malloc()ed, every child however many) and returns the count, or -errno. */
 int proc_children(pid_t pid, pid_t **out);
