@@ -1946,7 +1946,7 @@ static void mark_needed(const struct tree *t, uint32_t pid, bool *need)
 static struct need_list {
 	uint32_t *ids;
 	size_t n;
-} *needs;
+} * needs;
 
 static int make_needs(struct tree *t)
 {

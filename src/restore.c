@@ -268,7 +268,7 @@ static int read_processes(struct tree *t)
  * and its fds are free for the descriptions (files.c). */
 static void release_process_images(struct tree *t)
 {
-	static const enum img_kind kinds[] = {IMG_CORE, IMG_MM,	 IMG_PAGEMAP,
+	static const enum img_kind kinds[] = {IMG_CORE, IMG_MM, IMG_PAGEMAP,
 					      IMG_FDS,	IMG_FS, IMG_THREADS};
 
 	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
