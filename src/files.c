@@ -1951,30 +1951,35 @@ static struct need_list {
 static int make_needs(struct tree *t)
 {
 	bool *need = malloc(t->nr_rfiles + 1);
+	uint32_t *ids = malloc((t->nr_rfiles + 1) * sizeof(*ids));
+	int ret = 0;
 
 	free(needs);
 	needs = calloc(t->nr_pstree + 1, sizeof(*needs));
-	if (!need || !needs) {
-		free(need);
-		return -ENOMEM;
+	if (!need || !ids || !needs) {
+		ret = -ENOMEM;
+		goto free_tmp;
 	}
-	for (size_t p = 0; p < t->nr_pstree; p++) {
+	/* each list at its size: every process forked later copies amber's heap */
+	for (size_t p = 0; p < t->nr_pstree && !ret; p++) {
 		struct need_list *l = &needs[p];
 
 		memset(need, 0, t->nr_rfiles + 1);
 		mark_needed(t, t->pstree[p]->pid, need);
-		l->ids = malloc((t->nr_rfiles + 1) * sizeof(*l->ids));
-		if (!l->ids) {
-			free(need);
-			return -ENOMEM;
-		}
 		for (size_t i = 0; i < t->nr_rfiles; i++)
 			if (t->desc_fd[i] >= 0 &&
 			    (need[i] || t->rfiles[i]->kind == FILE_KIND__FILE_PTY_MASTER))
-				l->ids[l->n++] = (uint32_t)i;
+				ids[l->n++] = (uint32_t)i;
+		l->ids = malloc((l->n + 1) * sizeof(*l->ids));
+		if (l->ids)
+			memcpy(l->ids, ids, l->n * sizeof(*ids));
+		else
+			ret = -ENOMEM;
 	}
+free_tmp:
+	free(ids);
 	free(need);
-	return 0;
+	return ret;
 }
 
 static ssize_t needed(const struct tree *t, uint32_t pid, const uint32_t **ids)
