@@ -1101,12 +1101,13 @@ static int syncs_error(const struct tree *t, int err)
 
 	getrlimit(RLIMIT_NOFILE, &rl);
 	pr_err("cannot make the channels to the %zu processes' restore: %s%s (amber holds the "
-	       "image's %zu files, and two fds a process, above fd %d; RLIMIT_NOFILE is %llu)",
+	       "image's pages files and the tree's descriptions, and two fds a process above "
+	       "fd %d; RLIMIT_NOFILE is %llu)",
 	       t->nr_pstree, strerror(err),
 	       err == EMFILE ? ": raise the fd limit (ulimit -n; the hard limit needs "
 			       "CAP_SYS_RESOURCE)"
 			     : "",
-	       t->img->nr_files, t->fd_base, (unsigned long long)rl.rlim_cur);
+	       t->fd_base, (unsigned long long)rl.rlim_cur);
 	return -err;
 }
 
