@@ -1173,7 +1173,7 @@ static int late_sk[2] = {-1, -1}; /* amber -> restored processes (files_restore_
 static int *late_fd;		  /* per file id: amber's fd on an open_late kind */
 
 static int late_socket(struct tree *t);
-static int make_desc_runs(struct tree *t);
+static int make_desc_fds(struct tree *t);
 static int make_needs(struct tree *t);
 
 static int up(struct tree *t, int fd)
@@ -1725,7 +1725,7 @@ static int files_restore_tree(struct tree *t)
 		if (ret)
 			return ret;
 	}
-	return make_desc_runs(t) ?: make_needs(t);
+	return make_desc_fds(t) ?: make_needs(t);
 }
 
 /*
@@ -1829,10 +1829,8 @@ free_keep:
  * masters (tty.c works through them); one whose CLONE_FILES or CLONE_VM
  * children take its table as it is needs theirs too.
  */
-static struct fd_run {
-	int lo, hi;
-} *desc_runs;
-static size_t nr_desc_runs;
+static int *desc_fds; /* every description's fd, sorted */
+static size_t nr_desc_fds;
 
 static int int_order(const void *a, const void *b)
 {
@@ -1841,34 +1839,21 @@ static int int_order(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* The descriptions' fd numbers as runs, closed by each process as it starts. */
-static int make_desc_runs(struct tree *t)
+/* The descriptions' fd numbers in order, closed by each process as it starts. */
+static int make_desc_fds(struct tree *t)
 {
-	int *fds = malloc((t->nr_rfiles + 1) * sizeof(*fds));
-	size_t n = 0;
-
-	if (!fds)
+	free(desc_fds);
+	nr_desc_fds = 0;
+	desc_fds = malloc((t->nr_rfiles + 1) * sizeof(*desc_fds));
+	if (!desc_fds)
 		return -ENOMEM;
 	for (size_t i = 0; i < t->nr_rfiles; i++)
 		if (t->desc_fd[i] >= 0)
-			fds[n++] = t->desc_fd[i];
-	qsort(fds, n, sizeof(*fds), int_order);
-	free(desc_runs);
-	desc_runs = calloc(n + 1, sizeof(*desc_runs));
-	nr_desc_runs = 0;
-	if (!desc_runs) {
-		free(fds);
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < n; i++) {
-		if (nr_desc_runs && desc_runs[nr_desc_runs - 1].hi + 1 == fds[i]) {
-			desc_runs[nr_desc_runs - 1].hi = fds[i];
-			continue;
-		}
-		desc_runs[nr_desc_runs++] = (struct fd_run){fds[i], fds[i]};
-	}
-	t->fd_top = n && fds[n - 1] >= t->fd_base ? fds[n - 1] + 1 : t->fd_base;
-	free(fds);
+			desc_fds[nr_desc_fds++] = t->desc_fd[i];
+	qsort(desc_fds, nr_desc_fds, sizeof(*desc_fds), int_order);
+	t->fd_top = nr_desc_fds && desc_fds[nr_desc_fds - 1] >= t->fd_base
+			    ? desc_fds[nr_desc_fds - 1] + 1
+			    : t->fd_base;
 	return 0;
 }
 
@@ -1877,15 +1862,20 @@ bool files_own_table(const PstreeEntry *e)
 	return !e->clone_files && !e->clone_vm && !e->zombie;
 }
 
-/* Closed in runs: a syscall per fd would cost more than the closes. */
-static void close_fds(int *fds, size_t n)
+/* fds in order, closed in runs: a syscall per fd would cost more than the closes. */
+static void close_sorted(const int *fds, size_t n)
 {
-	qsort(fds, n, sizeof(*fds), int_order);
 	for (size_t i = 0, end; i < n; i = end + 1) {
 		for (end = i; end + 1 < n && fds[end + 1] <= fds[end] + 1;)
 			end++;
 		close_range((unsigned)fds[i], (unsigned)fds[end], 0);
 	}
+}
+
+static void close_fds(int *fds, size_t n)
+{
+	qsort(fds, n, sizeof(*fds), int_order);
+	close_sorted(fds, n);
 }
 
 /*
@@ -1900,7 +1890,8 @@ void files_drop_inherited(const struct tree *t, uint32_t creator)
 	int *fds = NULL;
 	ssize_t n = -1;
 
-	if (c && files_own_table(c) && !sessions_is_helper(t, creator))
+	/* (a helper is no pstree entry) */
+	if (c && files_own_table(c))
 		n = needed(t, creator, &ids);
 	if (n > 0)
 		fds = malloc((size_t)n * sizeof(*fds));
@@ -1911,8 +1902,7 @@ void files_drop_inherited(const struct tree *t, uint32_t creator)
 		free(fds);
 		return;
 	}
-	for (size_t i = 0; i < nr_desc_runs; i++)
-		close_range((unsigned)desc_runs[i].lo, (unsigned)desc_runs[i].hi, 0);
+	close_sorted(desc_fds, nr_desc_fds);
 }
 
 static void mark_needed(const struct tree *t, uint32_t pid, bool *need)

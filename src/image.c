@@ -1311,6 +1311,12 @@ static void raise_nofile(const struct img_dir *d, size_t n)
 			d->path, n + 256, n, strerror(-ret));
 }
 
+bool img_kind_per_process(enum img_kind kind)
+{
+	return kind == IMG_CORE || kind == IMG_MM || kind == IMG_PAGEMAP || kind == IMG_PAGES ||
+	       kind == IMG_FDS || kind == IMG_FS || kind == IMG_THREADS;
+}
+
 /* A file of one process (or an unknown name, refused when it is opened). */
 static bool per_process(const char *name)
 {
@@ -1318,8 +1324,7 @@ static bool per_process(const char *name)
 
 	if (strlen(name) >= sizeof(((struct img_file *)0)->name) || kind_of_name(name, &kind))
 		return true;
-	return kind == IMG_CORE || kind == IMG_MM || kind == IMG_PAGEMAP || kind == IMG_PAGES ||
-	       kind == IMG_FDS || kind == IMG_FS || kind == IMG_THREADS;
+	return img_kind_per_process(kind);
 }
 
 static int open_listed(struct img_dir *d, const InventoryFile *lf)

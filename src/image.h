@@ -197,6 +197,8 @@ void img_dir_close(struct img_dir *d);
  * one afterwards fails (-EBADF).
  */
 void img_dir_release(struct img_dir *d, enum img_kind kind);
+/* Whether files of this kind belong to one process each (core-PID.img, ...). */
+bool img_kind_per_process(enum img_kind kind);
 /* For amber show: reads what is there by name, checking nothing but records. */
 int img_dir_browse(int dirfd, const char *path, struct img_dir **out);
 /* A listed raw file (pages, ghost): its fd (the table's: not to be closed) and size. */

@@ -264,15 +264,14 @@ static int read_processes(struct tree *t)
 	return pidns_restore_threads(t) ?: tree_index_build(t);
 }
 
-/* What read_processes() read whole: none of it goes into the forked tree,
- * and its fds are free for the descriptions (files.c). */
+/* What read_processes() read whole (each process's files but its pages, which
+ * it gets with its go): none of it goes into the forked tree, and its fds are
+ * free for the descriptions (files.c). */
 static void release_process_images(struct tree *t)
 {
-	static const enum img_kind kinds[] = {IMG_CORE, IMG_MM, IMG_PAGEMAP,
-					      IMG_FDS,	IMG_FS, IMG_THREADS};
-
-	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
-		img_dir_release(t->img, kinds[k]);
+	for (int k = 0; k < IMG__COUNT; k++)
+		if (k != IMG_PAGES && img_kind_per_process(k))
+			img_dir_release(t->img, k);
 }
 
 /* Every fd at or above the highest fd of any process is free for amber's own. */
