@@ -22,6 +22,7 @@
 
 #define FAULT_SHORT 0x10000 /* not an errno */
 #define FAULT_KILL  0x20000 /* ptrace only: the tracee is SIGKILLed, then the call is made */
+#define FAULT_DELAY 0x30000 /* 2 s pass, then the call is made: a machine stalled at that point */
 
 static const char *const op_names[SYS__COUNT] = {
 	[SYS_OPEN] = "open",	 [SYS_READ] = "read",	  [SYS_WRITE] = "write",
@@ -29,6 +30,7 @@ static const char *const op_names[SYS__COUNT] = {
 	[SYS_PTRACE] = "ptrace", [SYS_WAIT] = "wait",	  [SYS_VM_READ] = "vm_read",
 	[SYS_KCMP] = "kcmp",	 [SYS_CLONE3] = "clone3", [SYS_PIDFD_GETFD] = "pidfd_getfd",
 	[SYS_MMAP] = "mmap",	 [SYS_SETID] = "setid",	  [SYS_SCHED] = "sched",
+	[SYS_SPAWN] = "spawn",
 };
 
 struct fault {
@@ -46,10 +48,10 @@ static int parse_err(const char *s)
 	static const struct {
 		const char *name;
 		int err;
-	} tab[] = {{"EINTR", EINTR},	   {"ENOSPC", ENOSPC},	{"EPERM", EPERM},
-		   {"EIO", EIO},	   {"ENOMEM", ENOMEM},	{"EACCES", EACCES},
-		   {"ESRCH", ESRCH},	   {"EFAULT", EFAULT},	{"EAGAIN", EAGAIN},
-		   {"short", FAULT_SHORT}, {"kill", FAULT_KILL}};
+	} tab[] = {{"EINTR", EINTR},	   {"ENOSPC", ENOSPC},	 {"EPERM", EPERM},
+		   {"EIO", EIO},	   {"ENOMEM", ENOMEM},	 {"EACCES", EACCES},
+		   {"ESRCH", ESRCH},	   {"EFAULT", EFAULT},	 {"EAGAIN", EAGAIN},
+		   {"short", FAULT_SHORT}, {"kill", FAULT_KILL}, {"delay", FAULT_DELAY}};
 
 	for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++)
 		if (!strcmp(s, tab[i].name))
@@ -114,6 +116,11 @@ static int fault_on(enum sys_op op, pid_t pid)
 	}
 	if (faults[op].nth && faults[op].nth != n)
 		return 0;
+	if (faults[op].err == FAULT_DELAY) {
+		pr_debug("fault injection: %s call %ld: 2 s late", op_names[op], n);
+		usleep(2000 * 1000);
+		return 0;
+	}
 	if (faults[op].err == FAULT_KILL)
 		pr_debug("fault injection: %s call %ld on pid %d: killing it first", op_names[op],
 			 n, pid);

@@ -37,13 +37,17 @@ enum sys_op {
 	SYS_MMAP,
 	SYS_SETID,
 	SYS_SCHED,
+	SYS_SPAWN, /* a run of a helper tool (nft, iptables): checked once it has exited */
 	SYS__COUNT,
 };
 
 void sys_fault_init(void);
 /* Forget the faults and the call counts (for tests); then sys_fault_init() again. */
 void sys_fault_reset(void);
-/* Returns the errno to inject for this call of op (0x10000 for "short"), or 0. */
+/*
+ * Returns the errno to inject for this call of op (0x10000 for "short"), or
+ * 0; "delay" returns 0 after 2 s.
+ */
 int sys_fault(enum sys_op op);
 
 /*

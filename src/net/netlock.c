@@ -8,7 +8,9 @@
  * repair mode, a rule drops its packets in both directions (loopback
  * connections between two processes of the tree get rules from both ends),
  * in a table of amber's own, "inet amber-ROOTPID-RANDOM".  The peer sees
- * silence and retransmits until the restore has the socket back.
+ * silence and retransmits until the restore has the socket back.  The
+ * segments the restore makes for a peer (fwmark TCP_REPLAY_MARK, sk-tcp.c)
+ * pass, so that it replays FINs while the real peer's are still held.
  *
  * The table lives as long as the connections it locks stay closed: amber
  * removes it at exit when the tree runs on (-R, or a failed dump), keeps it
@@ -45,6 +47,7 @@
 #include "log.h"
 #include "netlock.h"
 #include "ns/ns.h"
+#include "sk-tcp.h"
 #include "sys.h"
 
 #define NFT_HINT "install nftables (apt install nftables) or use --network-lock skip"
@@ -119,6 +122,10 @@ static int run_tool(const char *tool, const char *const *args, const char *scrip
 		ret = -ECHILD;
 	else
 		ret = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	/* AMBER_FAULT=spawn:N:ERR: the Nth run is taken as failed (delay: it returns 2 s late) */
+	status = sys_fault(SYS_SPAWN);
+	if (status)
+		ret = -status;
 close_msg:
 	close(msg[0]);
 close_in:
@@ -392,18 +399,20 @@ int netlock_connection(struct dump_ctx *ctx, const InetSkEntry *e, const char *w
 		/* one chain, jumped to from INPUT and OUTPUT: both directions in each */
 		snprintf(script, sizeof(script),
 			 "*filter\n"
-			 "-A %1$s -s %2$s -d %4$s -p tcp --sport %3$u --dport %5$u -j DROP\n"
-			 "-A %1$s -s %4$s -d %2$s -p tcp --sport %5$u --dport %3$u -j DROP\n"
+			 "-A %1$s -s %2$s -d %4$s -p tcp --sport %3$u --dport %5$u "
+			 "-m mark ! --mark %6$#x -j DROP\n"
+			 "-A %1$s -s %4$s -d %2$s -p tcp --sport %5$u --dport %3$u "
+			 "-m mark ! --mark %6$#x -j DROP\n"
 			 "COMMIT\n",
-			 table, dst, e->dst_port, src, e->src_port);
+			 table, dst, e->dst_port, src, e->src_port, TCP_REPLAY_MARK);
 		ret = ipt_script(script, what, !strcmp(fs, "ip"), strcmp(fs, "ip"));
 	} else {
 		snprintf(script, sizeof(script),
 			 "add rule inet %1$s in %2$s saddr %3$s tcp sport %4$u %2$s daddr %5$s "
-			 "tcp dport %6$u drop\n"
+			 "tcp dport %6$u meta mark != %7$#x drop\n"
 			 "add rule inet %1$s out %2$s saddr %5$s tcp sport %6$u %2$s daddr %3$s "
-			 "tcp dport %4$u drop\n",
-			 table, fs, dst, e->dst_port, src, e->src_port);
+			 "tcp dport %4$u meta mark != %7$#x drop\n",
+			 table, fs, dst, e->dst_port, src, e->src_port, TCP_REPLAY_MARK);
 		ret = nft_script(script, what);
 	}
 	if (ret)

@@ -17,9 +17,9 @@
  * listeners and unconnected sockets, UDP sockets (refilled from a temporary
  * socket, then connected), then established connections in repair mode
  * (sequences, bind, connect without a packet, options, timestamps,
- * queues, window), and only once all exist is the network unlocked and
- * repair mode turned off, so that connections between two restored sockets
- * find their peer.
+ * queues, window) and the FINs they had seen (sk-tcp.c), and only then is
+ * the network unlocked and repair mode turned off, so that connections
+ * between two restored sockets find their peer.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -1595,8 +1595,8 @@ static int shut_wr(struct isk *s)
 }
 
 /*
- * Once the network lock is gone, still in repair mode: the FINs that were
- * on the wire, in the order the state says.  The peer's comes as a segment
+ * Before the network lock goes, in repair mode: the FINs that were on the
+ * wire, in the order the state says.  The peer's comes as a segment
  * (before ours: CLOSE_WAIT, LAST_ACK; after: CLOSING).  Ours is queued by
  * shutdown() with the send queue selected, which marks it sent without a
  * packet, like the data before it (the retransmission timer sends it again
@@ -2033,14 +2033,19 @@ static int inet_prepare(struct tree *t, RegFile **files, size_t n, int *fds)
 		if (is_conn(isks[i].e))
 			ret = is_reset(isks[i].e, t->o) ? open_reset(&isks[i])
 							: open_established(&isks[i]);
+	/*
+	 * The FINs before the unlock: a live peer's own segments (a FIN it
+	 * retransmits, its acknowledgement never came) stay dropped until the
+	 * state they would have found is rebuilt, in order.  Ours pass the lock.
+	 */
+	for (size_t i = 0; i < nr_isks && !ret; i++)
+		if (is_conn(isks[i].e) && !is_reset(isks[i].e, t->o))
+			ret = replay_fins(&isks[i]);
 	if (!ret)
 		ret = unlock_network(t);
 	for (size_t i = 0; i < nr_isks && !ret; i++)
 		if (is_reset(isks[i].e, t->o))
 			ret = finish_reset(&isks[i]);
-	for (size_t i = 0; i < nr_isks && !ret; i++)
-		if (is_conn(isks[i].e) && !is_reset(isks[i].e, t->o))
-			ret = replay_fins(&isks[i]);
 	for (size_t i = 0; i < nr_isks && !ret; i++)
 		if (is_conn(isks[i].e) && !is_reset(isks[i].e, t->o))
 			ret = finish_established(&isks[i]);

@@ -6,8 +6,9 @@
  * sets a state, marks a FIN received or queues one to send.  So sk-inet.c
  * dumps a half-closed or closing connection with sequence numbers and
  * queues that leave its FINs out, rebuilds it ESTABLISHED, and then replays
- * what made it leave that state, in the order it happened, once the
- * network lock is gone:
+ * what made it leave that state, in the order it happened, before the
+ * network lock goes (a live peer's own retransmitted FIN would otherwise
+ * find the connection a step behind, and take it to another state):
  *
  *  - a FIN the peer sent (CLOSE_WAIT, LAST_ACK, CLOSING): a FIN segment
  *    from the peer's address, at the receive sequence number, made here and
@@ -28,7 +29,8 @@
  *
  * The segments carry fwmark TCP_REPLAY_MARK: they leave through this
  * host's output hooks like any packet, where a rule that drops the peer's
- * traffic would drop them too (sendto() says EPERM).
+ * traffic would drop them too (sendto() says EPERM); the network lock's
+ * rules let them pass.
  *
  * --tcp-close uses the same segments: a connection rebuilt ESTABLISHED is
  * sent a reset, so the process finds it reset (ECONNRESET, then EOF and

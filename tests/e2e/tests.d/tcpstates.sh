@@ -29,7 +29,7 @@ pending_logged() {
 # Half-closed and closing connections, connects in progress, --tcp-close, urgent data:
 # over IPv4, IPv6 (::1) and v4-mapped addresses on dual-stack IPv6 sockets (m).
 TESTS+=(tcpstates_half_4 tcpstates_half_6 tcpstates_half_m tcpstates_closing_4
-	tcpstates_closing_6 tcpstates_synsent_4 tcpstates_synsent_6 tcpstates_close_4
+	tcpstates_closing_6 tcpstates_closing_late tcpstates_synsent_4 tcpstates_synsent_6 tcpstates_close_4
 	tcpstates_close_m tcpstates_close_restore tcpstates_half_needs_flag tcpstates_oob_refused
 	tcpstates_synsent_blocking tcpstates_half_leave_running tcpstates_oobinline_refused
 	tcpstates_synsent_refused)
@@ -66,6 +66,19 @@ t_tcpstates_half_6() { tcp_cycle half 6 47211 -d --tcp-established -r --tcp-esta
 t_tcpstates_half_m() { tcp_cycle half m 47212 -d --tcp-established -r --tcp-established; }
 t_tcpstates_closing_4() { tcp_cycle closing 4 47213 -d --tcp-established -r --tcp-established; }
 t_tcpstates_closing_6() { tcp_cycle closing 6 47214 -d --tcp-established -r --tcp-established; }
+# The restore stalls 2 s once the lock is gone (AMBER_FAULT=spawn:2:delay: its second
+# nft run, removing the lock, returns late).  E, whose FIN was never acknowledged, sends
+# it again meanwhile: the FINs must have been replayed before, or CLOSING becomes LAST_ACK.
+stall_after_unlock() { export AMBER_FAULT=spawn:2:delay; }
+stalled() {
+	grep -q "fault injection: spawn call 2: 2 s late" "$W/restore.log" ||
+		{ fail "the restore did not stall after the unlock"; return 1; }
+	ss_after
+}
+t_tcpstates_closing_late() {
+	tcp_cycle closing 6 47227 -B stall_after_unlock -A stalled -d --tcp-established \
+		-r "--tcp-established -v"
+}
 # a connect() in progress needs no flag
 t_tcpstates_synsent_4() { tcp_cycle synsent 4 47215; }
 t_tcpstates_synsent_6() { tcp_cycle synsent 6 47216; }
