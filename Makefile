@@ -55,6 +55,9 @@ $(B)/obj/%.o: src/%.c $(B)/gen/.stamp
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
+# xxhash inlined for AVX2, called only where the CPU has it (src/hash.h)
+$(B)/obj/hash-avx2.o: CFLAGS += -mavx2
+
 $(B)/libamber.a: $(LIBOBJS)
 	ar rcs $@ $^
 
@@ -96,6 +99,8 @@ $(B)/fuzz/obj/infect.o: $(B)/gen/pie-batch.h
 $(B)/fuzz/obj/%.o: src/%.c $(B)/gen/.stamp
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+
+$(B)/fuzz/obj/hash-avx2.o: FUZZ_CFLAGS += -mavx2
 
 $(B)/fuzz/libamber.a: $(FUZZ_OBJS)
 	ar rcs $@ $^

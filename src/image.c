@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "hash.h"
 #include "image.h"
 #include "log.h"
 #include "sys.h"
@@ -215,7 +216,7 @@ int img_write_raw(struct img *img, const void *buf, size_t len)
 
 void img_account(struct img *img, const void *buf, size_t len)
 {
-	XXH3_64bits_update(img->hash, buf, len);
+	hash_update(img->hash, buf, len);
 	img->size += len;
 }
 
@@ -245,7 +246,7 @@ int img_put(struct img *img, const ProtobufCMessage *msg)
 	if (!buf)
 		return -ENOMEM;
 	protobuf_c_message_pack(msg, buf + 12);
-	h = XXH3_64bits(buf + 12, len);
+	h = hash_buf(buf + 12, len);
 	memcpy(buf, &len32, 4);
 	memcpy(buf + 4, &h, 8);
 	ret = img_write(img, buf, len + 12);
@@ -1119,7 +1120,7 @@ static int scan_file(const struct img_dir *d, struct img_file *f, uint64_t *hash
 		}
 		if (done + r > f->size)
 			break; /* grew meanwhile: refused below */
-		XXH3_64bits_update(st, buf, r);
+		hash_update(st, buf, r);
 		for (size_t i = 0; records && i < (size_t)r;) {
 			uint32_t len;
 			size_t k;
@@ -1361,7 +1362,7 @@ static int hash_mapped(const struct img_file *f, uint64_t *hash)
 	/* the processes amber forks meanwhile need not inherit it */
 	madvise(p, f->size, MADV_DONTFORK);
 	madvise(p, f->size, MADV_SEQUENTIAL);
-	*hash = XXH3_64bits(p, f->size);
+	*hash = hash_buf(p, f->size);
 	munmap(p, f->size);
 	return 0;
 }
@@ -1749,7 +1750,7 @@ int img_get(struct img *img, const ProtobufCMessageDescriptor *desc, ProtobufCMe
 		pr_err("cannot read image file %s: %s", img->name, strerror((int)-r));
 		return (int)r;
 	}
-	if (r != (ssize_t)len || XXH3_64bits(buf, len) != h) {
+	if (r != (ssize_t)len || hash_buf(buf, len) != h) {
 		free(buf);
 		goto corrupt;
 	}

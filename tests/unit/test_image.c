@@ -25,6 +25,7 @@
 
 #include <cmocka.h>
 
+#include "hash.h"
 #include "image.h"
 #include "log.h"
 #include "sys.h"
@@ -1007,6 +1008,42 @@ static int dir_create(struct fixture *fx, const char *name, bool *created)
 	return fd < 0 ? fd : 0;
 }
 
+/*
+ * hash.c's XXH3 (AVX2 where the CPU has it) is the library's: one shot and
+ * streamed in uneven pieces, at lengths on each side of xxhash's stripe,
+ * block and internal buffer sizes, from aligned and unaligned starts.
+ */
+static void test_hash_is_xxh3(void **state)
+{
+	static const size_t lens[] = {0,   1,	 3,    16,   17,   128,	  129,	  240,
+				      241, 1024, 1025, 4095, 4096, 65537, 1 << 20};
+	size_t max = (1 << 20) + 64;
+	unsigned char *buf = malloc(max);
+
+	assert_non_null(buf);
+	for (size_t i = 0; i < max; i++)
+		buf[i] = (unsigned char)(i * 2654435761u >> 13);
+	for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++)
+		for (size_t at = 0; at < 2; at++) {
+			const unsigned char *p = buf + at * 7;
+			XXH3_state_t *st = XXH3_createState();
+			uint64_t want = XXH3_64bits(p, lens[k]);
+
+			assert_int_equal(hash_buf(p, lens[k]), want);
+			assert_non_null(st);
+			XXH3_64bits_reset(st);
+			for (size_t off = 0, piece = 1; off < lens[k]; piece = piece * 3 + 5) {
+				size_t n = lens[k] - off < piece ? lens[k] - off : piece;
+
+				hash_update(st, p + off, n);
+				off += n;
+			}
+			assert_int_equal(XXH3_64bits_digest(st), want);
+			XXH3_freeState(st);
+		}
+	free(buf);
+}
+
 static void test_dir_new(void **state)
 {
 	struct fixture *fx = *state;
@@ -1107,6 +1144,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_discard, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dir_new, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dir_refused, setup, teardown),
+		cmocka_unit_test(test_hash_is_xxh3),
 	};
 
 	/* the errors the tests provoke are expected: keep the output to the results */
