@@ -34,6 +34,7 @@
 
 #include "amber.h"
 #include "image.h"
+#include "dump.h"
 #include "log.h"
 #include "owner.h"
 #include "proc.h"
@@ -349,9 +350,24 @@ nomem:
 	return -ENOMEM;
 }
 
+/* A thread in the cgroups of its process (mine: the process's /proc/PID/cgroup). */
+static int check_thread(struct dump_ctx *ctx, pid_t tid, void *mine)
+{
+	char path[96], theirs[8192];
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/cgroup", ctx->pid, tid);
+	if (read_cgroup(path, theirs, sizeof(theirs)) || !strcmp(mine, theirs))
+		return 0;
+	pr_err("pid %d: thread %d is in other cgroups than its process (a cgroup v1 'tasks' "
+	       "file, or a v2 threaded cgroup); amber moves processes whole: put the thread back "
+	       "first",
+	       ctx->pid, tid);
+	return -EOPNOTSUPP;
+}
+
 static int cgroup_dump(struct dump_ctx *ctx)
 {
-	char mine[8192], theirs[8192], copy[8192], path[96];
+	char mine[8192], copy[8192], path[96];
 	CgroupEntry *te;
 	uint32_t id = 0;
 	int ret;
@@ -365,17 +381,9 @@ static int cgroup_dump(struct dump_ctx *ctx)
 		pr_err("pid %d: cannot read %s: %s", ctx->pid, path, strerror(-ret));
 		return ret;
 	}
-	for (size_t i = 1; i < ctx->nr_threads; i++) {
-		snprintf(path, sizeof(path), "/proc/%d/task/%d/cgroup", ctx->pid,
-			 ctx->threads[i].tid);
-		if (!read_cgroup(path, theirs, sizeof(theirs)) && strcmp(mine, theirs)) {
-			pr_err("pid %d: thread %d is in other cgroups than its process (a cgroup "
-			       "v1 'tasks' file, or a v2 threaded cgroup); amber moves processes "
-			       "whole: put the thread back first",
-			       ctx->pid, ctx->threads[i].tid);
-			return -EOPNOTSUPP;
-		}
-	}
+	ret = dump_each_thread(ctx, check_thread, mine);
+	if (ret)
+		return ret;
 	for (size_t i = 0; i < nr_sets && !id; i++) {
 		snprintf(copy, sizeof(copy), "%s", mine);
 		if (same_set(sets[i]->set, copy))

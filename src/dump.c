@@ -7,7 +7,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -931,6 +933,54 @@ static int run_tree_hooks(struct tree *t, bool late)
 			return ret;
 	}
 	return 0;
+}
+
+/*
+ * What a dump reads per thread in /proc costs most in the kernel's making
+ * of a proc inode for each file (~8 us), 0.8 s for a process of 10,000
+ * threads: the threads are shared out between amber's CPU and another.
+ */
+#define EACH_SPLIT_MIN 512
+
+struct each_half {
+	struct dump_ctx *ctx;
+	int (*fn)(struct dump_ctx *, pid_t, void *);
+	void *arg;
+	size_t from, to;
+	_Atomic int *failed; /* a half failed: the other stops */
+	int ret;
+};
+
+static void *each_run(void *p)
+{
+	struct each_half *h = p;
+
+	for (size_t i = h->from; i < h->to && !h->ret && !atomic_load(h->failed); i++)
+		h->ret = h->fn(h->ctx, h->ctx->threads[i].tid, h->arg);
+	if (h->ret)
+		atomic_store(h->failed, 1);
+	return NULL;
+}
+
+int dump_each_thread(struct dump_ctx *ctx, int (*fn)(struct dump_ctx *, pid_t, void *), void *arg)
+{
+	_Atomic int failed = 0;
+	struct each_half a = {ctx, fn, arg, 1, ctx->nr_threads, &failed, 0}, b = a;
+	bool split = ctx->nr_threads > EACH_SPLIT_MIN && sysconf(_SC_NPROCESSORS_ONLN) > 1;
+	pthread_t th;
+
+	if (ctx->nr_threads < 2)
+		return 0;
+	if (split) {
+		b.from = a.to = 1 + (ctx->nr_threads - 1) / 2;
+		split = !sys_thread_start(&th, each_run, &b);
+		if (!split)
+			a.to = ctx->nr_threads;
+	}
+	each_run(&a);
+	if (split)
+		pthread_join(th, NULL);
+	return a.ret ?: b.ret;
 }
 
 /*

@@ -47,6 +47,7 @@
 
 #include "amber.h"
 #include "ipc/ipc.h"
+#include "dump.h"
 #include "log.h"
 #include "ns.h"
 #include "sys.h"
@@ -384,54 +385,46 @@ static int write_ns_img(struct tree *t)
  * a single-threaded process, and a thread starts in its creator's), so
  * only the other kinds are compared: seven links a thread, not nine.
  */
-static int check_threads(pid_t pid)
+static const char *const thread_kinds[] = {
+	"uts", "ipc", "net", "mnt", "cgroup", "pid_for_children", "time_for_children"};
+#define NR_THREAD_KINDS (sizeof(thread_kinds) / sizeof(thread_kinds[0]))
+
+static int check_thread(struct dump_ctx *ctx, pid_t tid, void *arg)
 {
-	static const char *const kinds[] = {
-		"uts", "ipc", "net", "mnt", "cgroup", "pid_for_children", "time_for_children"};
-	char path[96], leader[sizeof(kinds) / sizeof(kinds[0])][64], theirs[64];
-	struct dirent *de;
-	int ret = 0;
-	DIR *d;
+	char(*leader)[64] = arg, path[96], theirs[64];
+	int nsd, ret = 0;
 
-	bool leader_read = false;
-
-	snprintf(path, sizeof(path), "/proc/%d/task", pid);
-	d = sys_opendir(path);
-	if (!d) {
-		pr_err("pid %d: cannot list its threads in %s: %m", pid, path);
-		return -errno;
-	}
-	while (!ret && (de = readdir(d))) {
-		int tid = atoi(de->d_name), nsd;
-
-		if (tid <= 0 || tid == pid)
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/ns", ctx->pid, tid);
+	nsd = sys_open(path, O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
+	if (nsd < 0)
+		return 0; /* gone meanwhile */
+	for (size_t i = 0; !ret && i < NR_THREAD_KINDS; i++) {
+		if (!leader[i][0] ||
+		    sys_readlinkat(nsd, thread_kinds[i], theirs, sizeof(theirs)) < 0 ||
+		    !strcmp(leader[i], theirs))
 			continue;
-		/* the leader's once, and only with another thread to compare */
-		for (size_t i = 0; !leader_read && i < sizeof(kinds) / sizeof(kinds[0]); i++) {
-			snprintf(path, sizeof(path), "/proc/%d/ns/%s", pid, kinds[i]);
-			if (sys_readlink(path, leader[i], sizeof(leader[i])) < 0)
-				leader[i][0] = 0;
-		}
-		leader_read = true;
-		snprintf(path, sizeof(path), "/proc/%d/task/%d/ns", pid, tid);
-		nsd = sys_open(path, O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
-		if (nsd < 0)
-			continue; /* gone meanwhile */
-		for (size_t i = 0; !ret && i < sizeof(kinds) / sizeof(kinds[0]); i++) {
-			if (!leader[i][0] ||
-			    sys_readlinkat(nsd, kinds[i], theirs, sizeof(theirs)) < 0 ||
-			    !strcmp(leader[i], theirs))
-				continue;
-			pr_err("pid %d: thread %d is in another %s namespace (%s) than its "
-			       "process (%s); amber restores a process's threads in one set of "
-			       "namespaces: let the thread return to its process's before the dump",
-			       pid, tid, kinds[i], theirs, leader[i]);
-			ret = -EOPNOTSUPP;
-		}
-		close(nsd);
+		pr_err("pid %d: thread %d is in another %s namespace (%s) than its "
+		       "process (%s); amber restores a process's threads in one set of "
+		       "namespaces: let the thread return to its process's before the dump",
+		       ctx->pid, tid, thread_kinds[i], theirs, leader[i]);
+		ret = -EOPNOTSUPP;
 	}
-	closedir(d);
+	close(nsd);
 	return ret;
+}
+
+static int check_threads(struct dump_ctx *ctx)
+{
+	char path[96], leader[NR_THREAD_KINDS][64];
+
+	if (ctx->nr_threads < 2)
+		return 0;
+	for (size_t i = 0; i < NR_THREAD_KINDS; i++) {
+		snprintf(path, sizeof(path), "/proc/%d/ns/%s", ctx->pid, thread_kinds[i]);
+		if (sys_readlink(path, leader[i], sizeof(leader[i])) < 0)
+			leader[i][0] = 0;
+	}
+	return dump_each_thread(ctx, check_thread, leader);
 }
 
 /*
@@ -512,7 +505,7 @@ static int ns_dump_tree(struct tree *t)
 		pid_t pid = t->dprocs[p]->pid;
 		PstreeEntry *e = tree_entry(t, (uint32_t)pid);
 
-		ret = check_threads(pid);
+		ret = check_threads(t->dprocs[p]);
 		if (!ret)
 			ret = ns_id(NS_KIND__NS_UTS, pid, &e->uts_ns);
 		if (!ret)

@@ -220,9 +220,11 @@ static pid_t start(char role, pid_t a, FILE *out)
 }
 
 /*
- * "thread": a thread alone in a UTS namespace of its own; "pidchildren": the
- * process unshare()d a pid namespace for its children.  Both refused at dump;
- * after go each still sees what it set up.
+ * "thread": a thread alone in a UTS namespace of its own; "manythreads": the
+ * same after 700 others (the dump checks a process's threads in two halves
+ * from so many on, this one in the second); "pidchildren": the process
+ * unshare()d a pid namespace for its children.  All refused at dump; after go
+ * each still sees what it set up.
  */
 static volatile int thread_ok = -1;
 
@@ -241,14 +243,27 @@ static void *uts_thread(void *arg)
 	return NULL;
 }
 
+static void *idle_thread(void *arg)
+{
+	for (;;)
+		pause();
+	return arg;
+}
+
 static int refused_mode(const char *mode)
 {
 	char host[65];
 	struct utsname u;
+	pthread_attr_t small;
 	pthread_t th;
 
 	gethostname(host, sizeof(host));
-	if (!strcmp(mode, "thread")) {
+	pthread_attr_init(&small);
+	pthread_attr_setstacksize(&small, 64 << 10);
+	for (int i = 0; !strcmp(mode, "manythreads") && i < 700; i++)
+		if (pthread_create(&th, &small, idle_thread, NULL))
+			prog_die("pthread_create");
+	if (strcmp(mode, "pidchildren")) {
 		if (pthread_create(&th, NULL, uts_thread, NULL))
 			prog_die("pthread_create");
 		while (thread_ok == -1)
@@ -260,7 +275,7 @@ static int refused_mode(const char *mode)
 	}
 	prog_ready();
 	prog_wait_go();
-	if (!strcmp(mode, "thread")) {
+	if (strcmp(mode, "pidchildren")) {
 		pthread_join(th, NULL);
 		CHECK(thread_ok == 1, "the thread still has its own hostname");
 		CHECK(!uname(&u) && !strcmp(u.nodename, host), "the process has the host's (%s)",
@@ -284,7 +299,9 @@ int main(int argc, char **argv)
 	pid_t kids[3];
 	FILE *out;
 
-	if (argc > first && (!strcmp(argv[first], "thread") || !strcmp(argv[first], "pidchildren")))
+	if (argc > first &&
+	    (!strcmp(argv[first], "thread") || !strcmp(argv[first], "manythreads") ||
+	     !strcmp(argv[first], "pidchildren")))
 		return refused_mode(argv[first]);
 	with_ipc = argc > first && !strcmp(argv[first], "ipc");
 	gethostname(host, sizeof(host));
