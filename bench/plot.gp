@@ -12,7 +12,8 @@ set ylabel "time relative to CRIU's (CRIU = 1)"
 set yrange [0:*]
 set grid ytics
 set xtics rotate by -30 scale 0
-set key top left
+# above the bars: a row near CRIU (1) would be hidden behind the key inside
+set key outside top center horizontal
 set datafile missing "-"
 ratio(a, c) = (valid(a) && valid(c) && column(c) > 0) ? column(a) / column(c) : NaN
 plot dat using (ratio(2, 4)):xtic(1) title "amber dump / CRIU dump", \
