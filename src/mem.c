@@ -1915,12 +1915,13 @@ static int plan_add(struct plan *p, enum step_kind kind, const VmaEntry *vma,
  * Runs of one VMA lie back to back in the pages file: one preadv per
  * IOV_GROUP of them instead of a pread each (sparse memory has many runs).
  */
-static int plan_runs(struct restore_ctx *ctx, struct plan *p, const VmaEntry *e, size_t *pm)
+static int plan_runs(struct restore_ctx *ctx, struct plan *p, const VmaEntry *e, uint64_t upto,
+		     size_t *pm)
 {
 	size_t end = *pm;
 	int ret = 0;
 
-	while (end < ctx->nr_pm && ctx->pm[end]->vaddr < e->end)
+	while (end < ctx->nr_pm && ctx->pm[end]->vaddr < upto)
 		end++;
 	while (!ret && *pm < end) {
 		size_t n = end - *pm < IOV_GROUP ? end - *pm : IOV_GROUP;
@@ -2033,11 +2034,80 @@ static int plan_vma(struct restore_ctx *ctx, struct plan *p, size_t i, size_t *p
 	while (no_runs && *pm < ctx->nr_pm && ctx->pm[*pm]->vaddr < e->end)
 		(*pm)++;
 	if (!ret)
-		ret = plan_runs(ctx, p, e, pm);
+		ret = plan_runs(ctx, p, e, e->end, pm);
 	if (!ret && prot != (long)e->prot)
 		ret = plan_add(p, STEP_MPROTECT, e, NULL, SYS_mprotect, e->start, len, e->prot, 0,
 			       0, 0);
 	return ret ? ret : plan_advice(p, e);
+}
+
+/*
+ * Anonymous private VMAs back to back (a heap or an arena split by
+ * mprotect(), a JVM's or an allocator's guard pages, 10,000 mappings of a
+ * page): one mmap() of them all without access, each one's protection on its
+ * part, their runs read together (one preadv() for up to IOV_GROUP of them,
+ * not a pread() each), then the protections that had to let the pages in
+ * taken back.  The kernel splits the mapping where protections differ, as
+ * the VMAs were.  Read-only, executable or inaccessible parts are not
+ * charged to the commit limit, as when each was mapped alone.
+ */
+/* sel: per VMA, filled through userfaultfd (map_plan) */
+static bool plain_anon(const struct restore_ctx *ctx, const bool *sel, size_t i)
+{
+	const VmaEntry *e = ctx->mm->vmas[i];
+
+	return e->kind == VMA_KIND__VMA_ANON_PRIVATE && !e->growsdown && !e->has_hugetlb_kib &&
+	       !sel[i] && !cow_slot(ctx, i);
+}
+
+/* How many VMAs from i on plan_group() takes (1: plan_vma() alone). */
+static size_t group_span(const struct restore_ctx *ctx, const bool *sel, size_t i)
+{
+	size_t j = i + 1;
+
+	if (!plain_anon(ctx, sel, i))
+		return 1;
+	while (j < ctx->mm->n_vmas && plain_anon(ctx, sel, j) &&
+	       ctx->mm->vmas[j]->start == ctx->mm->vmas[j - 1]->end &&
+	       ctx->mm->vmas[j]->noreserve == ctx->mm->vmas[i]->noreserve)
+		j++;
+	return j - i;
+}
+
+static int plan_group(struct restore_ctx *ctx, struct plan *p, size_t i, size_t n, size_t *pm)
+{
+	VmaEntry *const *v = ctx->mm->vmas + i;
+	bool *filled = calloc(n, sizeof(*filled));
+	size_t k, r = *pm;
+	int ret;
+
+	if (!filled)
+		return -ENOMEM;
+	for (k = 0; k < n; k++) {
+		while (r < ctx->nr_pm && ctx->pm[r]->vaddr < v[k]->start)
+			r++;
+		filled[k] = r < ctx->nr_pm && ctx->pm[r]->vaddr < v[k]->end;
+	}
+	ret = plan_add(p, STEP_MMAP, v[0], NULL, SYS_mmap, v[0]->start,
+		       (long)(v[n - 1]->end - v[0]->start), PROT_NONE,
+		       MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS |
+			       (v[0]->noreserve ? MAP_NORESERVE : 0),
+		       -1, 0);
+	for (k = 0; !ret && k < n; k++)
+		if (v[k]->prot || filled[k])
+			ret = plan_add(p, STEP_MPROTECT, v[k], NULL, SYS_mprotect, v[k]->start,
+				       (long)(v[k]->end - v[k]->start),
+				       v[k]->prot | (filled[k] ? PROT_WRITE : 0), 0, 0, 0);
+	if (!ret)
+		ret = plan_runs(ctx, p, v[0], v[n - 1]->end, pm);
+	for (k = 0; !ret && k < n; k++)
+		if (filled[k] && !(v[k]->prot & PROT_WRITE))
+			ret = plan_add(p, STEP_MPROTECT, v[k], NULL, SYS_mprotect, v[k]->start,
+				       (long)(v[k]->end - v[k]->start), v[k]->prot, 0, 0, 0);
+	for (k = 0; !ret && k < n; k++)
+		ret = plan_advice(p, v[k]);
+	free(filled);
+	return ret;
 }
 
 /* A pread may be short; finish it one syscall at a time. */
@@ -2294,11 +2364,17 @@ static int map_plan(struct restore_ctx *ctx, bool proxy, struct mapping *m, bool
 		    e->kind == VMA_KIND__VMA_IO_URING ||  /* uring.c maps the rings then */
 		    e->kind == VMA_KIND__VMA_PACKET_RING) /* and packet-ring.c its own */
 			continue;
-		if (e->kind == VMA_KIND__VMA_SYSV_SHM)
+		if (e->kind == VMA_KIND__VMA_SYSV_SHM) {
 			ret = plan_shmat(p, e);
-		else
-			ret = cow_slot(ctx, i) ? plan_moved(ctx, p, e, cow_slot(ctx, i), &pm)
-					       : plan_vma(ctx, p, i, &pm, m->sel[i]);
+		} else if (cow_slot(ctx, i)) {
+			ret = plan_moved(ctx, p, e, cow_slot(ctx, i), &pm);
+		} else {
+			size_t n = group_span(ctx, m->sel, i);
+
+			ret = n > 1 ? plan_group(ctx, p, i, n, &pm)
+				    : plan_vma(ctx, p, i, &pm, m->sel[i]);
+			i += n - 1;
+		}
 	}
 	if (!ret && p->nr_iov)
 		ret = infect_write(&ctx->inf, p->iov_area, p->iov, p->nr_iov * sizeof(*p->iov));
