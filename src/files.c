@@ -1777,7 +1777,7 @@ static int place_child_made(struct restore_ctx *ctx, size_t i)
 }
 
 static ssize_t needed(const struct tree *t, uint32_t pid, const uint32_t **ids);
-static void close_fds(int *fds, size_t n);
+static int close_descs(const struct tree *t, const uint32_t *ids, size_t n, const bool *keep);
 
 /*
  * The descriptions a process got that it does not map (nor a terminal's
@@ -1794,27 +1794,23 @@ static void drop_unmapped(struct restore_ctx *ctx)
 	const uint32_t *ids = NULL;
 	bool *keep;
 	ssize_t n;
-	int *fds;
-	size_t nd = 0;
 
 	if (tree_shares_files(t, (uint32_t)ctx->pid) || !ctx->mm)
 		return;
 	keep = calloc(t->nr_rfiles + 1, sizeof(*keep));
 	n = keep ? needed(t, (uint32_t)ctx->pid, &ids) : -ENOMEM;
-	fds = n > 0 ? malloc((size_t)n * sizeof(*fds)) : NULL;
-	if (!fds)
+	if (n <= 0)
 		goto free_keep;
 	for (size_t i = 0; i < ctx->mm->n_vmas; i++)
 		if (ctx->mm->vmas[i]->has_file_id && ctx->mm->vmas[i]->file_id < t->nr_rfiles)
 			keep[ctx->mm->vmas[i]->file_id] = true;
 	if (ctx->mm->has_exe_file_id && ctx->mm->exe_file_id < t->nr_rfiles)
 		keep[ctx->mm->exe_file_id] = true;
+	/* the masters of terminals: a group is made the foreground through them (tty.c) */
 	for (ssize_t i = 0; i < n; i++)
-		/* the masters of terminals: a group is made the foreground through them (tty.c) */
-		if (!keep[ids[i]] && t->rfiles[ids[i]]->kind != FILE_KIND__FILE_PTY_MASTER)
-			fds[nd++] = t->desc_fd[ids[i]];
-	close_fds(fds, nd);
-	free(fds);
+		if (t->rfiles[ids[i]]->kind == FILE_KIND__FILE_PTY_MASTER)
+			keep[ids[i]] = true;
+	close_descs(t, ids, (size_t)n, keep);
 free_keep:
 	free(keep);
 }
@@ -1872,10 +1868,21 @@ static void close_sorted(const int *fds, size_t n)
 	}
 }
 
-static void close_fds(int *fds, size_t n)
+/* The fds of descriptions ids[0..n) but those keep marks (NULL: none); -ENOMEM: none closed. */
+static int close_descs(const struct tree *t, const uint32_t *ids, size_t n, const bool *keep)
 {
-	qsort(fds, n, sizeof(*fds), int_order);
-	close_sorted(fds, n);
+	int *fds = malloc((n + 1) * sizeof(*fds));
+	size_t nd = 0;
+
+	if (!fds)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		if (!keep || !keep[ids[i]])
+			fds[nd++] = t->desc_fd[ids[i]];
+	qsort(fds, nd, sizeof(*fds), int_order);
+	close_sorted(fds, nd);
+	free(fds);
+	return 0;
 }
 
 /*
@@ -1887,21 +1894,13 @@ void files_drop_inherited(const struct tree *t, uint32_t creator)
 {
 	const PstreeEntry *c = creator ? tree_entry(t, creator) : NULL;
 	const uint32_t *ids = NULL;
-	int *fds = NULL;
 	ssize_t n = -1;
 
 	/* (a helper is no pstree entry) */
 	if (c && files_own_table(c))
 		n = needed(t, creator, &ids);
-	if (n > 0)
-		fds = malloc((size_t)n * sizeof(*fds));
-	if (n >= 0 && (fds || !n)) {
-		for (ssize_t i = 0; i < n; i++)
-			fds[i] = t->desc_fd[ids[i]];
-		close_fds(fds, (size_t)n);
-		free(fds);
+	if (n >= 0 && !close_descs(t, ids, (size_t)n, NULL))
 		return;
-	}
 	close_sorted(desc_fds, nr_desc_fds);
 }
 

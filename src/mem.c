@@ -1912,8 +1912,9 @@ static int plan_add(struct plan *p, enum step_kind kind, const VmaEntry *vma,
 }
 
 /*
- * Runs of one VMA lie back to back in the pages file: one preadv per
- * IOV_GROUP of them instead of a pread each (sparse memory has many runs).
+ * The runs below upto (one VMA's, or back to back VMAs' for plan_group())
+ * lie back to back in the pages file: one preadv per IOV_GROUP of them
+ * instead of a pread each (sparse memory has many runs).
  */
 static int plan_runs(struct restore_ctx *ctx, struct plan *p, const VmaEntry *e, uint64_t upto,
 		     size_t *pm)
@@ -2041,16 +2042,6 @@ static int plan_vma(struct restore_ctx *ctx, struct plan *p, size_t i, size_t *p
 	return ret ? ret : plan_advice(p, e);
 }
 
-/*
- * Anonymous private VMAs back to back (a heap or an arena split by
- * mprotect(), a JVM's or an allocator's guard pages, 10,000 mappings of a
- * page): one mmap() of them all without access, each one's protection on its
- * part, their runs read together (one preadv() for up to IOV_GROUP of them,
- * not a pread() each), then the protections that had to let the pages in
- * taken back.  The kernel splits the mapping where protections differ, as
- * the VMAs were.  Read-only, executable or inaccessible parts are not
- * charged to the commit limit, as when each was mapped alone.
- */
 /* sel: per VMA, filled through userfaultfd (map_plan) */
 static bool plain_anon(const struct restore_ctx *ctx, const bool *sel, size_t i)
 {
@@ -2074,6 +2065,16 @@ static size_t group_span(const struct restore_ctx *ctx, const bool *sel, size_t 
 	return j - i;
 }
 
+/*
+ * Anonymous private VMAs back to back (a heap or an arena split by
+ * mprotect(), a JVM's or an allocator's guard pages, 10,000 mappings of a
+ * page): one mmap() of them all without access, each one's protection on its
+ * part, their runs read together (one preadv() for up to IOV_GROUP of them,
+ * not a pread() each), then the protections that had to let the pages in
+ * taken back.  The kernel splits the mapping where protections differ, as
+ * the VMAs were.  Read-only, executable or inaccessible parts are not
+ * charged to the commit limit, as when each was mapped alone.
+ */
 static int plan_group(struct restore_ctx *ctx, struct plan *p, size_t i, size_t n, size_t *pm)
 {
 	VmaEntry *const *v = ctx->mm->vmas + i;

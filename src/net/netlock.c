@@ -73,7 +73,7 @@ static int run_tool(const char *tool, const char *const *args, const char *scrip
 	const char *argv[8] = {tool};
 	char sbin[64];
 	posix_spawn_file_actions_t fa;
-	int in[2], msg[2], status, ret;
+	int in[2], msg[2], status, fault, ret;
 	size_t n = 0, i;
 	ssize_t r;
 	pid_t pid;
@@ -123,9 +123,9 @@ static int run_tool(const char *tool, const char *const *args, const char *scrip
 	else
 		ret = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 	/* AMBER_FAULT=spawn:N:ERR: the Nth run is taken as failed (delay: it returns 2 s late) */
-	status = sys_fault(SYS_SPAWN);
-	if (status)
-		ret = -status;
+	fault = sys_fault(SYS_SPAWN);
+	if (fault)
+		ret = -fault;
 close_msg:
 	close(msg[0]);
 close_in:
