@@ -76,12 +76,13 @@ static int creds_dump_thread(struct dump_ctx *ctx, struct thread *t)
 #define SECBITS_RESTRICTING 0xef /* all of 0x00-0xff but KEEP_CAPS (0x10) */
 #define SECBITS_KNOWN	    0xff
 
+static uint64_t amber_bounding(uint64_t *known);
+
 static bool cap_bounded(uint64_t caps)
 {
-	for (int cap = 0; cap < 64; cap++)
-		if ((caps & (1ULL << cap)) && prctl(PR_CAPBSET_READ, cap, 0, 0, 0) != 1)
-			return false;
-	return true;
+	uint64_t known;
+
+	return !(caps & ~amber_bounding(&known));
 }
 
 /*

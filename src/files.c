@@ -1429,6 +1429,8 @@ int files_open_noatime(const char *path, int flags)
 	return fd < 0 ? -errno : fd;
 }
 
+static const char *last_sized; /* the path open_reg() last compared the size of */
+
 static int open_reg(struct tree *t, RegFile *f, int flags)
 {
 	struct stat st;
@@ -1471,9 +1473,13 @@ static int open_reg(struct tree *t, RegFile *f, int flags)
 		close(fd);
 		return -ESTALE;
 	}
-	if (S_ISREG(f->mode) && !fstat(fd, &st) && (uint64_t)st.st_size != f->size)
-		pr_warn("%s changed size since the dump (%llu -> %llu bytes)", f->path,
-			(unsigned long long)f->size, (unsigned long long)st.st_size);
+	/* once a path: a tree may hold thousands of descriptions of one file */
+	if (S_ISREG(f->mode) && (!last_sized || strcmp(last_sized, f->path)) && !fstat(fd, &st)) {
+		last_sized = f->path;
+		if ((uint64_t)st.st_size != f->size)
+			pr_warn("%s changed size since the dump (%llu -> %llu bytes)", f->path,
+				(unsigned long long)f->size, (unsigned long long)st.st_size);
+	}
 	return fd;
 }
 
@@ -1503,7 +1509,7 @@ static int open_as_owner(struct tree *t, RegFile *f)
 	case FILE_KIND__FILE_CHR:
 		fd = open_reg(t, f, f->flags);
 		/* an O_PATH fd has no offset */
-		if (fd >= 0 && f->kind == FILE_KIND__FILE_REG && !(f->flags & O_PATH) &&
+		if (fd >= 0 && f->kind == FILE_KIND__FILE_REG && !(f->flags & O_PATH) && f->pos &&
 		    lseek(fd, (off_t)f->pos, SEEK_SET) < 0) {
 			pr_err("cannot seek %s to %llu: %m", f->path, (unsigned long long)f->pos);
 			close(fd);
@@ -1665,6 +1671,44 @@ int files_id_of(struct tree *t, pid_t pid, int fd)
 	return -1;
 }
 
+/*
+ * The free fds below fd_base, taken while the descriptions open (dups of
+ * the image directory's fd), so that each opens at fd_base or above at once:
+ * moved up (up()), each cost two more syscalls, 20000 for 10000.  Not when
+ * fd_base is high: a process's fd 100000 would take as many dups.
+ */
+#define FILL_MAX 4096
+static void close_sorted(const int *fds, size_t n);
+static int *fill;
+static size_t nr_fill;
+
+static void fill_below(const struct tree *t)
+{
+	nr_fill = 0;
+	if (t->fd_base > FILL_MAX || !(fill = malloc(t->fd_base * sizeof(*fill))))
+		return;
+	for (;;) {
+		int fd = fcntl(t->dirfd, F_DUPFD_CLOEXEC, 0);
+
+		if (fd < 0 || fd >= t->fd_base || nr_fill == (size_t)t->fd_base) {
+			if (fd >= 0)
+				close(fd);
+			break;
+		}
+		fill[nr_fill++] = fd;
+	}
+}
+
+static void unfill_below(void)
+{
+	close_sorted(fill, nr_fill);
+	free(fill);
+	fill = NULL;
+	nr_fill = 0;
+}
+
+static int open_descs(struct tree *t);
+
 static int files_restore_tree(struct tree *t)
 {
 	int ret;
@@ -1687,7 +1731,21 @@ static int files_restore_tree(struct tree *t)
 	t->desc_fd = malloc((t->nr_rfiles + 1) * sizeof(int));
 	if (!t->desc_fd)
 		return -ENOMEM;
-	ret = prepare_kinds(t);
+	fill_below(t);
+	last_sized = NULL;
+	ret = open_descs(t);
+	unfill_below();
+	return ret;
+}
+
+/*
+ * Every description, at fd_base or above: the processes' own fds go below
+ * (prepare_kinds, then each, then what the kinds do once all are open).
+ */
+static int open_descs(struct tree *t)
+{
+	int ret = prepare_kinds(t);
+
 	if (ret)
 		return ret;
 	for (size_t i = 0; i < t->nr_rfiles; i++) {
@@ -1788,31 +1846,51 @@ static int close_descs(const struct tree *t, const uint32_t *ids, size_t n, cons
  * its fd table, and 200 processes of 50 fds walked 10000 each.  A table
  * shared (CLONE_FILES) keeps them all: the sharers' mappings may need them.
  */
-static void drop_unmapped(struct restore_ctx *ctx)
+/*
+ * Which of its descriptions ids[0..n) a process keeps once its fds are
+ * placed (by file id): those it maps, its exe, and the terminals' masters
+ * (a group is made the foreground through them, tty.c).  -ENOMEM: none
+ * marked.
+ */
+static bool *kept_descs(const struct restore_ctx *ctx, const uint32_t *ids, size_t n)
 {
-	struct tree *t = ctx->tree;
-	const uint32_t *ids = NULL;
-	bool *keep;
-	ssize_t n;
+	const struct tree *t = ctx->tree;
+	bool *keep = calloc(t->nr_rfiles + 1, sizeof(*keep));
 
-	if (tree_shares_files(t, (uint32_t)ctx->pid) || !ctx->mm)
-		return;
-	keep = calloc(t->nr_rfiles + 1, sizeof(*keep));
-	n = keep ? needed(t, (uint32_t)ctx->pid, &ids) : -ENOMEM;
-	if (n <= 0)
-		goto free_keep;
+	if (!keep)
+		return NULL;
 	for (size_t i = 0; i < ctx->mm->n_vmas; i++)
 		if (ctx->mm->vmas[i]->has_file_id && ctx->mm->vmas[i]->file_id < t->nr_rfiles)
 			keep[ctx->mm->vmas[i]->file_id] = true;
 	if (ctx->mm->has_exe_file_id && ctx->mm->exe_file_id < t->nr_rfiles)
 		keep[ctx->mm->exe_file_id] = true;
-	/* the masters of terminals: a group is made the foreground through them (tty.c) */
-	for (ssize_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++)
 		if (t->rfiles[ids[i]]->kind == FILE_KIND__FILE_PTY_MASTER)
 			keep[ids[i]] = true;
-	close_descs(t, ids, (size_t)n, keep);
-free_keep:
+	return keep;
+}
+
+/* A table shared (CLONE_FILES) keeps them all: the sharers' mappings may need them. */
+static bool drops_unmapped(const struct restore_ctx *ctx)
+{
+	return ctx->mm && !tree_shares_files(ctx->tree, (uint32_t)ctx->pid);
+}
+
+static int drop_unmapped(struct restore_ctx *ctx)
+{
+	const uint32_t *ids = NULL;
+	ssize_t n = drops_unmapped(ctx) ? needed(ctx->tree, (uint32_t)ctx->pid, &ids) : 0;
+	bool *keep;
+	int ret;
+
+	if (n <= 0)
+		return 0;
+	keep = kept_descs(ctx, ids, (size_t)n);
+	ret = keep ? close_descs(ctx->tree, ids, (size_t)n, keep) : -ENOMEM;
 	free(keep);
+	if (ret)
+		pr_err("pid %d: no memory to close the files it does not map", ctx->pid);
+	return ret;
 }
 
 /*
@@ -1827,6 +1905,11 @@ free_keep:
  */
 static int *desc_fds; /* every description's fd, sorted */
 static size_t nr_desc_fds;
+/* the runs between them, from fd_base: amber's other fds when it forked */
+static struct fd_run {
+	unsigned int first, last;
+} * desc_gaps;
+static size_t nr_desc_gaps;
 
 static int int_order(const void *a, const void *b)
 {
@@ -1850,6 +1933,20 @@ static int make_desc_fds(struct tree *t)
 	t->fd_top = nr_desc_fds && desc_fds[nr_desc_fds - 1] >= t->fd_base
 			    ? desc_fds[nr_desc_fds - 1] + 1
 			    : t->fd_base;
+	free(desc_gaps);
+	nr_desc_gaps = 0;
+	desc_gaps = malloc((nr_desc_fds + 1) * sizeof(*desc_gaps));
+	if (!desc_gaps)
+		return -ENOMEM;
+	for (size_t i = 0, next = (size_t)t->fd_base; i < nr_desc_fds; i++) {
+		if (desc_fds[i] < t->fd_base || (size_t)desc_fds[i] <= next) {
+			next = desc_fds[i] >= t->fd_base ? (size_t)desc_fds[i] + 1 : next;
+			continue;
+		}
+		desc_gaps[nr_desc_gaps].first = (unsigned int)next;
+		desc_gaps[nr_desc_gaps++].last = (unsigned int)desc_fds[i] - 1;
+		next = (size_t)desc_fds[i] + 1;
+	}
 	return 0;
 }
 
@@ -1866,6 +1963,12 @@ static void close_sorted(const int *fds, size_t n)
 			end++;
 		close_range((unsigned)fds[i], (unsigned)fds[end], 0);
 	}
+}
+
+void files_close_descs(void)
+{
+	close_sorted(desc_fds, nr_desc_fds);
+	nr_desc_fds = 0;
 }
 
 /* The fds of descriptions ids[0..n) but those keep marks (NULL: none); -ENOMEM: none closed. */
@@ -1902,6 +2005,82 @@ void files_drop_inherited(const struct tree *t, uint32_t creator)
 	if (n >= 0 && !close_descs(t, ids, (size_t)n, NULL))
 		return;
 	close_sorted(desc_fds, nr_desc_fds);
+}
+
+static int run_order(const void *a, const void *b)
+{
+	unsigned int x = ((const struct fd_run *)a)->first, y = ((const struct fd_run *)b)->first;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * A close_range() walks each slot of its range, ~13 ns an empty one, and
+ * one more syscall costs ~1 us here: runs this close together are one.
+ */
+#define RUN_SLACK 64
+
+/* runs[0..n) sorted and joined into close_range()s at sc: how many. */
+static size_t close_runs(struct fd_run *runs, size_t n, struct infect_sc *sc)
+{
+	size_t nr = 0;
+
+	qsort(runs, n, sizeof(*runs), run_order);
+	for (size_t i = 0; i < n; i++) {
+		if (nr && runs[i].first <= (unsigned int)sc[nr - 1].a[1] + RUN_SLACK) {
+			if (runs[i].last > (unsigned int)sc[nr - 1].a[1])
+				sc[nr - 1].a[1] = runs[i].last;
+			continue;
+		}
+		sc[nr++] = (struct infect_sc){SYS_close_range, {runs[i].first, runs[i].last, 0}, 0};
+	}
+	return nr;
+}
+
+/*
+ * At the end, amber's fds in a process, by one batch of close_range()s.
+ * One close_range() from fd_base walked every slot of its table, past
+ * every description's: 200 processes of 50 fds walked 16384 apiece, 210 us
+ * each.  What a process with a table of its own may hold from fd_base up:
+ * the descriptions it kept (it closed all others it inherited or got,
+ * files_drop_inherited, drop_unmapped), whatever amber had open among the
+ * descriptions when it forked (desc_gaps: its channels, pages files), and
+ * all from fd_top up; any slot from fd_base up is amber's, so runs close
+ * together are closed as one.  A table shared or inherited whole
+ * (CLONE_FILES, CLONE_VM) may hold any description: closed from fd_base.
+ */
+int files_drop_amber(struct restore_ctx *ctx)
+{
+	const struct tree *t = ctx->tree;
+	const PstreeEntry *e = tree_entry(t, (uint32_t)ctx->pid);
+	bool own = e && files_own_table(e) && !tree_shares_files(t, (uint32_t)ctx->pid);
+	const uint32_t *ids = NULL;
+	ssize_t n = own ? needed(t, (uint32_t)ctx->pid, &ids) : -ENOENT;
+	size_t k = n > 0 ? (size_t)n : 0, nr = 0;
+	struct fd_run *runs = malloc((k + nr_desc_gaps + 1) * sizeof(*runs));
+	struct infect_sc *sc = malloc((k + nr_desc_gaps + 1) * sizeof(*sc));
+	bool *keep = NULL;
+	int ret = -ENOMEM;
+
+	if (!runs || !sc || (k && drops_unmapped(ctx) && !(keep = kept_descs(ctx, ids, k))))
+		goto free_all;
+	for (size_t i = 0; i < k; i++)
+		if (!keep || keep[ids[i]])
+			runs[nr++] = (struct fd_run){t->desc_fd[ids[i]], t->desc_fd[ids[i]]};
+	for (size_t g = 0; n >= 0 && g < nr_desc_gaps; g++)
+		runs[nr++] = desc_gaps[g];
+	runs[nr++] = (struct fd_run){n < 0 ? t->fd_base : tree_fd_floor(t), ~0U};
+	nr = close_runs(runs, nr, sc);
+	ret = infect_batch(&ctx->inf, sc, nr);
+	for (size_t i = 0; !ret && i < nr; i++)
+		ret = (int)sc[i].ret;
+	if (ret)
+		pr_err("pid %d: cannot close amber's fds: %s", ctx->pid, strerror(-ret));
+free_all:
+	free(keep);
+	free(sc);
+	free(runs);
+	return ret;
 }
 
 static void mark_needed(const struct tree *t, uint32_t pid, bool *need)
@@ -2079,8 +2258,7 @@ static int files_restore_child(struct restore_ctx *ctx)
 		if (ret)
 			return ret;
 	}
-	drop_unmapped(ctx);
-	return 0;
+	return drop_unmapped(ctx);
 }
 
 /*

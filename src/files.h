@@ -163,6 +163,10 @@ bool files_own_table(const PstreeEntry *e);
 void files_drop_inherited(const struct tree *t, uint32_t creator);
 int files_send_needed(const struct tree *t, uint32_t pid, int sock);
 int files_recv_needed(const struct tree *t, uint32_t pid, int sock);
+/* Restore, once the processes exist: amber's own fds on the descriptions closed. */
+void files_close_descs(void);
+/* Restore, at the end: every fd amber left in the process closed (one batch). */
+int files_drop_amber(struct restore_ctx *ctx);
 
 /* Find which process's fd table an (pid, fd) pair refers to: its file id, or -1. */
 int files_id_of(struct tree *t, pid_t pid, int fd);

@@ -74,13 +74,7 @@ static int wait_pid_free(pid_t pid)
  * is the scratch page: drop them before the registers are loaded. */
 static int drop_internal(struct restore_ctx *ctx)
 {
-	long r = infect_call(&ctx->inf, SYS_close_range, ctx->tree->fd_base, ~0U, 0, 0, 0, 0);
-
-	if (r) {
-		pr_err("pid %d: cannot close amber's fds: %s", ctx->pid, strerror((int)-r));
-		return (int)r;
-	}
-	return infect_scratch_unmap(&ctx->inf);
+	return files_drop_amber(ctx) ?: infect_scratch_unmap(&ctx->inf);
 }
 
 static int inject_all(struct restore_ctx *ctx)
@@ -1445,13 +1439,6 @@ static int make_zombies(struct tree *t)
 	return 0;
 }
 
-static void close_tree_fds(struct tree *t)
-{
-	/* amber keeps no end of the restored pipes and files open */
-	for (size_t i = 0; t->desc_fd && i < t->nr_rfiles; i++)
-		close(t->desc_fd[i]);
-}
-
 /*
  * Only what amber made: a pid of the image may be held by an unrelated
  * process (the EEXIST case).  Processes created but not yet seized die with
@@ -1531,7 +1518,8 @@ static int do_restore(struct opts *o, uint32_t *root)
 
 	stats_start(ST_FORKING);
 	ret = create_tree(&t);
-	close_tree_fds(&t);
+	/* amber keeps no end of the restored pipes and files open */
+	files_close_descs();
 	/* CRIU's stage for the runtime (runc's prestart hooks fill an empty netns) */
 	if (!ret && has_namespaces(&t))
 		ret = action_run(o, "setup-namespaces", host_pid(&t, 0));
