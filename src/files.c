@@ -1838,15 +1838,6 @@ static ssize_t needed(const struct tree *t, uint32_t pid, const uint32_t **ids);
 static int close_descs(const struct tree *t, const uint32_t *ids, size_t n, const bool *keep);
 
 /*
- * The descriptions a process got that it does not map (nor a terminal's
- * master) go once its fds are placed, while amber drives the others (closed
- * at the end, by an injected close_range, amber waited for each process's
- * thousands of closes in turn).  Only those it got (files_recv_needed): a
- * close_range() over every description's number walks that many slots of
- * its fd table, and 200 processes of 50 fds walked 10000 each.  A table
- * shared (CLONE_FILES) keeps them all: the sharers' mappings may need them.
- */
-/*
  * Which of its descriptions ids[0..n) a process keeps once its fds are
  * placed (by file id): those it maps, its exe, and the terminals' masters
  * (a group is made the foreground through them, tty.c).  -ENOMEM: none
@@ -1876,6 +1867,15 @@ static bool drops_unmapped(const struct restore_ctx *ctx)
 	return ctx->mm && !tree_shares_files(ctx->tree, (uint32_t)ctx->pid);
 }
 
+/*
+ * The descriptions a process got that it does not map (nor a terminal's
+ * master) go once its fds are placed, while amber drives the others (closed
+ * at the end, by an injected close_range, amber waited for each process's
+ * thousands of closes in turn).  Only those it got (files_recv_needed): a
+ * close_range() over every description's number walks that many slots of
+ * its fd table, and 200 processes of 50 fds walked 10000 each.  A table
+ * shared (CLONE_FILES) keeps them all: the sharers' mappings may need them.
+ */
 static int drop_unmapped(struct restore_ctx *ctx)
 {
 	const uint32_t *ids = NULL;
@@ -1905,10 +1905,11 @@ static int drop_unmapped(struct restore_ctx *ctx)
  */
 static int *desc_fds; /* every description's fd, sorted */
 static size_t nr_desc_fds;
-/* the runs between them, from fd_base: amber's other fds when it forked */
-static struct fd_run {
+struct fd_run {
 	unsigned int first, last;
-} * desc_gaps;
+};
+/* the runs between them, from fd_base: amber's other fds when it forked */
+static struct fd_run *desc_gaps;
 static size_t nr_desc_gaps;
 
 static int int_order(const void *a, const void *b)
