@@ -158,8 +158,9 @@ struct restore_ctx;
 /*
  * Restore: a thread the restore cloned (not the leader, named before its
  * fork) gets its name from a syscall of a batch it runs anyway, the last one
- * (creds.c's): one stop a thread fewer.  The name goes to the scratch
- * address at; 1 and *sc filled, 0 for the leader, or -errno (threads.c).
+ * (creds.c's): one stop a thread fewer.  The caller puts the name
+ * (t->core->comm) at the scratch address at; 1 and *sc filled, 0 for the
+ * leader (threads.c).
  */
 int thread_name_sc(struct restore_ctx *ctx, struct thread *t, unsigned long at,
 		   struct infect_sc *sc);

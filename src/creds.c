@@ -245,9 +245,11 @@ struct cap_data {
 };
 
 /* The syscalls that restore one thread's credentials, run as one batch. */
+#define CRED_SC_MAX (64 + 64 + 16) /* bounding set drops, ambient raises, the rest */
+
 struct cred_plan {
-	struct infect_sc sc[64 + 64 + 16];
-	const char *what[64 + 64 + 16];
+	struct infect_sc sc[CRED_SC_MAX];
+	const char *what[CRED_SC_MAX];
 	size_t n;
 };
 
@@ -282,9 +284,12 @@ static uint64_t amber_bounding(uint64_t *known)
  * Credentials last: after them the task may lack the privilege for the rest.
  * KEEP_CAPS holds the capabilities over the uid change, then capset trims
  * them to the saved sets.  Some prctl values are reset by credential changes,
- * so they come after.  One batch: ~20 syscalls per thread in one stop.
+ * so they come after.  One batch: ~20 syscalls per thread in one stop.  Its
+ * data (capset's header and sets, the thread's name, its groups) goes at
+ * the scratch area's start + at, the groups at + groups_at.
  */
-static int creds_restore_thread(struct restore_ctx *ctx, struct thread *t)
+static int cred_plan(struct restore_ctx *ctx, struct thread *t, struct cred_plan *p,
+		     unsigned long at, unsigned long groups_at)
 {
 	Creds *cr = t->core->creds;
 	TaskCore *c = t->core;
@@ -295,18 +300,17 @@ static int creds_restore_thread(struct restore_ctx *ctx, struct thread *t)
 		 (uint32_t)(cr->cap_inh >> 32)},
 	};
 	const NsEntry *user = ns_user(ctx->tree, (uint32_t)ctx->pid);
-	unsigned long s = t->inf->scratch;
+	unsigned long s = t->inf->scratch + at;
 	uint64_t known, bnd = amber_bounding(&known);
-	struct cred_plan *p;
 	struct ids in;
 	int ret, named;
+	size_t size;
+	char *buf;
 
 	ret = restore_ids(ctx, t->tid, cr, &in);
 	if (ret)
 		return ret;
-	p = calloc(1, sizeof(*p));
-	if (!p)
-		return -ENOMEM;
+	p->n = 0;
 	for (int cap = 0; cap < 64; cap++) {
 		if (cr->cap_bnd & (1ULL << cap))
 			continue;
@@ -320,7 +324,7 @@ static int creds_restore_thread(struct restore_ctx *ctx, struct thread *t)
 	    0);
 	/* denied, the groups are amber's, checked to be the image's (creds_restore_read) */
 	if (!user || !user->setgroups_deny)
-		add(p, "supplementary groups", SYS_setgroups, cr->n_groups, s + 4096, 0);
+		add(p, "supplementary groups", SYS_setgroups, cr->n_groups, s + groups_at, 0);
 	add(p, "gids", SYS_setresgid, in.gid[0], in.gid[1], in.gid[2]);
 	add(p, "fsgid", SYS_setfsgid, in.gid[3], 0, 0);
 	add(p, "uids", SYS_setresuid, in.uid[0], in.uid[1], in.uid[2]);
@@ -343,9 +347,6 @@ static int creds_restore_thread(struct restore_ctx *ctx, struct thread *t)
 	if (named > 0)
 		p->what[p->n++] = NULL;
 
-	ret = named < 0 ? named : infect_write(t->inf, s, &hdr, sizeof(hdr));
-	if (!ret)
-		ret = infect_write(t->inf, s + 64, data, sizeof(data));
 	for (size_t i = 0; !ret && user && !user->setgroups_deny && i < cr->n_groups; i++)
 		if (userns_inside(user, true, cr->groups[i], &cr->groups[i])) {
 			pr_err("tid %d: supplementary group %u is not mapped in its user "
@@ -353,12 +354,28 @@ static int creds_restore_thread(struct restore_ctx *ctx, struct thread *t)
 			       t->tid, cr->groups[i], user->id);
 			ret = -EPERM;
 		}
-	if (!ret)
-		ret = infect_write(t->inf, s + 4096, cr->groups, cr->n_groups * sizeof(uint32_t));
-	if (!ret)
-		ret = infect_batch(t->inf, p->sc, p->n);
-	/* in order: the first failure explains the rest (all ran, as root or not) */
-	for (size_t i = 0; !ret && i < p->n; i++) {
+	if (ret)
+		return ret;
+	/* the header, the sets, the name and the groups: one write into the process */
+	size = groups_at + cr->n_groups * sizeof(uint32_t);
+	buf = calloc(1, size);
+	if (!buf)
+		return -ENOMEM;
+	memcpy(buf, &hdr, sizeof(hdr));
+	memcpy(buf + 64, data, sizeof(data));
+	if (named > 0)
+		memcpy(buf + 128, t->core->comm, strlen(t->core->comm) + 1);
+	if (cr->n_groups)
+		memcpy(buf + groups_at, cr->groups, cr->n_groups * sizeof(uint32_t));
+	ret = infect_write(t->inf, s, buf, size);
+	free(buf);
+	return ret;
+}
+
+/* The batch's results, in order: the first failure explains the rest (all ran). */
+static int cred_results(struct thread *t, const struct cred_plan *p)
+{
+	for (size_t i = 0; i < p->n; i++) {
 		if (p->sc[i].ret >= 0)
 			continue;
 		if (!p->what[i]) {
@@ -368,8 +385,93 @@ static int creds_restore_thread(struct restore_ctx *ctx, struct thread *t)
 		}
 		pr_err("tid %d: cannot restore %s: %s", t->tid, p->what[i],
 		       strerror((int)-p->sc[i].ret));
-		ret = -EPERM;
+		return -EPERM;
 	}
+	return 0;
+}
+
+/* One thread alone, its data from the scratch area's start, its groups from 4 KB on. */
+static int cred_alone(struct restore_ctx *ctx, struct thread *t, struct cred_plan *p)
+{
+	int ret = cred_plan(ctx, t, p, 0, 4096);
+
+	if (!ret)
+		ret = infect_batch(t->inf, p->sc, p->n);
+	return ret ? ret : cred_results(t, p);
+}
+
+/*
+ * The threads' batches, CRED_WINDOW at a time: each on a table and a data
+ * slot of its own in the scratch area, all of a window started before the
+ * first is waited for, so that their round trips overlap (a JVM's 200
+ * threads took theirs one after the other: 14 ms).  A thread that takes its
+ * syscalls one by one (trap_pending) or has more groups than a slot holds
+ * goes alone, once the window before it is done.
+ */
+#define CRED_WINDOW    32
+#define CRED_SLOT      4096 /* bytes of data per thread, from the scratch area's start */
+#define CRED_GROUPS_AT 256
+#define CRED_TABLE     (CRED_SC_MAX + 1) /* entries of a batch's table, its end marker too */
+
+static bool cred_windowed(const struct thread *t)
+{
+	return !t->inf->trap_pending &&
+	       t->core->creds->n_groups <= (CRED_SLOT - CRED_GROUPS_AT) / sizeof(uint32_t);
+}
+
+static int cred_window(struct restore_ctx *ctx, struct cred_plan *p, size_t *next)
+{
+	struct thread *w[CRED_WINDOW];
+	size_t n = 0;
+	int ret = 0;
+
+	for (; *next < ctx->nr_threads && n < CRED_WINDOW && !ret; ++*next) {
+		struct thread *t = &ctx->threads[*next];
+
+		if (!cred_windowed(t)) {
+			if (!n)
+				ret = cred_alone(ctx, t, &p[0]);
+			else
+				break; /* after this window */
+			continue;
+		}
+		ret = cred_plan(ctx, t, &p[n], n * CRED_SLOT, CRED_GROUPS_AT);
+		if (ret)
+			break;
+		t->inf->batch_loaded = ctx->inf.batch_loaded; /* one address space */
+		ret = infect_batch_start_at(t->inf, p[n].sc, p[n].n, n * CRED_TABLE);
+		ctx->inf.batch_loaded = t->inf->batch_loaded;
+		if (!ret) {
+			w[n++] = t;
+		} else if (ret == -EAGAIN && !n) {
+			ret = cred_alone(ctx, t, &p[0]);
+		} else if (ret == -EAGAIN) {
+			ret = 0;
+			break; /* after this window */
+		}
+	}
+	/* every thread started is waited for, even after a failure */
+	for (size_t k = 0; k < n; k++) {
+		int r = infect_batch_wait(w[k]->inf, p[k].sc, p[k].n);
+
+		if (!r)
+			r = cred_results(w[k], &p[k]);
+		else if (!ret)
+			pr_err("tid %d: cannot restore its credentials: %s", w[k]->tid,
+			       strerror(-r));
+		ret = ret ? ret : r;
+	}
+	return ret;
+}
+
+static int creds_restore_inject(struct restore_ctx *ctx)
+{
+	struct cred_plan *p = calloc(CRED_WINDOW, sizeof(*p));
+	size_t next = 0;
+	int ret = p ? 0 : -ENOMEM;
+
+	while (!ret && next < ctx->nr_threads)
+		ret = cred_window(ctx, p, &next);
 	free(p);
 	return ret;
 }
@@ -378,5 +480,5 @@ const struct resource_ops creds_ops = {
 	.name = "credentials",
 	.restore_read = creds_restore_read,
 	.dump_thread = creds_dump_thread,
-	.restore_thread = creds_restore_thread,
+	.restore_inject = creds_restore_inject,
 };

@@ -78,7 +78,7 @@ const char *infect_status(const struct infect *inf)
 	return inf->status;
 }
 
-static int save_state(struct infect *inf)
+static int save_regs(struct infect *inf)
 {
 	long r = sys_ptrace(PTRACE_GETREGS, inf->pid, NULL, &inf->regs);
 
@@ -91,7 +91,12 @@ static int save_state(struct infect *inf)
 		pr_err("pid %d: cannot read the signal mask: %s", inf->pid, strerror((int)-r));
 		return (int)r;
 	}
-	return read_status(inf);
+	return 0;
+}
+
+static int save_state(struct infect *inf)
+{
+	return save_regs(inf) ?: read_status(inf);
 }
 
 /*
@@ -210,6 +215,17 @@ int infect_attach_stopped(pid_t pid, struct infect *inf)
 	/* a restored task gets its registers from the image at the end (regs.c) */
 	inf->lazy_regs = true;
 	return save_state(inf);
+}
+
+int infect_attach_new_thread(pid_t tid, struct infect *inf, const struct infect *creator)
+{
+	memset(inf, 0, sizeof(*inf));
+	inf->pid = tid;
+	inf->lazy_regs = true;
+	inf->seccomp = creator->seccomp;
+	inf->shstk = creator->shstk;
+	inf->trap_pending = creator->trap_pending;
+	return save_regs(inf);
 }
 
 /* The first `0f 05` in [start, end) of the tracee: any such byte pair executes as `syscall`. */
@@ -680,9 +696,9 @@ static int batch_end(struct infect *inf, struct infect_sc *sc, size_t k, int64_t
 	return ret;
 }
 
-int infect_batch_start_at(struct infect *inf, const struct infect_sc *sc, size_t n, size_t slot)
+int infect_batch_start_at(struct infect *inf, const struct infect_sc *sc, size_t n, size_t at)
 {
-	unsigned long table = batch_table(inf) + slot * (n + 1) * BATCH_ENTRY;
+	unsigned long table = batch_table(inf) + at * BATCH_ENTRY;
 	int64_t *buf;
 	int ret;
 

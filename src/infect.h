@@ -54,6 +54,13 @@ int infect_seize_wait(struct infect *inf, int *stopsig);
 int infect_park(struct infect *inf);
 /* Take over an already-seized, stopped tracee (restore). */
 int infect_attach_stopped(pid_t pid, struct infect *inf);
+/*
+ * A thread made by a task amber drives (clone3), stopped at its creation:
+ * what /proc would tell of it is its creator's (the seccomp mode and the
+ * shadow stack are inherited, its own signal queue is empty), so its status
+ * is not read (a JVM's 200 threads read theirs for ~12 ms).
+ */
+int infect_attach_new_thread(pid_t tid, struct infect *inf, const struct infect *creator);
 int infect_find_syscall(struct infect *inf);
 /* Use the syscall instruction of the scratch area's batch executor from now on. */
 int infect_scratch_syscall(struct infect *inf);
@@ -101,9 +108,9 @@ int infect_batch(struct infect *inf, struct infect_sc *sc, size_t n);
  * infect_batch()); nothing else may be injected until the wait.
  */
 int infect_batch_start(struct infect *inf, const struct infect_sc *sc, size_t n);
-/* The same on table number slot of n syscalls: threads of one process, each
- * on a slot of its own, run their batches at once. */
-int infect_batch_start_at(struct infect *inf, const struct infect_sc *sc, size_t n, size_t slot);
+/* The same on a table from entry at of the tables' area: threads of one
+ * process, each on a table of its own, run their batches at once. */
+int infect_batch_start_at(struct infect *inf, const struct infect_sc *sc, size_t n, size_t at);
 int infect_batch_wait(struct infect *inf, struct infect_sc *sc, size_t n);
 int infect_scratch_map(struct infect *inf, unsigned long hint, size_t size);
 /* The same at hint only, and silent if something is there (-EEXIST). */

@@ -122,7 +122,7 @@ static int probe_window(struct dump_ctx *ctx, size_t *next)
 			continue;
 		thread_probe_sc(t, sc[n], (long)n * PROBE_SLOT);
 		t->inf->batch_loaded = ctx->inf.batch_loaded; /* one address space */
-		ret = infect_batch_start_at(t->inf, sc[n], PROBE_NR, n);
+		ret = infect_batch_start_at(t->inf, sc[n], PROBE_NR, n * (PROBE_NR + 1));
 		ctx->inf.batch_loaded = t->inf->batch_loaded;
 		if (!ret)
 			w[n++] = t;
@@ -330,7 +330,7 @@ static int take_thread(struct restore_ctx *ctx, struct thread *t)
 		pr_err("thread %d did not stop after its creation", t->tid);
 		return -ESRCH;
 	}
-	ret = infect_attach_stopped(host, t->inf);
+	ret = infect_attach_new_thread(host, t->inf, &ctx->inf);
 	if (ret)
 		return ret;
 	t->inf->syscall_ip = ctx->inf.syscall_ip;
@@ -342,13 +342,8 @@ static int take_thread(struct restore_ctx *ctx, struct thread *t)
 int thread_name_sc(struct restore_ctx *ctx, struct thread *t, unsigned long at,
 		   struct infect_sc *sc)
 {
-	int ret;
-
 	if (t == &ctx->threads[0])
 		return 0;
-	ret = infect_write(t->inf, at, t->core->comm, strlen(t->core->comm) + 1);
-	if (ret)
-		return ret;
 	*sc = (struct infect_sc){SYS_prctl, {PR_SET_NAME, (long)at, 0, 0, 0, 0}, 0};
 	return 1;
 }
