@@ -390,88 +390,44 @@ static int cred_results(struct thread *t, const struct cred_plan *p)
 	return 0;
 }
 
-/* One thread alone, its data from the scratch area's start, its groups from 4 KB on. */
-static int cred_alone(struct restore_ctx *ctx, struct thread *t, struct cred_plan *p)
-{
-	int ret = cred_plan(ctx, t, p, 0, 4096);
-
-	if (!ret)
-		ret = infect_batch(t->inf, p->sc, p->n);
-	return ret ? ret : cred_results(t, p);
-}
-
 /*
- * The threads' batches, CRED_WINDOW at a time: each on a table and a data
- * slot of its own in the scratch area, all of a window started before the
- * first is waited for, so that their round trips overlap (a JVM's 200
- * threads took theirs one after the other: 14 ms).  A thread that takes its
- * syscalls one by one (trap_pending) or has more groups than a slot holds
- * goes alone, once the window before it is done.
+ * Each thread's batch in a window of them (threads_batches()): its data in
+ * a slot of its own, from the scratch area's start; alone, from the start,
+ * its groups from 4 KB on.  One with more groups than a slot holds goes
+ * alone.
  */
-#define CRED_WINDOW    32
-#define CRED_SLOT      4096 /* bytes of data per thread, from the scratch area's start */
+#define CRED_SLOT      4096 /* bytes of data per thread */
 #define CRED_GROUPS_AT 256
-#define CRED_TABLE     (CRED_SC_MAX + 1) /* entries of a batch's table, its end marker too */
 
-static bool cred_windowed(const struct thread *t)
+static int cred_batch(void *arg, struct restore_ctx *ctx, struct thread *t, size_t slot,
+		      struct infect_sc **sc, size_t *n)
 {
-	return !t->inf->trap_pending &&
-	       t->core->creds->n_groups <= (CRED_SLOT - CRED_GROUPS_AT) / sizeof(uint32_t);
+	struct cred_plan *p = (struct cred_plan *)arg + (slot == THREAD_ALONE ? 0 : slot);
+	int ret = slot == THREAD_ALONE ? cred_plan(ctx, t, p, 0, 4096)
+				       : cred_plan(ctx, t, p, slot * CRED_SLOT, CRED_GROUPS_AT);
+
+	*sc = p->sc;
+	*n = p->n;
+	return ret;
 }
 
-static int cred_window(struct restore_ctx *ctx, struct cred_plan *p, size_t *next)
+static int cred_done(void *arg, struct thread *t, size_t slot)
 {
-	struct thread *w[CRED_WINDOW];
-	size_t n = 0;
-	int ret = 0;
+	return cred_results(t, (struct cred_plan *)arg + (slot == THREAD_ALONE ? 0 : slot));
+}
 
-	for (; *next < ctx->nr_threads && n < CRED_WINDOW && !ret; ++*next) {
-		struct thread *t = &ctx->threads[*next];
-
-		if (!cred_windowed(t)) {
-			if (!n)
-				ret = cred_alone(ctx, t, &p[0]);
-			else
-				break; /* after this window */
-			continue;
-		}
-		ret = cred_plan(ctx, t, &p[n], n * CRED_SLOT, CRED_GROUPS_AT);
-		if (ret)
-			break;
-		t->inf->batch_loaded = ctx->inf.batch_loaded; /* one address space */
-		ret = infect_batch_start_at(t->inf, p[n].sc, p[n].n, n * CRED_TABLE);
-		ctx->inf.batch_loaded = t->inf->batch_loaded;
-		if (!ret) {
-			w[n++] = t;
-		} else if (ret == -EAGAIN && !n) {
-			ret = cred_alone(ctx, t, &p[0]);
-		} else if (ret == -EAGAIN) {
-			ret = 0;
-			break; /* after this window */
-		}
-	}
-	/* every thread started is waited for, even after a failure */
-	for (size_t k = 0; k < n; k++) {
-		int r = infect_batch_wait(w[k]->inf, p[k].sc, p[k].n);
-
-		if (!r)
-			r = cred_results(w[k], &p[k]);
-		else if (!ret)
-			pr_err("tid %d: cannot restore its credentials: %s", w[k]->tid,
-			       strerror(-r));
-		ret = ret ? ret : r;
-	}
-	return ret;
+static bool cred_alone(void *arg, const struct thread *t)
+{
+	return t->core->creds->n_groups > (CRED_SLOT - CRED_GROUPS_AT) / sizeof(uint32_t);
 }
 
 static int creds_restore_inject(struct restore_ctx *ctx)
 {
-	struct cred_plan *p = calloc(CRED_WINDOW, sizeof(*p));
-	size_t next = 0;
-	int ret = p ? 0 : -ENOMEM;
+	struct cred_plan *p = calloc(THREAD_WINDOW, sizeof(*p));
+	struct thread_batch b = {"credentials", CRED_SC_MAX + 1, p,
+				 cred_batch,	cred_done,	 cred_alone};
+	int ret = p ? threads_batches(ctx, &b) : -ENOMEM;
 
-	while (!ret && next < ctx->nr_threads)
-		ret = cred_window(ctx, p, &next);
 	free(p);
 	return ret;
 }

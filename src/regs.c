@@ -192,30 +192,54 @@ static int regs_restore_read(struct restore_ctx *ctx)
 	return 0;
 }
 
-/* Per-thread kernel pointers into user memory: now that memory is back (one stop). */
-static int regs_restore_thread(struct restore_ctx *ctx, struct thread *t)
-{
-	TaskCore *c = t->core;
-	struct infect_sc sc[3] = {
-		{SYS_set_tid_address, {(long)c->clear_child_tid}},
-		{SYS_set_robust_list,
-		 {c->has_robust_list ? (long)c->robust_list : 0,
-		  c->has_robust_list ? (long)c->robust_list_len : 24}},
-		{SYS_rseq, {(long)c->rseq_addr, (long)c->rseq_len, 0, (long)c->rseq_sig}},
-	};
-	size_t n = c->has_rseq_addr ? 3 : 2;
-	long r = infect_batch(t->inf, sc, n);
+/*
+ * Per-thread kernel pointers into user memory, now that memory is back: a
+ * batch a thread, in windows of them (threads_batches()).
+ */
+struct ptr_batch {
+	struct infect_sc sc[3];
+};
 
-	for (size_t i = 0; !r && i < n; i++)
-		if (sc[i].ret < 0)
-			r = sc[i].ret;
-	if (r) {
+static int ptrs_batch(void *arg, struct restore_ctx *ctx, struct thread *t, size_t slot,
+		      struct infect_sc **sc, size_t *n)
+{
+	struct ptr_batch *b = (struct ptr_batch *)arg + (slot == THREAD_ALONE ? 0 : slot);
+	TaskCore *c = t->core;
+
+	b->sc[0] = (struct infect_sc){SYS_set_tid_address, {(long)c->clear_child_tid}};
+	b->sc[1] = (struct infect_sc){SYS_set_robust_list,
+				      {c->has_robust_list ? (long)c->robust_list : 0,
+				       c->has_robust_list ? (long)c->robust_list_len : 24}};
+	b->sc[2] = (struct infect_sc){
+		SYS_rseq, {(long)c->rseq_addr, (long)c->rseq_len, 0, (long)c->rseq_sig}};
+	*sc = b->sc;
+	*n = c->has_rseq_addr ? 3 : 2;
+	return 0;
+}
+
+static int ptrs_done(void *arg, struct thread *t, size_t slot)
+{
+	struct ptr_batch *b = (struct ptr_batch *)arg + (slot == THREAD_ALONE ? 0 : slot);
+	long r = 0;
+
+	for (size_t i = 0; !r && i < (t->core->has_rseq_addr ? 3U : 2U); i++)
+		if (b->sc[i].ret < 0)
+			r = b->sc[i].ret;
+	if (r)
 		pr_err("pid %d: cannot restore thread pointers (tid address, robust list, rseq): "
 		       "%s",
 		       t->tid, strerror((int)-r));
-		return (int)r;
-	}
-	return 0;
+	return (int)r;
+}
+
+static int regs_restore_inject(struct restore_ctx *ctx)
+{
+	struct ptr_batch *p = calloc(THREAD_WINDOW, sizeof(*p));
+	struct thread_batch b = {"thread pointers", 4, p, ptrs_batch, ptrs_done, NULL};
+	int ret = p ? threads_batches(ctx, &b) : -ENOMEM;
+
+	free(p);
+	return ret;
 }
 
 /*
@@ -281,5 +305,5 @@ const struct resource_ops regs_ops = {
 	.name = "registers",
 	.restore_read = regs_restore_read,
 	.dump_thread = regs_dump_thread,
-	.restore_thread = regs_restore_thread,
+	.restore_inject = regs_restore_inject,
 };

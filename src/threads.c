@@ -348,6 +348,69 @@ int thread_name_sc(struct restore_ctx *ctx, struct thread *t, unsigned long at,
 	return 1;
 }
 
+/*
+ * A window: its threads' batches all started before the first is waited
+ * for; a thread that must go alone ends it (and runs once it is done).
+ */
+static int batch_window(struct restore_ctx *ctx, const struct thread_batch *b, size_t *next)
+{
+	struct thread *w[THREAD_WINDOW];
+	struct infect_sc *sc[THREAD_WINDOW];
+	size_t nsc[THREAD_WINDOW], n = 0;
+	int ret = 0;
+
+	for (; *next < ctx->nr_threads && n < THREAD_WINDOW && !ret; ++*next) {
+		struct thread *t = &ctx->threads[*next];
+		bool alone = t->inf->trap_pending || (b->alone && b->alone(b->arg, t));
+
+		if (alone && n)
+			break; /* after this window */
+		ret = b->plan(b->arg, ctx, t, alone ? THREAD_ALONE : n, &sc[n], &nsc[n]);
+		if (!ret && !alone) {
+			t->inf->batch_loaded = ctx->inf.batch_loaded; /* one address space */
+			ret = infect_batch_start_at(t->inf, sc[n], nsc[n], n * b->table);
+			ctx->inf.batch_loaded = t->inf->batch_loaded;
+			if (!ret) {
+				w[n++] = t;
+				continue;
+			}
+			if (ret != -EAGAIN)
+				break;
+			if (n) {
+				ret = 0;
+				break; /* no room: after this window */
+			}
+			ret = b->plan(b->arg, ctx, t, THREAD_ALONE, &sc[0], &nsc[0]);
+		}
+		if (!ret)
+			ret = infect_batch(t->inf, sc[0], nsc[0]);
+		if (!ret)
+			ret = b->done(b->arg, t, THREAD_ALONE);
+	}
+	/* every thread started is waited for, even after a failure */
+	for (size_t k = 0; k < n; k++) {
+		int r = infect_batch_wait(w[k]->inf, sc[k], nsc[k]);
+
+		if (!r)
+			r = b->done(b->arg, w[k], k);
+		else if (!ret)
+			pr_err("tid %d: its batch of %s failed: %s", w[k]->tid, b->what,
+			       strerror(-r));
+		ret = ret ? ret : r;
+	}
+	return ret;
+}
+
+int threads_batches(struct restore_ctx *ctx, const struct thread_batch *b)
+{
+	size_t next = 0;
+	int ret = 0;
+
+	while (!ret && next < ctx->nr_threads)
+		ret = batch_window(ctx, b, &next);
+	return ret;
+}
+
 static int threads_restore_inject(struct restore_ctx *ctx)
 {
 	/* clone_args slots that fit between ARGS_AT and the batch executor's half */
