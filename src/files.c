@@ -2063,7 +2063,8 @@ int files_drop_amber(struct restore_ctx *ctx)
 	bool *keep = NULL;
 	int ret = -ENOMEM;
 
-	if (!runs || !sc || (k && drops_unmapped(ctx) && !(keep = kept_descs(ctx, ids, k))))
+	/* (own: its table is not shared, so it dropped the unmapped if it has an mm) */
+	if (!runs || !sc || (k && ctx->mm && !(keep = kept_descs(ctx, ids, k))))
 		goto free_all;
 	for (size_t i = 0; i < k; i++)
 		if (!keep || keep[ids[i]])

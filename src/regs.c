@@ -198,6 +198,7 @@ static int regs_restore_read(struct restore_ctx *ctx)
  */
 struct ptr_batch {
 	struct infect_sc sc[3];
+	size_t n;
 };
 
 static int ptrs_batch(void *arg, struct restore_ctx *ctx, struct thread *t, size_t slot,
@@ -212,8 +213,9 @@ static int ptrs_batch(void *arg, struct restore_ctx *ctx, struct thread *t, size
 				       c->has_robust_list ? (long)c->robust_list_len : 24}};
 	b->sc[2] = (struct infect_sc){
 		SYS_rseq, {(long)c->rseq_addr, (long)c->rseq_len, 0, (long)c->rseq_sig}};
+	b->n = c->has_rseq_addr ? 3 : 2;
 	*sc = b->sc;
-	*n = c->has_rseq_addr ? 3 : 2;
+	*n = b->n;
 	return 0;
 }
 
@@ -222,7 +224,7 @@ static int ptrs_done(void *arg, struct thread *t, size_t slot)
 	struct ptr_batch *b = (struct ptr_batch *)arg + (slot == THREAD_ALONE ? 0 : slot);
 	long r = 0;
 
-	for (size_t i = 0; !r && i < (t->core->has_rseq_addr ? 3U : 2U); i++)
+	for (size_t i = 0; !r && i < b->n; i++)
 		if (b->sc[i].ret < 0)
 			r = b->sc[i].ret;
 	if (r)
