@@ -984,48 +984,23 @@ int dump_each_thread(struct dump_ctx *ctx, int (*fn)(struct dump_ctx *, pid_t, v
 }
 
 /*
- * A killed process frees its memory as it exits, on one CPU (70-110 ms for
- * 1 GiB here), and amber waits for that: for a big one amber frees it too,
- * from its own CPU at the same time (process_mrelease(), 1 GiB then 48 ms).
- * The call fails once the process has let go of its memory, which it does
- * first when it runs at once: so it is moved off amber's CPU before the
- * kill.  Small ones are left alone: the call cost a tree of 500 more than it
- * saved.
+ * The tree is killed and left to die: each process frees its memory and
+ * closes its files as it exits (70-110 ms for 1 GiB here), after amber is
+ * gone, as with CRIU.  SIGKILL is fatal at once: none of them runs another
+ * instruction of its own.  amber's exit detaches them, so their parents reap
+ * them; amber restore waits for a pid still in use (wait_pid_free()).  With
+ * established connections amber waits: at its exit the network lock and the
+ * sockets' repair mode stay only for processes that are dead (netlock.c,
+ * sk-inet.c), so that their connections close without a packet.
  */
-#define MRELEASE_MIN_PAGES ((64UL << 20) / PAGE_SIZE)
-
-static void kill_big(struct dump_ctx *ctx)
-{
-	int cpu = sched_getcpu();
-	cpu_set_t other, own;
-
-	if (cpu < 0 || cpu >= CPU_SETSIZE || sys_sched_getaffinity(0, &other, sizeof(other)) < 0 ||
-	    sys_sched_getaffinity(ctx->pid, &own, sizeof(own)) < 0) {
-		kill(ctx->pid, SIGKILL);
-		return;
-	}
-	CPU_CLR(cpu, &other);
-	if (!CPU_COUNT(&other) || sys_sched_setaffinity(ctx->pid, &other, sizeof(other))) {
-		kill(ctx->pid, SIGKILL);
-		return;
-	}
-	if (kill(ctx->pid, SIGKILL)) { /* (it lives on: as it was) */
-		sys_sched_setaffinity(ctx->pid, &own, sizeof(own));
-		return;
-	}
-	sys_process_mrelease(ctx->pidfd);
-}
-
 static void kill_tree(struct tree *t)
 {
 	int status;
 
 	for (size_t p = 0; p < t->nr_procs; p++)
-		if (t->dprocs[p]->nr_pages >= MRELEASE_MIN_PAGES && t->dprocs[p]->pidfd >= 0 &&
-		    !t->dprocs[p]->shares_vm)
-			kill_big(t->dprocs[p]);
-		else
-			kill(t->dprocs[p]->pid, SIGKILL);
+		kill(t->dprocs[p]->pid, SIGKILL);
+	if (!t->o->tcp_established)
+		return;
 	/* As tracer we are told when each is dead (their parents reap them).
 	 * Children first: a pid namespace's init ends only once every other
 	 * process of it is reaped, which its tracer's wait comes before. */

@@ -630,13 +630,6 @@ int sys_pidfd_open(pid_t pid)
 	return r < 0 ? -errno : (int)r;
 }
 
-int sys_process_mrelease(int pidfd)
-{
-	long r = syscall(SYS_process_mrelease, pidfd, 0); /* Linux 5.15 */
-
-	return r < 0 ? -errno : 0;
-}
-
 int sys_pidfd_getfd(int pidfd, int targetfd)
 {
 	int f = injected(SYS_PIDFD_GETFD);

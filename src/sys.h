@@ -103,7 +103,6 @@ int sys_pidfd_open(pid_t pid);
 int sys_pidfd_getfd(int pidfd, int targetfd);
 /* Frees the memory of a killed process (pidfd) in the caller; 0 or -errno
  * (-ESRCH once the process has let go of its memory itself). */
-int sys_process_mrelease(int pidfd);
 /* Read a whole small file (proc files) into a malloc'd NUL-terminated buffer. */
 int sys_read_file(const char *path, char **out, size_t *len);
 /* The same for an open fd, read to its end (not closed). */
