@@ -214,29 +214,49 @@ corrupt:
 	return -EBADMSG;
 }
 
+/*
+ * The actions every restored process starts with: amber's own, which each
+ * inherited with its fork (none changes them before its turn, and one that
+ * shares its creator's table finds there what both images hold).  Read once.
+ */
+static const struct ksigaction *inherited_actions(void)
+{
+	static struct ksigaction own[NSIG_KERNEL];
+	static bool read;
+
+	for (int sig = 1; !read && sig <= NSIG_KERNEL; sig++)
+		if (settable(sig) && sys_rt_sigaction(sig, NULL, &own[sig - 1]))
+			return NULL;
+	read = true;
+	return own;
+}
+
+/* The actions that differ from the inherited ones (all of them if those are unknown). */
 static int signals_restore_inject(struct restore_ctx *ctx)
 {
+	const struct ksigaction *own = inherited_actions();
 	struct ksigaction acts[NSIG_KERNEL];
 	struct infect_sc sc[NSIG_KERNEL];
 	TaskCore *c = ctx->core;
 	int n = 0, ret;
 
-	/* Every action is set: the child inherited amber's. */
 	memset(acts, 0, sizeof(acts));
 	for (size_t i = 0; i < c->n_sigactions; i++) {
 		SigactionEntry *e = c->sigactions[i];
 
 		acts[e->sig - 1] = (struct ksigaction){e->handler, e->flags, e->restorer, e->mask};
 	}
-	ret = infect_write(&ctx->inf, ctx->inf.scratch, acts, sizeof(acts));
-	if (ret)
-		return ret;
 	for (int sig = 1; sig <= NSIG_KERNEL; sig++)
-		if (settable(sig))
+		if (settable(sig) && (!own || memcmp(&acts[sig - 1], &own[sig - 1], sizeof(*acts))))
 			sc[n++] = (struct infect_sc){
 				SYS_rt_sigaction,
 				{sig, ctx->inf.scratch + (sig - 1) * sizeof(*acts), 0, 8, 0, 0},
 				0};
+	if (!n)
+		return 0;
+	ret = infect_write(&ctx->inf, ctx->inf.scratch, acts, sizeof(acts));
+	if (ret)
+		return ret;
 	ret = infect_batch(&ctx->inf, sc, n);
 	for (int i = 0; !ret && i < n; i++)
 		if (sc[i].ret) {

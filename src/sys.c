@@ -623,6 +623,13 @@ long sys_clone3_vm(pid_t tid, uint64_t flags, void *stack, size_t stack_size, in
 	return amber_clone3_vm(&args, sizeof(args), go_fd, fn, arg, getpid());
 }
 
+int sys_rt_sigaction(int sig, const void *act, void *old)
+{
+	long r = syscall(SYS_rt_sigaction, sig, act, old, 8);
+
+	return r < 0 ? -errno : 0;
+}
+
 int sys_pidfd_open(pid_t pid)
 {
 	long r = syscall(SYS_pidfd_open, pid, 0);

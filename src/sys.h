@@ -99,6 +99,8 @@ long sys_clone3_set_tids(const pid_t *tids, size_t n, int exit_signal, uint64_t 
  * go_fd, then runs fn(arg) (see sys.c).  Returns its pid or -errno. */
 long sys_clone3_vm(pid_t tid, uint64_t flags, void *stack, size_t stack_size, int go_fd,
 		   void (*fn)(void *), void *arg);
+/* The kernel's struct sigaction (8-byte mask), not glibc's. */
+int sys_rt_sigaction(int sig, const void *act, void *old);
 int sys_pidfd_open(pid_t pid);
 int sys_pidfd_getfd(int pidfd, int targetfd);
 /* Frees the memory of a killed process (pidfd) in the caller; 0 or -errno
