@@ -145,6 +145,7 @@ test-all: all progs units tools fuzz-build
 	tests/test-all.sh
 
 bench: all progs
+	scripts/setup.sh bench
 	bench/run.sh
 
 demo: all progs

@@ -1,5 +1,7 @@
 #!/bin/bash
 # Install what amber needs to build and test on Debian 12 (idempotent; as root).
+# "setup.sh bench" adds what make bench needs: redis-server and a JDK for its
+# redis and JVM rows, gnuplot for its plot.
 set -euo pipefail
 
 # clang-14 and libclang-rt-14-dev (libFuzzer, ASan, UBSan): the fuzz targets (make fuzz)
@@ -11,6 +13,7 @@ PKGS=(gcc make pkg-config libc6-dev protobuf-c-compiler libprotobuf-c-dev libxxh
       libcmocka-dev jq python3 tmux procps util-linux bc nftables iptables scdoc
       libnl-3-dev libnl-route-3-dev libnftables-dev iproute2
       clang-14 libclang-rt-14-dev postgresql-15 runc podman busybox-static tcpdump)
+[ "${1:-}" = bench ] && PKGS+=(redis-server openjdk-17-jdk-headless gnuplot-nox)
 
 missing=()
 for p in "${PKGS[@]}"; do
