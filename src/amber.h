@@ -292,7 +292,6 @@ struct dump_ctx {
 	struct proc_probe probe;
 	struct proc_stat *stat;	    /* dump_stat() */
 	struct proc_status *status; /* dump_status() */
-	uint64_t nr_pages;	    /* pages its image holds (mem.c) */
 };
 
 int proc_probe(struct dump_ctx *ctx);

@@ -1062,7 +1062,6 @@ static int mem_dump_pages(struct dump_ctx *ctx)
 		goto abort_pages;
 	pr_info("pid %d: %llu pages saved, %llu shared with its parent", ctx->pid,
 		(unsigned long long)w.nr_pages, (unsigned long long)w.nr_inherited);
-	ctx->nr_pages = w.nr_pages;
 	ret = img_finish(w.pages);
 	stats_stop(ST_MEMWRITE);
 	if (ret)

@@ -103,8 +103,6 @@ long sys_clone3_vm(pid_t tid, uint64_t flags, void *stack, size_t stack_size, in
 int sys_rt_sigaction(int sig, const void *act, void *old);
 int sys_pidfd_open(pid_t pid);
 int sys_pidfd_getfd(int pidfd, int targetfd);
-/* Frees the memory of a killed process (pidfd) in the caller; 0 or -errno
- * (-ESRCH once the process has let go of its memory itself). */
 /* Read a whole small file (proc files) into a malloc'd NUL-terminated buffer. */
 int sys_read_file(const char *path, char **out, size_t *len);
 /* The same for an open fd, read to its end (not closed). */
