@@ -171,18 +171,17 @@ int thread_name_sc(struct restore_ctx *ctx, struct thread *t, unsigned long at,
  * end marker too), all of a window started before the first is waited for,
  * so that their round trips overlap (a JVM's 200 threads took theirs one
  * after the other).  plan() fills thread t's (into *sc, *n: storage of
- * arg's) for data slot `slot` of the scratch area, or THREAD_ALONE: it runs
- * by itself (it takes its syscalls one by one, alone() says so, or no
+ * arg's) for data slot `slot` of the scratch area; with `alone` (slot 0) it
+ * runs by itself (it takes its syscalls one by one, alone() says so, or no
  * table fits), from the area's start, once the window before it is done.
- * done() takes its results (*sc[i].ret).
+ * done() takes the results (*sc[i].ret) of the batch planned for `slot`.
  */
 #define THREAD_WINDOW 32
-#define THREAD_ALONE  ((size_t)-1)
 struct thread_batch {
 	const char *what; /* its syscalls, for errors */
 	size_t table;
 	void *arg;
-	int (*plan)(void *arg, struct restore_ctx *ctx, struct thread *t, size_t slot,
+	int (*plan)(void *arg, struct restore_ctx *ctx, struct thread *t, size_t slot, bool alone,
 		    struct infect_sc **sc, size_t *n);
 	int (*done)(void *arg, struct thread *t, size_t slot);
 	bool (*alone)(void *arg, const struct thread *t); /* NULL: none */

@@ -400,11 +400,11 @@ static int cred_results(struct thread *t, const struct cred_plan *p)
 #define CRED_GROUPS_AT 256
 
 static int cred_batch(void *arg, struct restore_ctx *ctx, struct thread *t, size_t slot,
-		      struct infect_sc **sc, size_t *n)
+		      bool alone, struct infect_sc **sc, size_t *n)
 {
-	struct cred_plan *p = (struct cred_plan *)arg + (slot == THREAD_ALONE ? 0 : slot);
-	int ret = slot == THREAD_ALONE ? cred_plan(ctx, t, p, 0, 4096)
-				       : cred_plan(ctx, t, p, slot * CRED_SLOT, CRED_GROUPS_AT);
+	struct cred_plan *p = (struct cred_plan *)arg + slot;
+	int ret = alone ? cred_plan(ctx, t, p, 0, 4096)
+			: cred_plan(ctx, t, p, slot * CRED_SLOT, CRED_GROUPS_AT);
 
 	*sc = p->sc;
 	*n = p->n;
@@ -413,7 +413,7 @@ static int cred_batch(void *arg, struct restore_ctx *ctx, struct thread *t, size
 
 static int cred_done(void *arg, struct thread *t, size_t slot)
 {
-	return cred_results(t, (struct cred_plan *)arg + (slot == THREAD_ALONE ? 0 : slot));
+	return cred_results(t, (struct cred_plan *)arg + slot);
 }
 
 static bool cred_alone(void *arg, const struct thread *t)

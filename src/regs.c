@@ -202,9 +202,9 @@ struct ptr_batch {
 };
 
 static int ptrs_batch(void *arg, struct restore_ctx *ctx, struct thread *t, size_t slot,
-		      struct infect_sc **sc, size_t *n)
+		      bool alone, struct infect_sc **sc, size_t *n)
 {
-	struct ptr_batch *b = (struct ptr_batch *)arg + (slot == THREAD_ALONE ? 0 : slot);
+	struct ptr_batch *b = (struct ptr_batch *)arg + slot;
 	TaskCore *c = t->core;
 
 	b->sc[0] = (struct infect_sc){SYS_set_tid_address, {(long)c->clear_child_tid}};
@@ -221,7 +221,7 @@ static int ptrs_batch(void *arg, struct restore_ctx *ctx, struct thread *t, size
 
 static int ptrs_done(void *arg, struct thread *t, size_t slot)
 {
-	struct ptr_batch *b = (struct ptr_batch *)arg + (slot == THREAD_ALONE ? 0 : slot);
+	struct ptr_batch *b = (struct ptr_batch *)arg + slot;
 	long r = 0;
 
 	for (size_t i = 0; !r && i < b->n; i++)

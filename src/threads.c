@@ -365,7 +365,7 @@ static int batch_window(struct restore_ctx *ctx, const struct thread_batch *b, s
 
 		if (alone && n)
 			break; /* after this window */
-		ret = b->plan(b->arg, ctx, t, alone ? THREAD_ALONE : n, &sc[n], &nsc[n]);
+		ret = b->plan(b->arg, ctx, t, n, alone, &sc[n], &nsc[n]);
 		if (!ret && !alone) {
 			t->inf->batch_loaded = ctx->inf.batch_loaded; /* one address space */
 			ret = infect_batch_start_at(t->inf, sc[n], nsc[n], n * b->table);
@@ -380,12 +380,12 @@ static int batch_window(struct restore_ctx *ctx, const struct thread_batch *b, s
 				ret = 0;
 				break; /* no room: after this window */
 			}
-			ret = b->plan(b->arg, ctx, t, THREAD_ALONE, &sc[0], &nsc[0]);
+			ret = b->plan(b->arg, ctx, t, 0, true, &sc[0], &nsc[0]);
 		}
 		if (!ret)
 			ret = infect_batch(t->inf, sc[0], nsc[0]);
 		if (!ret)
-			ret = b->done(b->arg, t, THREAD_ALONE);
+			ret = b->done(b->arg, t, 0);
 	}
 	/* every thread started is waited for, even after a failure */
 	for (size_t k = 0; k < n; k++) {
