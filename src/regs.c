@@ -201,8 +201,8 @@ struct ptr_batch {
 	size_t n;
 };
 
-static int ptrs_batch(void *arg, struct restore_ctx *ctx, struct thread *t, size_t slot,
-		      bool alone, struct infect_sc **sc, size_t *n)
+static int ptrs_batch(void *arg, struct restore_ctx *ctx, struct thread *t, size_t slot, bool alone,
+		      struct infect_sc **sc, size_t *n)
 {
 	struct ptr_batch *b = (struct ptr_batch *)arg + slot;
 	TaskCore *c = t->core;
