@@ -241,6 +241,9 @@ struct tree {
 	int ghosts; /* ghost files written so far */
 	struct dump_ctx **dprocs;
 	struct freezer *freezer; /* --freeze-cgroup (freezer.c): seizes wait for the thaw */
+	/* an exit handler acts only for dead processes (the network lock, TCP
+	 * repair mode): the dump's kill waits for them to be gone */
+	bool kill_waits;
 	/* restore */
 	struct img_dir *img; /* every image file, opened and checked once */
 	Inventory *inv;

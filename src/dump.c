@@ -989,10 +989,10 @@ int dump_each_thread(struct dump_ctx *ctx, int (*fn)(struct dump_ctx *, pid_t, v
  * gone, as with CRIU.  SIGKILL is fatal at once: none of them runs another
  * instruction of its own.  amber's exit detaches them, so their parents reap
  * them; amber restore waits for a pid still in use (wait_pid_free()).  amber
- * waits with established connections (at its exit the network lock and the
- * sockets' repair mode stay only for processes that are dead: netlock.c,
- * sk-inet.c) and with --freeze-cgroup (a cgroup its user had frozen is
- * frozen again after the kill, and a v1 freezer would hold a dying process).
+ * waits only when an exit handler acts for processes that are dead (the
+ * network lock and the sockets' repair mode stay then: netlock.c and sk-inet.c
+ * set kill_waits).  A cgroup its user had frozen is frozen again at once: the
+ * freezer (v1 and v2) holds no dying process (freezecg_*user_frozen_killed).
  */
 static void kill_tree(struct tree *t)
 {
@@ -1000,7 +1000,7 @@ static void kill_tree(struct tree *t)
 
 	for (size_t p = 0; p < t->nr_procs; p++)
 		kill(t->dprocs[p]->pid, SIGKILL);
-	if (!t->o->tcp_established && !t->freezer)
+	if (!t->kill_waits)
 		return;
 	/* As tracer we are told when each is dead (their parents reap them).
 	 * Children first: a pid namespace's init ends only once every other

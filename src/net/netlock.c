@@ -318,6 +318,7 @@ static int create_table(struct dump_ctx *ctx)
 		table[0] = 0;
 		return -ENOMEM;
 	}
+	ctx->tree->kill_waits = true; /* netlock_release() keeps it for dead processes */
 	pr_debug("network lock: %s", lock_name(table));
 	return 0;
 }

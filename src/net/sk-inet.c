@@ -415,6 +415,7 @@ static int repair_keep(struct dump_ctx *ctx, int dup, int reuse)
 		return -ENOMEM;
 	}
 	repaired[nr_repaired++] = (struct repaired){pidfd, fd, reuse};
+	ctx->tree->kill_waits = true; /* repair_release() keeps it for dead processes */
 	return 0;
 }
 

@@ -4,7 +4,8 @@
 # any failure or interruption leaves the cgroup as it was and the tree running.
 TESTS+=(freezecg_v2 freezecg_forks freezecg_refused freezecg_fault freezecg_interrupted
 	freezecg_leave_running freezecg_leave_stopped freezecg_user_frozen freezecg_v1
-	freezecg_v1_forks freezecg_v1_user_frozen)
+	freezecg_v1_forks freezecg_v1_user_frozen freezecg_user_frozen_killed
+	freezecg_v1_user_frozen_killed)
 
 # FZ: the test's cgroup (v2 unless fz_mk v1); made here, removed by fz_rm
 fz_mk() { # [v1]
@@ -335,4 +336,40 @@ t_freezecg_v1_user_frozen() {
 	cleanup_test
 	fz_rm
 	return $rc
+}
+
+# A cgroup its user froze, dumped and killed: every process dies (none held
+# frozen while dying) and the cgroup ends frozen again, as its user left it.
+t_freezecg_user_frozen_killed() {
+	[ $SELFTEST = 1 ] && return 77
+	local rc
+	fz_mk || return
+	fz_frozen_killed
+	rc=$?
+	cleanup_test
+	fz_rm
+	return $rc
+}
+t_freezecg_v1_user_frozen_killed() {
+	[ $SELFTEST = 1 ] && return 77
+	local rc
+	fz_mk v1 || return
+	fz_frozen_killed
+	rc=$?
+	cleanup_test
+	fz_rm
+	return $rc
+}
+fz_frozen_killed() {
+	local pids
+	fz_start "$PROGS/tree" "$T" || return 1
+	pids="$PID $(tree_pids "$PID")"
+	fz_freeze
+	wait_for 10 fz_is frozen || { fail "the test could not freeze $FZ"; return 1; }
+	fz_dump "$W/dump.log" || { fail "the dump of a frozen cgroup failed"; attach "$W/dump.log"; return 1; }
+	fz_used || return 1
+	wait_for 20 eval '[ -z "$(cat "$FZ/cgroup.procs")" ]' ||
+		{ fail "processes held in $FZ after the dump killed them: $(cat "$FZ/cgroup.procs" | tr '\n' ' ')"; return 1; }
+	fz_is frozen || { fail "after the dump the cgroup its user froze is $(fz_state)"; return 1; }
+	note "pids $pids gone; $FZ frozen again"
 }
