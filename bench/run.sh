@@ -15,7 +15,8 @@
 # back wrong prints "bad" and does not count.  The dense memory rows also print
 # amber/limit: the machine's own cost of moving the same bytes in the same run
 # (write() of the memory into the image's filesystem; read() of it into fresh
-# anonymous memory; the fastest of the runs).  The table goes to bench/results/DATE.txt (BENCH_RESULTS=
+# anonymous memory; the median of as many runs as amber's, the statistic amber's
+# column has).  The table goes to bench/results/DATE.txt (BENCH_RESULTS=
 # to put it elsewhere, none to skip) with the machine's description, and its
 # numbers to DATE.dat, drawn by gnuplot (bench/plot.gp) into DATE.png.
 set -u
@@ -205,9 +206,11 @@ bench_row() { # NAME TOOL ARGS...
 	echo "$(printf '%s\n' "${d[@]}" | med) $(printf '%s\n' "${r[@]}" | med)"
 }
 
-# The machine's cost of a dense row's bytes: "write_seconds fill_seconds", the
-# fastest of the runs, each after one unmeasured pass (in a VM that hands freed
-# memory back to the host, the first touch of it again costs a host fault)
+# The machine's cost of a dense row's bytes: "write_seconds fill_seconds", each
+# the median of the runs, as amber's column is (the fastest write() of a guest
+# whose times spread 20% put that spread into amber/limit), each run after one
+# unmeasured pass (in a VM that hands freed memory back to the host, the first
+# touch of it again costs a host fault)
 limit_row() { # MIB
 	local w=() f=() i
 	"$W" limit-write "$1" "$DIR/limit.bin" >/dev/null && "$W" limit-fill "$1" "$DIR/limit.bin" >/dev/null
@@ -216,7 +219,7 @@ limit_row() { # MIB
 		f+=("$("$W" limit-fill "$1" "$DIR/limit.bin")")
 	done
 	rm -f "$DIR/limit.bin"
-	echo "$(printf '%s\n' "${w[@]}" | sort -n | head -n 1) $(printf '%s\n' "${f[@]}" | sort -n | head -n 1)"
+	echo "$(printf '%s\n' "${w[@]}" | med) $(printf '%s\n' "${f[@]}" | med)"
 }
 
 isnum() { [[ $1 =~ ^[0-9.]+$ ]]; }
