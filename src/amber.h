@@ -166,26 +166,31 @@ int thread_name_sc(struct restore_ctx *ctx, struct thread *t, unsigned long at,
 		   struct infect_sc *sc);
 
 /*
- * Restore: one batch in each of a process's threads, THREAD_WINDOW at a
- * time (threads.c): each on a table of its own, table entries apart (its
- * end marker too), all of a window started before the first is waited for,
- * so that their round trips overlap (a JVM's 200 threads took theirs one
- * after the other).  plan() fills thread t's (into *sc, *n: storage of
- * arg's) for data slot `slot` of the scratch area; with `alone` (slot 0) it
- * runs by itself (it takes its syscalls one by one, alone() says so, or no
+ * One batch in each of a process's threads, THREAD_WINDOW at a time
+ * (threads.c): each on a table of its own, table entries apart (its end
+ * marker too), all of a window started before the first is waited for, so
+ * that their round trips overlap (a JVM's 200 threads took theirs one after
+ * the other).  plan() fills thread t's (into *sc, *n: storage of arg's; *n 0:
+ * none for t) for data slot `slot` of the scratch area; with `alone` (slot 0)
+ * it runs by itself (it takes its syscalls one by one, alone() says so, or no
  * table fits), from the area's start, once the window before it is done.
  * done() takes the results (*sc[i].ret) of the batch planned for `slot`.
+ * ctx is the caller's, passed on to plan(): the restore's (threads_batches())
+ * or the dump's (threads_probe()).
  */
 #define THREAD_WINDOW 32
 struct thread_batch {
 	const char *what; /* its syscalls, for errors */
 	size_t table;
 	void *arg;
-	int (*plan)(void *arg, struct restore_ctx *ctx, struct thread *t, size_t slot, bool alone,
+	int (*plan)(void *arg, void *ctx, struct thread *t, size_t slot, bool alone,
 		    struct infect_sc **sc, size_t *n);
 	int (*done)(void *arg, struct thread *t, size_t slot);
 	bool (*alone)(void *arg, const struct thread *t); /* NULL: none */
 };
+/* threads[first..nr), whose leader (its scratch area and batch code) is leader */
+int threads_batches_in(void *ctx, struct infect *leader, struct thread *threads, size_t first,
+		       size_t nr, const struct thread_batch *b);
 int threads_batches(struct restore_ctx *ctx, const struct thread_batch *b);
 
 /*

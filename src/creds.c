@@ -399,9 +399,10 @@ static int cred_results(struct thread *t, const struct cred_plan *p)
 #define CRED_SLOT      4096 /* bytes of data per thread */
 #define CRED_GROUPS_AT 256
 
-static int cred_batch(void *arg, struct restore_ctx *ctx, struct thread *t, size_t slot, bool alone,
+static int cred_batch(void *arg, void *c, struct thread *t, size_t slot, bool alone,
 		      struct infect_sc **sc, size_t *n)
 {
+	struct restore_ctx *ctx = c;
 	struct cred_plan *p = (struct cred_plan *)arg + slot;
 	int ret = alone ? cred_plan(ctx, t, p, 0, 4096)
 			: cred_plan(ctx, t, p, slot * CRED_SLOT, CRED_GROUPS_AT);

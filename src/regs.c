@@ -201,7 +201,7 @@ struct ptr_batch {
 	size_t n;
 };
 
-static int ptrs_batch(void *arg, struct restore_ctx *ctx, struct thread *t, size_t slot, bool alone,
+static int ptrs_batch(void *arg, void *ctx, struct thread *t, size_t slot, bool alone,
 		      struct infect_sc **sc, size_t *n)
 {
 	struct ptr_batch *b = (struct ptr_batch *)arg + slot;

@@ -98,63 +98,43 @@ int thread_probe(struct thread *t)
 }
 
 /*
- * The other threads' probes, PROBE_WINDOW at a time: each runs its batch on
- * a table and an output slot of its own in the scratch area, and all of a
- * window are started before the first is waited for, so that their round
- * trips overlap (10,000 threads made 10,000 of them one after the other).
- * A thread that must take its syscalls one by one (trap_pending) is left
- * to thread_probe().
+ * The other threads' probes, a window of them at a time (threads_batches_in()):
+ * each writes into an output slot of its own, from the scratch area's start
+ * (10,000 threads made 10,000 round trips one after the other).
  */
-#define PROBE_WINDOW 32
-#define PROBE_SLOT   64 /* bytes of output per thread, from the scratch area's start */
+#define PROBE_SLOT 64 /* bytes of output per thread */
 
-static int probe_window(struct dump_ctx *ctx, size_t *next)
+static int probe_plan(void *arg, void *ctx, struct thread *t, size_t slot, bool alone,
+		      struct infect_sc **sc, size_t *n)
 {
-	struct infect_sc sc[PROBE_WINDOW][PROBE_NR];
-	struct thread *w[PROBE_WINDOW];
-	size_t n = 0;
-	int ret = 0;
+	struct infect_sc *p = (struct infect_sc *)arg + slot * PROBE_NR;
 
-	for (; *next < ctx->nr_threads && n < PROBE_WINDOW && !ret; ++*next) {
-		struct thread *t = &ctx->threads[*next];
+	*n = 0;
+	if (t->probe.done)
+		return 0;
+	thread_probe_sc(t, p, (long)slot * PROBE_SLOT);
+	*sc = p;
+	*n = PROBE_NR;
+	return 0;
+}
 
-		if (t->probe.done || t->inf->trap_pending)
-			continue;
-		thread_probe_sc(t, sc[n], (long)n * PROBE_SLOT);
-		t->inf->batch_loaded = ctx->inf.batch_loaded; /* one address space */
-		ret = infect_batch_start_at(t->inf, sc[n], PROBE_NR, n * (PROBE_NR + 1));
-		ctx->inf.batch_loaded = t->inf->batch_loaded;
-		if (!ret)
-			w[n++] = t;
-		else if (ret == -EAGAIN)
-			ret = 0; /* thread_probe() asks it alone */
-		else
-			pr_err("tid %d: cannot make it run sigaltstack and prctl: %s", t->tid,
-			       strerror(-ret));
-	}
-	/* every thread started is waited for, even after a failure */
-	for (size_t k = 0; k < n; k++) {
-		struct thread *t = w[k];
-		int r = infect_batch_wait(t->inf, sc[k], PROBE_NR);
-
-		if (!r)
-			r = probe_taken(t, sc[k], (long)k * PROBE_SLOT);
-		if (r && !ret)
-			pr_err("tid %d: cannot make it run sigaltstack and prctl: %s", t->tid,
-			       strerror(-r));
-		ret = ret ? ret : r;
-	}
-	return ret;
+static int probe_done(void *arg, struct thread *t, size_t slot)
+{
+	return probe_taken(t, (struct infect_sc *)arg + slot * PROBE_NR, (long)slot * PROBE_SLOT);
 }
 
 int threads_probe(struct dump_ctx *ctx)
 {
-	size_t next = 1; /* the leader's comes with proc_probe() */
-	int ret = 0;
+	struct infect_sc *sc = calloc(THREAD_WINDOW * PROBE_NR, sizeof(*sc));
+	struct thread_batch b = {"sigaltstack and prctl", PROBE_NR + 1, sc, probe_plan, probe_done,
+				 NULL};
+	int ret;
 
 	_Static_assert(sizeof(((struct thread_probe *)0)->mem) <= PROBE_SLOT, "probe slot");
-	while (!ret && next < ctx->nr_threads)
-		ret = probe_window(ctx, &next);
+	/* the leader's comes with proc_probe() */
+	ret = sc ? threads_batches_in(ctx, &ctx->inf, ctx->threads, 1, ctx->nr_threads, &b)
+		 : -ENOMEM;
+	free(sc);
 	return ret;
 }
 
@@ -348,42 +328,54 @@ int thread_name_sc(struct restore_ctx *ctx, struct thread *t, unsigned long at,
 	return 1;
 }
 
+/* Its batch failed: said once, naming the thread and what the batch was for. */
+static int batch_failed(const struct thread *t, const struct thread_batch *b, int ret)
+{
+	pr_err("tid %d: its batch of %s failed: %s", t->tid, b->what, strerror(-ret));
+	return ret;
+}
+
 /*
  * A window: its threads' batches all started before the first is waited
  * for; a thread that must go alone ends it (and runs once it is done).
  */
-static int batch_window(struct restore_ctx *ctx, const struct thread_batch *b, size_t *next)
+static int batch_window(void *ctx, struct infect *leader, struct thread *threads, size_t nr,
+			const struct thread_batch *b, size_t *next)
 {
 	struct thread *w[THREAD_WINDOW];
 	struct infect_sc *sc[THREAD_WINDOW];
 	size_t nsc[THREAD_WINDOW], n = 0;
 	int ret = 0;
 
-	for (; *next < ctx->nr_threads && n < THREAD_WINDOW && !ret; ++*next) {
-		struct thread *t = &ctx->threads[*next];
+	for (; *next < nr && n < THREAD_WINDOW && !ret; ++*next) {
+		struct thread *t = &threads[*next];
 		bool alone = t->inf->trap_pending || (b->alone && b->alone(b->arg, t));
 
 		if (alone && n)
 			break; /* after this window */
 		ret = b->plan(b->arg, ctx, t, n, alone, &sc[n], &nsc[n]);
+		if (!ret && !nsc[n])
+			continue; /* nothing for this one */
 		if (!ret && !alone) {
-			t->inf->batch_loaded = ctx->inf.batch_loaded; /* one address space */
+			t->inf->batch_loaded = leader->batch_loaded; /* one address space */
 			ret = infect_batch_start_at(t->inf, sc[n], nsc[n], n * b->table);
-			ctx->inf.batch_loaded = t->inf->batch_loaded;
+			leader->batch_loaded = t->inf->batch_loaded;
 			if (!ret) {
 				w[n++] = t;
 				continue;
 			}
-			if (ret != -EAGAIN)
+			if (ret != -EAGAIN) {
+				batch_failed(t, b, ret);
 				break;
+			}
 			if (n) {
 				ret = 0;
 				break; /* no room: after this window */
 			}
 			ret = b->plan(b->arg, ctx, t, 0, true, &sc[0], &nsc[0]);
 		}
-		if (!ret)
-			ret = infect_batch(t->inf, sc[0], nsc[0]);
+		if (!ret && (ret = infect_batch(t->inf, sc[0], nsc[0])))
+			batch_failed(t, b, ret);
 		if (!ret)
 			ret = b->done(b->arg, t, 0);
 	}
@@ -394,21 +386,26 @@ static int batch_window(struct restore_ctx *ctx, const struct thread_batch *b, s
 		if (!r)
 			r = b->done(b->arg, w[k], k);
 		else if (!ret)
-			pr_err("tid %d: its batch of %s failed: %s", w[k]->tid, b->what,
-			       strerror(-r));
+			batch_failed(w[k], b, r);
 		ret = ret ? ret : r;
 	}
 	return ret;
 }
 
-int threads_batches(struct restore_ctx *ctx, const struct thread_batch *b)
+int threads_batches_in(void *ctx, struct infect *leader, struct thread *threads, size_t first,
+		       size_t nr, const struct thread_batch *b)
 {
-	size_t next = 0;
+	size_t next = first;
 	int ret = 0;
 
-	while (!ret && next < ctx->nr_threads)
-		ret = batch_window(ctx, b, &next);
+	while (!ret && next < nr)
+		ret = batch_window(ctx, leader, threads, nr, b, &next);
 	return ret;
+}
+
+int threads_batches(struct restore_ctx *ctx, const struct thread_batch *b)
+{
+	return threads_batches_in(ctx, &ctx->inf, ctx->threads, 0, ctx->nr_threads, b);
 }
 
 static int threads_restore_inject(struct restore_ctx *ctx)
