@@ -15,8 +15,8 @@
 # back wrong prints "bad" and does not count.  The dense memory rows also print
 # amber/limit: the machine's own cost of moving the same bytes in the same run
 # (write() of the memory into the image's filesystem; read() of it into fresh
-# anonymous memory; the median of as many runs as amber's, the statistic amber's
-# column has).  The table goes to bench/results/DATE.txt (BENCH_RESULTS=
+# anonymous memory; one of each right after each of amber's runs, their
+# medians).  The table goes to bench/results/DATE.txt (BENCH_RESULTS=
 # to put it elsewhere, none to skip) with the machine's description, and its
 # numbers to DATE.dat, drawn by gnuplot (bench/plot.gp) into DATE.png.
 set -u
@@ -202,24 +202,31 @@ bench_row() { # NAME TOOL ARGS...
 		r+=("${res#* }")
 		pkill -KILL -s "$WPID" 2>/dev/null
 		wait_gone $(tree_pids "$WPID") "$WPID"
+		[ "$tool" = amber ] && [ "$KIND" = mem ] && limit_run "$2"
 	done
 	echo "$(printf '%s\n' "${d[@]}" | med) $(printf '%s\n' "${r[@]}" | med)"
 }
 
-# The machine's cost of a dense row's bytes: "write_seconds fill_seconds", each
-# the median of the runs, as amber's column is (the fastest write() of a guest
-# whose times spread 20% put that spread into amber/limit), each run after one
-# unmeasured pass (in a VM that hands freed memory back to the host, the first
-# touch of it again costs a host fault)
-limit_row() { # MIB
-	local w=() f=() i
-	"$W" limit-write "$1" "$DIR/limit.bin" >/dev/null && "$W" limit-fill "$1" "$DIR/limit.bin" >/dev/null
-	for i in $(seq "$RUNS"); do
-		w+=("$("$W" limit-write "$1" "$DIR/limit.bin")")
-		f+=("$("$W" limit-fill "$1" "$DIR/limit.bin")")
-	done
+# The machine's cost of a dense row's bytes, measured right after each of
+# amber's runs (a guest whose speed drifts over minutes would otherwise
+# compare amber's runs with others made under other conditions): one write()
+# of them into the image's filesystem and one fill of fresh memory from it,
+# appended to DIR/limit.w and DIR/limit.f; the first run of a row is preceded
+# by an unmeasured pass (in a VM that hands freed memory back to the host,
+# the first touch of it again costs a host fault).
+limit_run() { # MIB
+	[ -e "$DIR/limit.w" ] ||
+		{ "$W" limit-write "$1" "$DIR/limit.bin" && "$W" limit-fill "$1" "$DIR/limit.bin"; } >/dev/null
+	"$W" limit-write "$1" "$DIR/limit.bin" >>"$DIR/limit.w"
+	"$W" limit-fill "$1" "$DIR/limit.bin" >>"$DIR/limit.f"
 	rm -f "$DIR/limit.bin"
-	echo "$(printf '%s\n' "${w[@]}" | med) $(printf '%s\n' "${f[@]}" | med)"
+}
+# "write_seconds fill_seconds": the medians of the row's limit runs, the
+# statistic amber's column has (the fastest write() of a guest whose times
+# spread 20% put that spread into amber/limit)
+limit_row() {
+	echo "$(med <"$DIR/limit.w") $(med <"$DIR/limit.f")"
+	rm -f "$DIR/limit.w" "$DIR/limit.f"
 }
 
 isnum() { [[ $1 =~ ^[0-9.]+$ ]]; }
@@ -258,7 +265,7 @@ for row in "1 GiB memory:mem 1024" "4 GiB memory:mem 4096" "1 GiB, every 2nd pag
 	cd=- cr=- ld=- lr=-
 	[ -n "$CRIU" ] && read -r cd cr <<<"$(bench_row "$name" criu $args)"
 	if [ "${args%% *}" = mem ]; then
-		read -r wl fl <<<"$(limit_row "${args#* }")"
+		read -r wl fl <<<"$(limit_row)"
 		ld=$(ratio "$ad" "$wl") lr=$(ratio "$ar" "$fl")
 	fi
 	out "$(printf '%-24s %10s %10s %10s %10s %8s %8s %8s %8s' "$name" "$ad" "$ar" "$cd" "$cr" \
