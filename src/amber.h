@@ -197,8 +197,10 @@ int threads_batches(struct restore_ctx *ctx, const struct thread_batch *b);
  * Dump: what the process tells only through injected syscalls, asked in one
  * batch with its leader's thread_probe() (proc_probe(), threads.c): its
  * dumpable, THP and subreaper settings (task.c), its brk (mem.c), its
- * interval timers (timers.c) and membarrier registrations (membarrier.c).
- * Eight stops a process were a third of a tree's injected time.
+ * interval timers (timers.c), membarrier registrations (membarrier.c) and
+ * signal actions (signals.c: 64 rt_sigaction() calls, signal n's at
+ * PP_SIGACTION + n - 1).  Eight stops a process were a third of a tree's
+ * injected time; the actions' own batch was one stop a process more.
  */
 enum {
 	PP_DUMPABLE,
@@ -209,15 +211,17 @@ enum {
 	PP_MEMBARRIER = PP_ITIMER + 3,
 	PP_PERSONALITY,
 	PP_TIMERSLACK,
-	PP_NR
+	PP_SIGACTION, /* 64: signals 1 to 64 */
+	PP_NR = PP_SIGACTION + 64
 };
 #define MB_GET_REGISTRATIONS (1 << 9) /* Linux 6.3; not in every uapi header */
 #define PP_SUBREAPER_AT	     48	      /* offsets in mem of what the syscalls wrote: an int */
 #define PP_ITIMER_AT	     64	      /* three struct itimerval */
+#define PP_SIGACTION_AT	     256      /* 64 kernel struct sigaction of 32 bytes */
 struct proc_probe {
 	bool done;
 	long ret[PP_NR];
-	uint8_t mem[PP_ITIMER_AT + 3 * 32];
+	uint8_t mem[PP_SIGACTION_AT + 64 * 32];
 };
 
 struct dump_ctx;

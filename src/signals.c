@@ -54,51 +54,42 @@ static bool settable(int sig)
 	return sig != SIGKILL && sig != SIGSTOP;
 }
 
-/* All 62 settable actions in one batch, each into its own slot of the scratch page. */
+/* The 62 settable actions, asked in the process's probe batch (proc_probe()). */
 static int dump_actions(struct dump_ctx *ctx)
 {
-	struct infect_sc sc[NSIG_KERNEL];
-	struct ksigaction ka[NSIG_KERNEL];
 	TaskCore *c = ctx->core;
-	int n = 0, ret;
+	int ret = proc_probe(ctx);
 
+	_Static_assert(sizeof(struct ksigaction) == 32 && NSIG_KERNEL == 64, "probe layout");
+	if (ret)
+		return ret;
 	c->sigactions = calloc(NSIG_KERNEL, sizeof(*c->sigactions));
 	if (!c->sigactions)
 		return -ENOMEM;
-	for (int sig = 1; sig <= NSIG_KERNEL; sig++)
-		if (settable(sig))
-			sc[n++] = (struct infect_sc){
-				SYS_rt_sigaction,
-				{sig, 0, ctx->inf.scratch + sig * sizeof(*ka), 8, 0, 0},
-				0};
-	ret = infect_batch(&ctx->inf, sc, n);
-	if (!ret)
-		ret = infect_read(&ctx->inf, ctx->inf.scratch + sizeof(*ka), ka, sizeof(ka));
-	if (ret) {
-		pr_err("pid %d: cannot read its signal actions: %s", ctx->pid, strerror(-ret));
-		return ret;
-	}
-	for (int i = 0; i < n; i++) {
-		int sig = (int)sc[i].a[0];
-		struct ksigaction *k = &ka[sig - 1];
+	for (int sig = 1; sig <= NSIG_KERNEL; sig++) {
+		long r = ctx->probe.ret[PP_SIGACTION + sig - 1];
+		struct ksigaction k;
 		SigactionEntry *e;
 
-		if (sc[i].ret) {
+		if (!settable(sig))
+			continue;
+		if (r) {
 			pr_err("pid %d: cannot read the action of signal %d: %s", ctx->pid, sig,
-			       strerror((int)-sc[i].ret));
-			return (int)sc[i].ret;
+			       strerror((int)-r));
+			return (int)r;
 		}
-		if (!k->handler && !k->flags && !k->mask)
+		memcpy(&k, ctx->probe.mem + PP_SIGACTION_AT + (sig - 1) * sizeof(k), sizeof(k));
+		if (!k.handler && !k.flags && !k.mask)
 			continue; /* SIG_DFL, the state of a fresh task */
 		e = malloc(sizeof(*e));
 		if (!e)
 			return -ENOMEM;
 		sigaction_entry__init(e);
 		e->sig = sig;
-		e->handler = k->handler;
-		e->flags = k->flags;
-		e->restorer = k->restorer;
-		e->mask = k->mask;
+		e->handler = k.handler;
+		e->flags = k.flags;
+		e->restorer = k.restorer;
+		e->mask = k.mask;
 		c->sigactions[c->n_sigactions++] = e;
 	}
 	return 0;

@@ -159,13 +159,16 @@ int proc_probe(struct dump_ctx *ctx)
 	p[PP_MEMBARRIER] = (struct infect_sc){SYS_membarrier, {MB_GET_REGISTRATIONS}};
 	p[PP_PERSONALITY] = (struct infect_sc){SYS_personality, {0xffffffff}};
 	p[PP_TIMERSLACK] = (struct infect_sc){SYS_prctl, {PR_GET_TIMERSLACK}};
+	for (int sig = 1; sig <= 64; sig++)
+		p[PP_SIGACTION + sig - 1] = (struct infect_sc){
+			SYS_rt_sigaction, {sig, 0, at + PP_SIGACTION_AT + (sig - 1) * 32L, 8}};
 	ret = infect_batch(&ctx->inf, sc, PROBE_NR + PP_NR);
 	if (!ret)
 		ret = infect_read(&ctx->inf, ctx->inf.scratch, ctx->probe.mem,
 				  sizeof(ctx->probe.mem));
 	if (ret) {
-		pr_err("pid %d: cannot make it run prctl, brk, getitimer, membarrier and "
-		       "personality: %s",
+		pr_err("pid %d: cannot make it run prctl, brk, getitimer, membarrier, "
+		       "personality and rt_sigaction: %s",
 		       ctx->pid, strerror(-ret));
 		return ret;
 	}
