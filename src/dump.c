@@ -986,12 +986,12 @@ int dump_each_thread(struct dump_ctx *ctx, int (*fn)(struct dump_ctx *, pid_t, v
 /*
  * The tree is killed and left to die: each process frees its memory and
  * closes its files as it exits (70-110 ms for 1 GiB here), after amber is
- * gone, as with CRIU.  SIGKILL is fatal at once: none of them runs another
+ * gone.  SIGKILL is fatal at once: none of them runs another
  * instruction of its own.  amber's exit detaches them, so their parents reap
  * them; amber restore waits for a pid still in use (wait_pid_free()).  amber
- * waits only when an exit handler acts for processes that are dead (the
- * network lock and the sockets' repair mode stay then: netlock.c and sk-inet.c
- * set kill_waits).  A cgroup its user had frozen is frozen again at once: the
+ * waits when an exit handler acts for processes that are dead (the network
+ * lock and the sockets' repair mode stay then: netlock.c and sk-inet.c set
+ * kill_waits) and when a runtime drives it over RPC.  A cgroup its user had frozen is frozen again at once: the
  * freezer (v1 and v2) holds no dying process (freezecg_*user_frozen_killed).
  */
 static void kill_tree(struct tree *t)
@@ -1000,7 +1000,9 @@ static void kill_tree(struct tree *t)
 
 	for (size_t p = 0; p < t->nr_procs; p++)
 		kill(t->dprocs[p]->pid, SIGKILL);
-	if (!t->kill_waits)
+	/* a runtime (RPC) takes the dump's return for the processes' end: CRIU
+	 * waits, and runc removes the container's cgroup and state then */
+	if (!t->kill_waits && t->o->rpc_sk <= 0)
 		return;
 	/* As tracer we are told when each is dead (their parents reap them).
 	 * Children first: a pid namespace's init ends only once every other
