@@ -211,17 +211,19 @@ enum {
 	PP_MEMBARRIER = PP_ITIMER + 3,
 	PP_PERSONALITY,
 	PP_TIMERSLACK,
-	PP_SIGACTION, /* 64: signals 1 to 64 */
+	PP_SIGACTION, /* PP_NR_SIGACTIONS: signals 1 to 64 */
 	PP_NR = PP_SIGACTION + 64
 };
+#define PP_NR_SIGACTIONS  64
+#define PP_SIGACTION_SIZE 32 /* the kernel's struct sigaction */
 #define MB_GET_REGISTRATIONS (1 << 9) /* Linux 6.3; not in every uapi header */
 #define PP_SUBREAPER_AT	     48	      /* offsets in mem of what the syscalls wrote: an int */
 #define PP_ITIMER_AT	     64	      /* three struct itimerval */
-#define PP_SIGACTION_AT	     256      /* 64 kernel struct sigaction of 32 bytes */
+#define PP_SIGACTION_AT	     256      /* PP_NR_SIGACTIONS of PP_SIGACTION_SIZE */
 struct proc_probe {
 	bool done;
 	long ret[PP_NR];
-	uint8_t mem[PP_SIGACTION_AT + 64 * 32];
+	uint8_t mem[PP_SIGACTION_AT + PP_NR_SIGACTIONS * PP_SIGACTION_SIZE];
 };
 
 struct dump_ctx;

@@ -991,8 +991,9 @@ int dump_each_thread(struct dump_ctx *ctx, int (*fn)(struct dump_ctx *, pid_t, v
  * them; amber restore waits for a pid still in use (wait_pid_free()).  amber
  * waits when an exit handler acts for processes that are dead (the network
  * lock and the sockets' repair mode stay then: netlock.c and sk-inet.c set
- * kill_waits) and when a runtime drives it over RPC.  A cgroup its user had frozen is frozen again at once: the
- * freezer (v1 and v2) holds no dying process (freezecg_*user_frozen_killed).
+ * kill_waits) and when a runtime drives it over RPC.  A cgroup its user had
+ * frozen is frozen again at once: the freezer (v1 and v2) holds no dying
+ * process (freezecg_*user_frozen_killed).
  */
 static void kill_tree(struct tree *t)
 {

@@ -60,7 +60,9 @@ static int dump_actions(struct dump_ctx *ctx)
 	TaskCore *c = ctx->core;
 	int ret = proc_probe(ctx);
 
-	_Static_assert(sizeof(struct ksigaction) == 32 && NSIG_KERNEL == 64, "probe layout");
+	_Static_assert(sizeof(struct ksigaction) == PP_SIGACTION_SIZE &&
+			       NSIG_KERNEL == PP_NR_SIGACTIONS,
+		       "probe layout");
 	if (ret)
 		return ret;
 	c->sigactions = calloc(NSIG_KERNEL, sizeof(*c->sigactions));

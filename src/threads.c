@@ -125,13 +125,17 @@ static int probe_done(void *arg, struct thread *t, size_t slot)
 
 int threads_probe(struct dump_ctx *ctx)
 {
-	struct infect_sc *sc = calloc(THREAD_WINDOW * PROBE_NR, sizeof(*sc));
-	struct thread_batch b = {"sigaltstack and prctl", PROBE_NR + 1, sc, probe_plan, probe_done,
-				 NULL};
+	struct infect_sc *sc;
+	struct thread_batch b = {"sigaltstack and prctl", PROBE_NR + 1, NULL, probe_plan,
+				 probe_done, NULL};
 	int ret;
 
 	_Static_assert(sizeof(((struct thread_probe *)0)->mem) <= PROBE_SLOT, "probe slot");
-	/* the leader's comes with proc_probe() */
+	/* the leader's comes with proc_probe(): most processes have no other */
+	if (ctx->nr_threads < 2)
+		return 0;
+	sc = calloc(THREAD_WINDOW * PROBE_NR, sizeof(*sc));
+	b.arg = sc;
 	ret = sc ? threads_batches_in(ctx, &ctx->inf, ctx->threads, 1, ctx->nr_threads, &b)
 		 : -ENOMEM;
 	free(sc);
@@ -159,9 +163,10 @@ int proc_probe(struct dump_ctx *ctx)
 	p[PP_MEMBARRIER] = (struct infect_sc){SYS_membarrier, {MB_GET_REGISTRATIONS}};
 	p[PP_PERSONALITY] = (struct infect_sc){SYS_personality, {0xffffffff}};
 	p[PP_TIMERSLACK] = (struct infect_sc){SYS_prctl, {PR_GET_TIMERSLACK}};
-	for (int sig = 1; sig <= 64; sig++)
+	for (int sig = 1; sig <= PP_NR_SIGACTIONS; sig++)
 		p[PP_SIGACTION + sig - 1] = (struct infect_sc){
-			SYS_rt_sigaction, {sig, 0, at + PP_SIGACTION_AT + (sig - 1) * 32L, 8}};
+			SYS_rt_sigaction,
+			{sig, 0, at + PP_SIGACTION_AT + (sig - 1) * (long)PP_SIGACTION_SIZE, 8}};
 	ret = infect_batch(&ctx->inf, sc, PROBE_NR + PP_NR);
 	if (!ret)
 		ret = infect_read(&ctx->inf, ctx->inf.scratch, ctx->probe.mem,
